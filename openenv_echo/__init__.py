@@ -1,0 +1,59 @@
+"""openenv-echo: role-tagged OpenEnv environments and per-token role masks for the ECHO objective.
+
+The top-level package needs no torch: tokenization (``openenv_echo.tokenize``), the objective
+(``openenv_echo.objective``) and trainer adapters (``openenv_echo.adapters``) import it lazily.
+"""
+
+from .client import (
+    AsyncEnvClient,
+    EnvClient,
+    PlainTextRule,
+    PolicyStep,
+    StepResult,
+    run_episode,
+    run_episodes,
+)
+from .client.errors import (
+    ActionValidationError,
+    CapacityReachedError,
+    ConnectionLostError,
+    EnvClientError,
+    EnvTimeoutError,
+    ServerError,
+)
+from .roles import ROLE_SPEC_VERSION, Role
+from .server import BackgroundServer, EnvError, Environment, ServerLimits, create_app, serve
+from .tokenizer_identity import segment_tokens, tokenizer_fingerprint, tokenizer_identity
+from .trajectory import (
+    ChatMessage,
+    ObservationRecord,
+    StepRecord,
+    Trajectory,
+    TrajectoryWriter,
+    iter_trajectories,
+    read_trajectories,
+)
+from .wire import (
+    Action,
+    ErrorCode,
+    Observation,
+    ObservationTokens,
+    Segment,
+    State,
+    TokenizerIdentity,
+    context,
+    env_output,
+    warning,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ROLE_SPEC_VERSION", "Action", "ActionValidationError", "AsyncEnvClient", "BackgroundServer",
+    "CapacityReachedError", "ChatMessage", "ConnectionLostError", "EnvClient", "EnvClientError", "EnvError",
+    "EnvTimeoutError", "Environment", "ErrorCode", "Observation", "ObservationRecord", "ObservationTokens",
+    "PlainTextRule", "PolicyStep", "Role", "Segment", "ServerError", "ServerLimits", "State", "StepRecord",
+    "StepResult", "TokenizerIdentity", "Trajectory", "TrajectoryWriter", "context", "create_app", "env_output",
+    "iter_trajectories", "read_trajectories", "run_episode", "run_episodes", "segment_tokens", "serve",
+    "tokenizer_fingerprint", "tokenizer_identity", "warning",
+]

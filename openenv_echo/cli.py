@@ -1,0 +1,135 @@
+"""The ``openenv-echo`` command line: serve an env, run episodes, show trajectories, run the demo."""
+
+from __future__ import annotations
+
+import json
+from importlib import import_module
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+console = Console()
+
+
+def _limits(max_sessions: Optional[int], idle_timeout: Optional[float], max_message_bytes: Optional[int],
+            step_timeout: Optional[float]) -> Any:
+    from .server import ServerLimits
+
+    return ServerLimits.from_env(
+        max_sessions=max_sessions, idle_timeout_s=idle_timeout, max_message_bytes=max_message_bytes,
+        step_timeout_s=step_timeout,
+    )
+
+
+def _load_tokenizer(path: Optional[str]) -> Any:
+    if path is None:
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+@app.command()
+def serve(
+    env: str = typer.Argument(..., help="Environment name (echo, terminal, sql) or module:Class."),
+    host: str = typer.Option("127.0.0.1", help="Interface to bind (0.0.0.0 in containers)."),
+    port: int = typer.Option(8000, help="TCP port."),
+    mode: str = typer.Option("simulation", help="simulation (HTTP reset/step/state too) or production (WS only)."),
+    max_sessions: Optional[int] = typer.Option(None, help="Concurrent sessions [env OPENENV_ECHO_MAX_SESSIONS, 64]."),
+    idle_timeout: Optional[float] = typer.Option(None, help="Idle session timeout in s [600]."),
+    max_message_bytes: Optional[int] = typer.Option(None, help="Largest frame/body in bytes [1 MiB]."),
+    step_timeout: Optional[float] = typer.Option(None, help="Per reset/step timeout in s [30]."),
+    tokenizer: Optional[str] = typer.Option(None, help="Local HF tokenizer dir: enables return_tokens."),
+    log_level: str = typer.Option("info", help="uvicorn log level."),
+) -> None:
+    """Serve an environment over OpenEnv's HTTP + WebSocket protocol."""
+    from .envs import load_env
+    from .server import create_app
+    from .server import serve as run
+
+    limits = _limits(max_sessions, idle_timeout, max_message_bytes, step_timeout)
+    application = create_app(load_env(env), limits=limits, mode=mode, tokenizer=_load_tokenizer(tokenizer))  # type: ignore[arg-type]
+    console.print(f"serving [bold]{env}[/] on http://{host}:{port}  (ws://{host}:{port}/ws)  {limits!r}")
+    run(application, host=host, port=port, log_level=log_level)
+
+
+def _parse_action(raw: str, field: str) -> dict[str, Any]:
+    raw = raw.strip()
+    if raw.startswith("{"):
+        value = json.loads(raw)
+        if not isinstance(value, dict):
+            raise typer.BadParameter("an action is a JSON object")
+        return value
+    return {field: raw}
+
+
+@app.command()
+def episode(
+    url: str = typer.Argument(..., help="Base URL of a running server, e.g. http://127.0.0.1:8000."),
+    action: list[str] = typer.Option([], "--action", "-a", help="Action as JSON or plain text (repeatable)."),
+    field: str = typer.Option("message", help="Action field that plain-text actions go to (e.g. command, query)."),
+    seed: Optional[int] = typer.Option(None, help="Reset seed."),
+    interactive: bool = typer.Option(False, "--interactive", "-i", help="Type actions at a prompt."),
+    out: Optional[Path] = typer.Option(None, help="Append the trajectory to this JSONL file."),
+) -> None:
+    """Run one episode (scripted with --action, or --interactive) and print it colored by role."""
+    from .client import EnvClient, ServerError
+    from .render import render_trajectory
+
+    with EnvClient(url, writer=out) as env:
+        result = env.reset(seed=seed)
+        console.print(result.text, style="bright_black", end="")
+        queue = list(action)
+        while not result.done and (queue or interactive):
+            raw = queue.pop(0) if queue else typer.prompt("action", prompt_suffix="> ")
+            try:
+                result = env.step(_parse_action(raw, field), action_text=raw)
+            except ServerError as e:
+                console.print(f"[red]{type(e).__name__}: {e}[/]")
+                continue
+            console.print(result.text, end="")
+        assert env.trajectory is not None
+        console.rule("trajectory")
+        render_trajectory(env.trajectory, console)
+
+
+def _demo_actions(env_name: str, seed: int) -> list[dict[str, Any]]:
+    """The env's scripted demo episode (each env module exports ``demo_actions(seed)``)."""
+    from .envs import ENVIRONMENTS
+
+    module = import_module(ENVIRONMENTS[env_name].partition(":")[0])
+    return list(module.demo_actions(seed))
+
+
+@app.command()
+def quickstart(
+    env: str = typer.Argument("echo", help="Environment: echo, terminal or sql."),
+    seed: int = typer.Option(0, help="Reset seed."),
+    out: Path = typer.Option(Path("out/quickstart.jsonl"), help="Where the trajectory is appended."),
+) -> None:
+    """Start ENV as a local server process, run a scripted episode through the client, print it by role."""
+    from .client import EnvClient
+    from .providers import LocalProcessProvider
+    from .render import render_trajectory
+
+    actions = _demo_actions(env, seed)
+    with EnvClient.from_provider(LocalProcessProvider(env), writer=out) as client:
+        console.print(f"[bold]{env}[/] server at {client.base_url}")
+        client.reset(seed=seed)
+        for a in actions:
+            if client.step(a, action_text=next(iter(a.values())) if len(a) == 1 else None).done:
+                break
+        assert client.trajectory is not None
+        render_trajectory(client.trajectory, console)
+    console.print(f"trajectory appended to {out}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""The client side: sync and async clients that record role-tagged trajectories."""
+
+from .aio import AsyncEnvClient
+from .errors import (
+    ActionValidationError,
+    CapacityReachedError,
+    ConnectionLostError,
+    EnvClientError,
+    EnvTimeoutError,
+    EpisodeDoneError,
+    EpisodeNotStartedError,
+    ExecutionError,
+    FactoryError,
+    InvalidJSONError,
+    MessageTooLargeError,
+    ServerError,
+    SessionError,
+    StepTimeoutError,
+    TokenizerUnavailableError,
+    UnknownTypeError,
+)
+from .results import PlainTextRule, StepResult
+from .runner import PolicyStep, run_episode, run_episodes
+from .sync import EnvClient
+
+__all__ = [
+    "ActionValidationError", "AsyncEnvClient", "CapacityReachedError", "ConnectionLostError", "EnvClient",
+    "EnvClientError", "EnvTimeoutError", "EpisodeDoneError", "EpisodeNotStartedError", "ExecutionError",
+    "FactoryError", "InvalidJSONError", "MessageTooLargeError", "PlainTextRule", "PolicyStep", "ServerError",
+    "SessionError", "StepResult", "StepTimeoutError", "TokenizerUnavailableError", "UnknownTypeError",
+    "run_episode", "run_episodes",
+]

@@ -1,0 +1,47 @@
+"""The echo environment: the harness wraps each echoed message in a ``warning`` prefix.
+
+Reset gives the task as ``context``; each step answers ``[echo] `` (warning) + the message (env_output), with a
+format warning for an empty message. Reward is the message length / 100 (capped at 1); the episode ends on
+``bye`` or after ``max_steps`` (a reset option, default 8).
+"""
+
+from __future__ import annotations
+
+from ...server.environment import Environment
+from ...wire import context, env_output, warning
+from .models import EchoAction, EchoObservation
+
+PROMPT = "You are talking to an echo server. Send a message and it will repeat it. Say 'bye' to finish.\n"
+PREFIX = "[echo] "
+
+
+class EchoEnvironment(Environment[EchoAction, EchoObservation]):
+    """Echoes messages back, wrapped in a harness prefix."""
+
+    name = "echo"
+    action_type = EchoAction
+    observation_type = EchoObservation
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._max_steps = 8
+
+    def _reset(self, seed: int | None, max_steps: int = 8) -> EchoObservation:
+        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= 1000:
+            raise ValueError("max_steps must be an integer in [1, 1000]")
+        self._max_steps = max_steps
+        return EchoObservation(segments=[context(PROMPT)])
+
+    def _step(self, action: EchoAction) -> EchoObservation:
+        msg = action.message
+        done = msg.strip().lower() == "bye" or self._step_count + 1 >= self._max_steps
+        if not msg:
+            segments = [warning("WARNING: empty message; nothing to echo.\n")]
+        else:
+            segments = [warning(PREFIX), env_output(msg + "\n")]
+        return EchoObservation(
+            segments=segments,
+            message_length=len(msg),
+            reward=min(len(msg) / 100.0, 1.0),
+            done=done,
+        )

@@ -1,0 +1,355 @@
+"""``create_app``: a FastAPI app serving one environment class over OpenEnv's HTTP + WebSocket protocol."""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from ..wire import (
+    EnvironmentMetadata,
+    ErrorCode,
+    HealthResponse,
+    ResetRequest,
+    SchemaResponse,
+    State,
+    StepRequest,
+    StepResponse,
+)
+from . import mcp
+from .environment import Environment
+from .limits import ServerLimits
+from .protocol import Protocol, ProtocolError, validation_errors
+from .sessions import CapacityReached, Session, SessionManager
+
+OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
+_FRAME_KEYS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"type"}, "close": {"type"}, "mcp": {"type", "data"}}
+_HTTP_STATUS = {
+    ErrorCode.VALIDATION_ERROR: 422,
+    ErrorCode.EPISODE_NOT_STARTED: 409,
+    ErrorCode.EPISODE_DONE: 409,
+    ErrorCode.MESSAGE_TOO_LARGE: 413,
+    ErrorCode.TOKENIZER_UNAVAILABLE: 400,
+    ErrorCode.STEP_TIMEOUT: 504,
+    ErrorCode.EXECUTION_ERROR: 500,
+}
+
+
+class ErrorResponse(BaseModel):
+    """JSON body of every HTTP error: a code from ``ErrorCode``, a message, and details where useful."""
+
+    model_config = ConfigDict(extra="allow")
+    code: str
+    message: str
+    detail: Any = None
+
+
+def _error_response(e: ProtocolError) -> JSONResponse:
+    payload = e.payload()
+    return JSONResponse({**payload, "detail": payload.get("errors", e.message)}, status_code=_HTTP_STATUS.get(e.code, 400))
+
+
+class _BodyLimit:
+    """ASGI middleware: HTTP bodies over ``max_bytes`` get 413 before any handler parses them."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            return await self._reject(send)
+        seen = 0
+
+        async def limited_receive() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except _TooLarge:
+            await self._reject(send)
+
+    async def _reject(self, send: Any) -> None:
+        body = json.dumps(
+            {"code": "MESSAGE_TOO_LARGE", "message": f"request body exceeds {self.max_bytes} bytes", "detail": None}
+        ).encode()
+        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def create_app(
+    env_cls: type[Environment],
+    *,
+    limits: ServerLimits | None = None,
+    mode: Literal["simulation", "production"] = "simulation",
+    tokenizer: Any = None,
+) -> FastAPI:
+    """Build the app for ``env_cls``.
+
+    ``mode="production"`` omits the HTTP ``/reset``, ``/step`` and ``/state`` routes (OpenEnv's production mode);
+    ``tokenizer`` (any HF tokenizer) lets clients ask for segment-body token ids with ``return_tokens``.
+    """
+    limits = limits or ServerLimits.from_env()
+    if limits.max_sessions > 1 and not env_cls.SUPPORTS_CONCURRENT_SESSIONS:
+        raise ValueError(f"{env_cls.__name__} does not support concurrent sessions; use max_sessions=1")
+    if mode not in ("simulation", "production"):
+        raise ValueError(f"mode must be 'simulation' or 'production', got {mode!r}")
+    protocol = Protocol(env_cls, tokenizer=tokenizer, step_timeout_s=limits.step_timeout_s)
+    sessions = SessionManager(env_cls, limits.max_sessions, limits.idle_timeout_s)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
+        sessions.start_reaper()
+        try:
+            yield
+        finally:
+            await sessions.stop_reaper()
+            sessions.close_all()
+
+    meta = env_cls.get_metadata()
+    app = FastAPI(
+        title=f"{meta.name} (openenv-echo)",
+        description=meta.description,
+        version=OPENAPI_VERSION,
+        lifespan=lifespan,
+    )
+    app.state.sessions = sessions
+    app.state.limits = limits
+    app.state.env_cls = env_cls
+    app.add_middleware(_BodyLimit, max_bytes=limits.max_message_bytes)
+    errors = {
+        c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)
+    }
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = json.loads(json.dumps(exc.errors(), default=str))
+        first = errs[0] if errs else {}
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return JSONResponse(
+            {"code": "VALIDATION_ERROR", "message": f"invalid request: {where}: {first.get('msg', '')}", "detail": errs},
+            status_code=422,
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"code": "EXECUTION_ERROR", "message": f"{type(exc).__name__}: {exc}", "detail": None}, status_code=500
+        )
+
+    @app.get("/health", response_model=HealthResponse, tags=["health"])
+    async def health() -> HealthResponse:
+        return HealthResponse()
+
+    @app.get("/metadata", response_model=EnvironmentMetadata, tags=["environment"])
+    async def metadata() -> EnvironmentMetadata:
+        return meta
+
+    schema = SchemaResponse(
+        action=env_cls.action_type.model_json_schema(),
+        observation=env_cls.observation_type.model_json_schema(),
+        state=env_cls.state_type.model_json_schema(),
+        reset_observation=env_cls.observation_type.model_json_schema(),
+    )
+
+    @app.get("/schema", response_model=SchemaResponse, tags=["environment"])
+    async def get_schema() -> SchemaResponse:
+        return schema
+
+    @app.post("/mcp", tags=["mcp"])
+    async def mcp_http(request: Request) -> JSONResponse:
+        env = sessions.new_env()
+        try:
+            return JSONResponse(mcp.handle(mcp.parse_body(await request.body()), env))
+        finally:
+            env.close()
+
+    if mode == "simulation":
+        _add_stateless_routes(app, env_cls, protocol, errors)
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        await _serve_ws(websocket, sessions, protocol, limits)
+
+    return app
+
+
+def _add_stateless_routes(app: FastAPI, env_cls: type[Environment], protocol: Protocol, errors: dict) -> None:
+    """HTTP ``/reset``, ``/step``, ``/state``: stateless like OpenEnv's, a fresh env per request.
+
+    Episodes need the WebSocket; ``/step`` on a fresh env therefore answers 409 EPISODE_NOT_STARTED.
+    """
+
+    async def _fresh(call: Any) -> Any:
+        env = env_cls()
+        try:
+            return await call(env)
+        finally:
+            env.close()
+
+    @app.post("/reset", response_model=StepResponse, responses=errors, tags=["simulation"])
+    async def reset(body: ResetRequest | None = None) -> Any:
+        data = body.model_dump(exclude_unset=True) if body is not None else {}
+
+        async def run(env: Environment) -> Any:
+            obs, tokens = await protocol.reset(env, data)
+            return _http_envelope(protocol.envelope(obs, tokens))
+
+        try:
+            return await _fresh(run)
+        except ProtocolError as e:
+            return _error_response(e)
+
+    @app.post("/step", response_model=StepResponse, responses=errors, tags=["simulation"])
+    async def step(body: StepRequest) -> Any:
+        async def run(env: Environment) -> Any:
+            obs = await protocol.step(env, body.action)
+            return _http_envelope(protocol.envelope(obs, False))
+
+        try:
+            return await _fresh(run)
+        except ProtocolError as e:
+            return _error_response(e)
+
+    @app.get("/state", response_model=State, tags=["simulation"])
+    async def state() -> Any:
+        return await _fresh(lambda env: _async_value(env.state.model_dump()))
+
+
+async def _async_value(v: Any) -> Any:
+    return v
+
+
+def _http_envelope(envelope: dict[str, Any]) -> StepResponse:
+    return StepResponse(
+        observation=envelope["observation"],
+        reward=envelope["reward"],
+        done=envelope["done"],
+        metadata=envelope.get("metadata"),
+    )
+
+
+# -- WebSocket ------------------------------------------------------------------------------------------
+
+
+async def _send_error(ws: WebSocket, code: ErrorCode, message: str, **extra: Any) -> None:
+    await ws.send_text(json.dumps({"type": "error", "data": {"code": code.value, "message": message, **extra}}))
+
+
+def _decode(message: dict, max_bytes: int) -> Any:
+    """The JSON frame in a WS message, or a ``ProtocolError`` (size, encoding, syntax, shape)."""
+    text = message.get("text")
+    if text is None:
+        raw = message.get("bytes") or b""
+        if len(raw) > max_bytes:
+            raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"frame of {len(raw)} bytes exceeds {max_bytes}")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is not valid UTF-8 (byte {e.start})") from None
+    elif len(text) > max_bytes or (4 * len(text) > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes):
+        raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"frame exceeds {max_bytes} bytes")
+    try:
+        frame = json.loads(text)
+    except ValueError as e:
+        raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is not valid JSON: {e}") from None
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        raise ProtocolError(ErrorCode.VALIDATION_ERROR, "a frame is a JSON object with a string 'type'")
+    allowed = _FRAME_KEYS.get(frame["type"])
+    if allowed is None:
+        raise ProtocolError(
+            ErrorCode.UNKNOWN_TYPE, f"unknown frame type {frame['type']!r}; expected one of {sorted(_FRAME_KEYS)}"
+        )
+    extra = set(frame) - allowed
+    if extra:
+        raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"unexpected key(s) {sorted(extra)} in a {frame['type']!r} frame")
+    if frame["type"] in ("step", "mcp") and "data" not in frame:
+        raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"a {frame['type']!r} frame needs 'data'")
+    return frame
+
+
+async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol, limits: ServerLimits) -> None:
+    await ws.accept()
+    try:
+        session = sessions.open()
+    except CapacityReached as e:
+        await _send_error(
+            ws, ErrorCode.CAPACITY_REACHED, str(e), active_sessions=e.active, max_sessions=e.limit
+        )
+        await ws.close(code=1013)
+        return
+    except Exception as e:
+        await _send_error(ws, ErrorCode.FACTORY_ERROR, f"could not create the environment: {type(e).__name__}: {e}",
+                          factory_name=protocol.env_cls.__name__)
+        await ws.close(code=1011)
+        return
+
+    async def expire() -> None:
+        if ws.client_state is WebSocketState.CONNECTED:
+            await _send_error(ws, ErrorCode.SESSION_ERROR, f"session closed after {limits.idle_timeout_s}s idle")
+            await ws.close(code=1001)
+
+    session.on_expire = expire
+    try:
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            session.busy = True
+            try:
+                reply = await _handle_frame(message, session, sessions, protocol, limits)
+            except ProtocolError as e:
+                reply = json.dumps({"type": "error", "data": e.payload()})
+                if e.code is ErrorCode.STEP_TIMEOUT and session.env is not None:
+                    session.env = None  # the timed-out call may still be running on it: abandon the instance
+            finally:
+                session.busy = False
+                session.touch()
+            if reply is None:  # close frame: no reply
+                await ws.close(code=1000)
+                break
+            await ws.send_text(reply)
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # client went away (or the reaper closed the socket)
+    finally:
+        sessions.close(session)
+
+
+async def _handle_frame(
+    message: dict, session: Session, sessions: SessionManager, protocol: Protocol, limits: ServerLimits
+) -> str | None:
+    frame = _decode(message, limits.max_message_bytes)
+    kind = frame["type"]
+    if kind == "close":
+        return None
+    if kind == "reset":
+        if session.env is None:
+            session.env = sessions.new_env()
+        obs, session.return_tokens = await protocol.reset(session.env, frame.get("data"))
+        return json.dumps({"type": "observation", "data": protocol.envelope(obs, session.return_tokens)})
+    if session.env is None:
+        raise ProtocolError(ErrorCode.EPISODE_NOT_STARTED, "no episode in this session: send a reset first")
+    if kind == "step":
+        obs = await protocol.step(session.env, frame["data"])
+        return json.dumps({"type": "observation", "data": protocol.envelope(obs, session.return_tokens)})
+    if kind == "state":
+        return json.dumps({"type": "state", "data": session.env.state.model_dump(mode="json")})
+    return json.dumps({"type": "mcp", "data": mcp.handle(frame["data"], session.env)})

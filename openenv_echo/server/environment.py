@@ -1,0 +1,150 @@
+"""``Environment``: the base class an openenv-echo environment implements.
+
+Subclasses implement ``_reset`` and ``_step`` and return role-tagged ``Observation``s; the base class owns the
+episode bookkeeping that OpenEnv's runtime validator checks (``episode_id`` echoes the reset's, ``step_count``
+counts steps since reset) and refuses steps before a reset or after the episode is done, so every environment
+gets those guarantees without writing them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..wire import Action, EnvironmentMetadata, ErrorCode, Observation, State
+
+ActT = TypeVar("ActT", bound=Action)
+ObsT = TypeVar("ObsT", bound=Observation)
+
+
+class EnvError(Exception):
+    """An error the environment raises on purpose; the server turns it into an error frame with ``code``."""
+
+    code: ErrorCode = ErrorCode.EXECUTION_ERROR
+
+    def __init__(self, message: str, code: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class EpisodeNotStarted(EnvError):
+    code = ErrorCode.EPISODE_NOT_STARTED
+
+
+class EpisodeDone(EnvError):
+    code = ErrorCode.EPISODE_DONE
+
+
+class ToolSpec(BaseModel):
+    """An MCP tool an environment exposes through ``/mcp`` (``tools/list``, ``tools/call``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class Environment(ABC, Generic[ActT, ObsT]):
+    """One episode-at-a-time environment instance; the server makes one per WebSocket session.
+
+    Class attributes declare the wire types and how the server may run the instance:
+
+    * ``action_type`` / ``observation_type`` / ``state_type`` – pydantic models, published by ``/schema``;
+    * ``BLOCKING`` – True when ``_step`` may block (I/O, heavy CPU): the server then runs it in a worker thread;
+      cheap environments leave it False and are stepped on the event loop, which is several times faster;
+    * ``SUPPORTS_CONCURRENT_SESSIONS`` – False makes the server refuse ``max_sessions > 1``.
+    """
+
+    action_type: ClassVar[type[Action]] = Action
+    observation_type: ClassVar[type[Observation]] = Observation
+    state_type: ClassVar[type[State]] = State
+    name: ClassVar[str | None] = None
+    description: ClassVar[str | None] = None
+    version: ClassVar[str] = "1.0.0"
+    BLOCKING: ClassVar[bool] = False
+    SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._episode_id: str | None = None
+        self._step_count = 0
+        self._started = False
+        self._done = False
+
+    # -- what subclasses implement -------------------------------------------------------------------------
+    @abstractmethod
+    def _reset(self, seed: int | None, **kwargs: Any) -> ObsT:
+        """Start a new episode (deterministic for a given ``seed``) and return the first observation."""
+
+    @abstractmethod
+    def _step(self, action: ActT) -> ObsT:
+        """Apply one validated action and return the resulting observation."""
+
+    def extra_state(self) -> dict[str, Any]:
+        """Env-specific fields added to ``state`` (next to ``episode_id`` and ``step_count``)."""
+        return {}
+
+    def tools(self) -> list[ToolSpec]:
+        """MCP tools this environment offers; none by default."""
+        return []
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Run an MCP tool; the result must be JSON-serializable."""
+        raise EnvError(f"tool {name!r} not found", ErrorCode.VALIDATION_ERROR)
+
+    def close(self) -> None:
+        """Release resources; called once when the session ends."""
+
+    # -- the public API the server (and tests) call -----------------------------------------------------
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
+        obs = self._reset(seed, **kwargs)
+        self._episode_id = episode_id if episode_id is not None else str(uuid.uuid4())
+        self._step_count = 0
+        self._started = True
+        self._done = bool(obs.done)
+        return obs
+
+    def step(self, action: ActT) -> ObsT:
+        if not self._started:
+            raise EpisodeNotStarted("step before reset: send a reset first")
+        if self._done:
+            raise EpisodeDone("the episode is done: send a reset to start a new one")
+        obs = self._step(action)
+        self._step_count += 1
+        self._done = bool(obs.done)
+        return obs
+
+    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
+        if self.BLOCKING:
+            return await asyncio.to_thread(self.reset, seed, episode_id, **kwargs)
+        return self.reset(seed, episode_id, **kwargs)
+
+    async def step_async(self, action: ActT) -> ObsT:
+        if self.BLOCKING:
+            return await asyncio.to_thread(self.step, action)
+        return self.step(action)
+
+    @property
+    def state(self) -> State:
+        return self.state_type(episode_id=self._episode_id, step_count=self._step_count, **self.extra_state())
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @classmethod
+    def env_name(cls) -> str:
+        return cls.name or cls.__name__
+
+    @classmethod
+    def get_metadata(cls) -> EnvironmentMetadata:
+        doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+        return EnvironmentMetadata(
+            name=cls.env_name(), description=cls.description or doc or f"{cls.env_name()} environment",
+            version=cls.version,
+        )

@@ -1,0 +1,47 @@
+"""Run an app (or an environment class) under uvicorn with the WebSocket settings the limits need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .app import create_app
+from .environment import Environment
+from .limits import ServerLimits
+
+
+def uvicorn_config(app: Any, host: str, port: int, limits: ServerLimits, log_level: str = "warning") -> Any:
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        ws="websockets-sansio",
+        # frames up to 4x the limit reach the app and get a MESSAGE_TOO_LARGE error frame; larger ones are
+        # refused by the transport (close code 1009) before they are buffered
+        ws_max_size=4 * limits.max_message_bytes,
+        ws_ping_interval=20.0,
+        ws_ping_timeout=20.0,
+        timeout_graceful_shutdown=5,
+    )
+
+
+def serve(
+    app_or_env: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: ServerLimits | None = None,
+    tokenizer: Any = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve until interrupted. ``app_or_env`` is an app from ``create_app`` or an ``Environment`` subclass."""
+    import uvicorn
+
+    if isinstance(app_or_env, type) and issubclass(app_or_env, Environment):
+        limits = limits or ServerLimits.from_env()
+        app = create_app(app_or_env, limits=limits, tokenizer=tokenizer)
+    else:
+        app = app_or_env
+        limits = getattr(app.state, "limits", None) or limits or ServerLimits.from_env()
+    uvicorn.Server(uvicorn_config(app, host, port, limits, log_level)).run()

@@ -1,0 +1,118 @@
+"""WebSocket sessions: one environment per connection, a capacity limit and an idle reaper."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .environment import Environment
+
+
+class CapacityReached(Exception):
+    def __init__(self, active: int, limit: int) -> None:
+        super().__init__(f"Server at capacity: {active}/{limit} sessions active; retry when one closes")
+        self.active = active
+        self.limit = limit
+
+
+@dataclass(eq=False)
+class Session:
+    """A connection's state. ``env`` is None after a timed-out step orphaned the old instance."""
+
+    id: int
+    env: Environment | None
+    return_tokens: bool = False
+    last_activity: float = field(default_factory=time.monotonic)
+    busy: bool = False
+    on_expire: Callable[[], Awaitable[None]] | None = None
+
+    def touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+
+class SessionManager:
+    """Counts live sessions against ``max_sessions`` and reaps idle ones."""
+
+    def __init__(self, factory: Callable[[], Environment], max_sessions: int, idle_timeout_s: float | None) -> None:
+        self._factory = factory
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self._sessions: dict[int, Session] = {}
+        self._next_id = 0
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def active(self) -> int:
+        return len(self._sessions)
+
+    def open(self) -> Session:
+        """Reserve a slot and build the env; raises ``CapacityReached`` or whatever the factory raises."""
+        if len(self._sessions) >= self.max_sessions:
+            raise CapacityReached(len(self._sessions), self.max_sessions)
+        self._next_id += 1
+        session = Session(id=self._next_id, env=None)
+        self._sessions[session.id] = session  # slot reserved before the factory runs
+        try:
+            session.env = self._factory()
+        except BaseException:
+            del self._sessions[session.id]
+            raise
+        return session
+
+    def new_env(self) -> Environment:
+        return self._factory()
+
+    def close(self, session: Session) -> None:
+        if self._sessions.pop(session.id, None) is not None and session.env is not None:
+            _close_quietly(session.env)
+            session.env = None
+
+    def close_all(self) -> None:
+        for s in list(self._sessions.values()):
+            self.close(s)
+
+    # -- idle reaper ------------------------------------------------------------------------------------
+    def start_reaper(self) -> None:
+        if self.idle_timeout_s is not None and self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def stop_reaper(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            try:
+                await self._reaper
+            except asyncio.CancelledError:
+                pass
+            self._reaper = None
+
+    async def _reap_forever(self) -> None:
+        assert self.idle_timeout_s is not None
+        interval = min(max(self.idle_timeout_s / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(interval)
+            await self.reap_idle()
+
+    async def reap_idle(self) -> int:
+        """Expire sessions idle longer than the timeout (busy ones are never idle); returns how many."""
+        if self.idle_timeout_s is None:
+            return 0
+        now = time.monotonic()
+        expired = [s for s in self._sessions.values() if not s.busy and now - s.last_activity > self.idle_timeout_s]
+        for s in expired:
+            if s.on_expire is not None:
+                try:
+                    await s.on_expire()
+                except Exception:
+                    pass
+            self.close(s)
+        return len(expired)
+
+
+def _close_quietly(env: Any) -> None:
+    try:
+        env.close()
+    except Exception:
+        pass

@@ -1,0 +1,60 @@
+"""Tokenizer identity and server-side segment tokenization.
+
+Token ids are only meaningful for the exact tokenizer that made them, so ids travel with a
+``TokenizerIdentity`` whose fingerprint is the sha256 of the tokenizer's canonical serialization; a consumer
+reuses ids only on an exact fingerprint match. Works with any HF tokenizer (fast or slow) without importing
+transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from .wire import ObservationTokens, Segment, TokenizerIdentity
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """sha256 of the tokenizer's serialization (fast tokenizers) or of its sorted vocab (others).
+
+    Cached on the tokenizer object: computing it serializes the whole vocabulary.
+    """
+    cached = getattr(tokenizer, "_openenv_echo_fingerprint", None)
+    if cached is not None:
+        return cached
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        payload = backend.to_str().encode("utf-8")
+    elif hasattr(tokenizer, "to_str"):  # a raw `tokenizers.Tokenizer`
+        payload = tokenizer.to_str().encode("utf-8")
+    else:
+        payload = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode("utf-8")
+    digest = hashlib.sha256(payload).hexdigest()
+    try:
+        tokenizer._openenv_echo_fingerprint = digest
+    except AttributeError:  # objects that refuse new attributes just recompute
+        pass
+    return digest
+
+
+def tokenizer_identity(tokenizer: Any, name: str | None = None) -> TokenizerIdentity:
+    name = name or getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+    return TokenizerIdentity(name=str(name), fingerprint=tokenizer_fingerprint(tokenizer))
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    if hasattr(tokenizer, "backend_tokenizer") or not hasattr(tokenizer, "to_str"):
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(text, add_special_tokens=False).ids)  # raw `tokenizers.Tokenizer`
+
+
+def segment_tokens(tokenizer: Any, segments: list[Segment], name: str | None = None) -> ObservationTokens:
+    """Tokenize each segment body on its own (no special tokens) so every token has exactly one role."""
+    ids: list[int] = []
+    roles = []
+    for seg in segments:
+        seg_ids = _encode(tokenizer, seg.text) if seg.text else []
+        ids.extend(seg_ids)
+        roles.extend([seg.role] * len(seg_ids))
+    return ObservationTokens(tokenizer=tokenizer_identity(tokenizer, name), ids=ids, roles=roles)

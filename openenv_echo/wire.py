@@ -1,0 +1,242 @@
+"""Pydantic models for everything on the wire: role-tagged observations, actions, state and WS frames.
+
+Compatible with OpenEnv's wire format (``openenv.core.env_server.types``): an observation is a flat JSON
+object with ``done``, ``reward`` and ``metadata`` plus its own fields. openenv-echo adds four fields that any
+plain OpenEnv client simply sees as data: ``role_spec``, ``segments``, ``text`` and (on request) ``tokens``.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .roles import ROLE_SPEC_VERSION, Role
+
+
+class Segment(BaseModel):
+    """A run of text written by one author. An observation's flat text is exactly its segments joined."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Role
+    text: str
+
+    def __repr__(self) -> str:  # compact: trajectories print many of these
+        return f"Segment({self.role.value}, {self.text!r})"
+
+
+def context(text: str) -> Segment:
+    """A ``context`` segment (task text, instructions)."""
+    return Segment(role=Role.CONTEXT, text=text)
+
+
+def env_output(text: str) -> Segment:
+    """An ``env_output`` segment: what the world itself printed or returned."""
+    return Segment(role=Role.ENV_OUTPUT, text=text)
+
+
+def warning(text: str) -> Segment:
+    """A ``warning`` segment: harness boilerplate (wrappers, echoed commands, truncation and format notices)."""
+    return Segment(role=Role.WARNING, text=text)
+
+
+def join_segments(segments: list[Segment]) -> str:
+    return "".join(s.text for s in segments)
+
+
+class TokenizerIdentity(BaseModel):
+    """Which tokenizer made a list of token ids; ids are only reused when the fingerprint matches exactly."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Human-readable name or path, informational only.")
+    fingerprint: str = Field(description="sha256 hex of the tokenizer's canonical serialization.")
+
+
+class ObservationTokens(BaseModel):
+    """Token ids of an observation's segment bodies with one role per token (server-side tokenization)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokenizer: TokenizerIdentity
+    ids: list[int]
+    roles: list[Role]
+
+    @model_validator(mode="after")
+    def _aligned(self) -> "ObservationTokens":
+        if len(self.ids) != len(self.roles):
+            raise ValueError(f"tokens.ids has {len(self.ids)} entries but tokens.roles has {len(self.roles)}")
+        return self
+
+
+class Action(BaseModel):
+    """Base class of actions: unknown fields are rejected (OpenEnv's ``extra="forbid"``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form action metadata.")
+
+
+class Observation(BaseModel):
+    """Base class of role-tagged observations.
+
+    ``text`` is derived: leave it empty and it is set to the segments joined; a non-empty ``text`` that differs
+    from the joined segments is rejected, so the flat text and the segments can never disagree.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"x-openenv-echo-role-spec": ROLE_SPEC_VERSION},
+    )
+
+    done: bool = Field(default=False, description="True when the episode has ended.")
+    reward: float | None = Field(default=None, description="Reward of the last transition (null on reset).")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form observation metadata.")
+    role_spec: str = Field(default=ROLE_SPEC_VERSION, description="Version of the openenv-echo role spec.")
+    segments: list[Segment] = Field(default_factory=list, description="Ordered role-tagged content.")
+    text: str = Field(default="", description="Exactly the concatenation of the segments' text.")
+    tokens: ObservationTokens | None = Field(
+        default=None, description="Segment-body token ids with per-token roles, when the client asked for them."
+    )
+
+    @field_validator("reward")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("reward must be a finite number")
+        return v
+
+    @model_validator(mode="after")
+    def _text_matches_segments(self) -> "Observation":
+        joined = join_segments(self.segments)
+        if not self.text:
+            self.__dict__["text"] = joined
+        elif self.text != joined:
+            raise ValueError("text must equal the concatenation of segments[].text")
+        return self
+
+
+class State(BaseModel):
+    """Episode state: ``episode_id`` echoes the reset's, ``step_count`` counts steps since reset."""
+
+    model_config = ConfigDict(extra="allow")
+
+    episode_id: str | None = None
+    step_count: int = Field(default=0, ge=0)
+
+
+class ErrorCode(str, Enum):
+    """Error codes of WS error frames and JSON HTTP errors: OpenEnv's seven plus openenv-echo's own."""
+
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"
+    SESSION_ERROR = "SESSION_ERROR"
+    # openenv-echo additions
+    MESSAGE_TOO_LARGE = "MESSAGE_TOO_LARGE"
+    EPISODE_NOT_STARTED = "EPISODE_NOT_STARTED"
+    EPISODE_DONE = "EPISODE_DONE"
+    STEP_TIMEOUT = "STEP_TIMEOUT"
+    TOKENIZER_UNAVAILABLE = "TOKENIZER_UNAVAILABLE"
+
+
+CLOSING_CODES = frozenset({ErrorCode.CAPACITY_REACHED, ErrorCode.FACTORY_ERROR, ErrorCode.SESSION_ERROR})
+"""Codes after which the server closes the socket; after any other error the session stays usable."""
+
+
+class ErrorData(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    code: ErrorCode
+    message: str
+
+
+class ResetFrame(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["reset"]
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepFrame(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["step"]
+    data: dict[str, Any]
+
+
+class StateFrame(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["state"]
+
+
+class CloseFrame(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["close"]
+
+
+class McpFrame(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["mcp"]
+    data: dict[str, Any]
+
+
+ClientFrame = ResetFrame | StepFrame | StateFrame | CloseFrame | McpFrame
+"""Client-to-server WS frames (OpenEnv's). Replies: ``observation``, ``state``, ``mcp`` or ``error`` frames."""
+
+
+class ResetRequest(BaseModel):
+    """HTTP ``POST /reset`` body. Extra keys are passed to ``Environment.reset`` when it accepts them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    seed: int | None = Field(default=None, ge=0)
+    episode_id: str | None = Field(default=None, max_length=255)
+    return_tokens: bool = Field(default=False, description="Ask the server to attach segment-body token ids.")
+
+
+class StepRequest(BaseModel):
+    """HTTP ``POST /step`` body."""
+
+    model_config = ConfigDict(extra="allow")
+
+    action: dict[str, Any]
+    timeout_s: float | None = Field(default=None, gt=0)
+    request_id: str | None = Field(default=None, max_length=255)
+
+
+class StepResponse(BaseModel):
+    """HTTP reply of ``/reset`` and ``/step`` (OpenEnv's ``ResetResponse``/``StepResponse``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    observation: dict[str, Any]
+    reward: float | None = None
+    done: bool = False
+    metadata: dict[str, Any] | None = None
+
+
+class HealthResponse(BaseModel):
+    status: Literal["healthy"] = "healthy"
+
+
+class EnvironmentMetadata(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    readme_content: str | None = None
+    version: str | None = None
+    author: str | None = None
+    documentation_url: str | None = None
+
+
+class SchemaResponse(BaseModel):
+    action: dict[str, Any]
+    observation: dict[str, Any]
+    state: dict[str, Any]
+    reset_observation: dict[str, Any] | None = None
