@@ -157,7 +157,10 @@ class AsyncEnvClient:
                 raise ConnectionLostError("not connected (the connection was lost): call reset() to start a new episode")
             self._ws = await self._connect()
         try:
-            await self._ws.send(frame)
+            try:
+                await self._ws.send(frame)
+            except ConnectionClosed:
+                pass  # a refusal (e.g. CAPACITY_REACHED) may already be buffered: recv reads it, or raises
             return await asyncio.wait_for(self._ws.recv(), self.message_timeout_s)
         except (TimeoutError, asyncio.TimeoutError) as e:
             await self._drop()

@@ -180,7 +180,10 @@ class EnvClient:
                 raise ConnectionLostError("not connected (the connection was lost): call reset() to start a new episode")
             self._ws = self._connect()
         try:
-            self._ws.send(frame)
+            try:
+                self._ws.send(frame)
+            except ConnectionClosed:
+                pass  # a refusal (e.g. CAPACITY_REACHED) may already be buffered: recv reads it, or raises
             return self._ws.recv(timeout=self.message_timeout_s)
         except TimeoutError as e:
             self._drop()

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from ..wire import (
@@ -147,6 +148,14 @@ def create_app(
         return JSONResponse(
             {"code": "VALIDATION_ERROR", "message": f"invalid request: {where}: {first.get('msg', '')}", "detail": errs},
             status_code=422,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = "INVALID_JSON" if exc.status_code == 400 else f"HTTP_{exc.status_code}"
+        return JSONResponse(
+            {"code": code, "message": str(exc.detail), "detail": exc.detail}, status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
         )
 
     @app.exception_handler(Exception)

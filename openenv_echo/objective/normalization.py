@@ -1,0 +1,133 @@
+"""Global denominators and the per-token weights of both terms.
+
+Every normalization is written as ``Σ_{i,t} weight_{i,t} · value_{i,t}`` with
+``weight_{i,t} = mask_{i,t} · s_i / D``: ``s_i`` depends only on row i (so micro-batching never splits it) and ``D``
+is one global scalar. Computing ``D`` once over the whole optimizer batch (all micro-batches, all data-parallel
+ranks) makes the sum of micro-batch losses equal the full-batch loss exactly (pitfalls P6, P7). The policy and
+world terms get independent denominators, so env tokens never dilute the policy term (P5, P1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+
+from .config import EchoConfig, Normalization
+
+
+@dataclass(frozen=True)
+class Denominators:
+    """Global counts over the optimizer batch: D for each term and normalization.
+
+    ``policy_tokens``: action tokens of rows with a policy term; ``policy_sequences``: such rows;
+    ``world_tokens``: selected world-model tokens (after filters); ``world_sequences``: real rows.
+    """
+
+    policy_tokens: float
+    policy_sequences: float
+    world_tokens: float
+    world_sequences: float
+
+    def __add__(self, other: "Denominators") -> "Denominators":
+        return Denominators(
+            self.policy_tokens + other.policy_tokens,
+            self.policy_sequences + other.policy_sequences,
+            self.world_tokens + other.world_tokens,
+            self.world_sequences + other.world_sequences,
+        )
+
+    def per_rank(self, world_size: int) -> "Denominators":
+        """Denominators for data parallelism with *mean*-reduced gradients (DDP/FSDP average over ranks).
+
+        Each rank's loss is its share of the global sum divided by ``D / world_size``, so the average over ranks
+        equals the single-process full-batch gradient.
+        """
+        if world_size < 1:
+            raise ValueError(f"world_size must be >= 1, got {world_size}")
+        w = float(world_size)
+        return Denominators(
+            self.policy_tokens / w, self.policy_sequences / w, self.world_tokens / w, self.world_sequences / w
+        )
+
+    def as_tensor(self, device: torch.device | str | None = None) -> torch.Tensor:
+        return torch.tensor(
+            [self.policy_tokens, self.policy_sequences, self.world_tokens, self.world_sequences],
+            dtype=torch.float64,
+            device=device,
+        )
+
+    @classmethod
+    def from_tensor(cls, t: torch.Tensor) -> "Denominators":
+        v = [float(x) for x in t.tolist()]
+        if len(v) != 4:
+            raise ValueError(f"expected 4 values, got {len(v)}")
+        return cls(*v)
+
+
+def sum_denominators(parts: Iterable[Denominators]) -> Denominators:
+    """Sum of local denominators (e.g. over the micro-batches of one optimizer step)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("no denominators to sum")
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def all_reduce_denominators(local: Denominators, group=None, device: torch.device | str | None = None) -> Denominators:
+    """Sum local denominators over a ``torch.distributed`` process group (every rank must call this)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return local
+    t = local.as_tensor(device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+    return Denominators.from_tensor(t)
+
+
+def _row_scale(
+    mode: Normalization,
+    per_row_count: torch.Tensor,
+) -> torch.Tensor:
+    if mode == "sequence_mean":
+        return 1.0 / per_row_count.clamp(min=1.0)
+    return torch.ones_like(per_row_count)
+
+
+def term_weights(
+    mask_coeffs: torch.Tensor,
+    mode: Normalization,
+    tokens_denominator: float,
+    sequences_denominator: float,
+    per_row_count: torch.Tensor,
+    constant: int | None,
+) -> torch.Tensor:
+    """(B, T) weights ``mask_coeffs · s_i / D`` of one term.
+
+    ``per_row_count`` is the per-row count of the sequence_mean mode (selected tokens or |O_i|). An empty
+    denominator gives all-zero weights (the term is an exact zero, still connected to the graph by the caller).
+    """
+    if mode == "token_mean":
+        denom = tokens_denominator
+    elif mode == "sequence_mean":
+        denom = sequences_denominator
+    elif mode == "constant":
+        if constant is None:
+            raise ValueError("constant normalization needs a constant denominator")
+        denom = sequences_denominator * float(constant)
+    else:  # pragma: no cover - pydantic restricts the values
+        raise ValueError(f"unknown normalization {mode!r}")
+    if denom <= 0:
+        return torch.zeros_like(mask_coeffs)
+    scale = _row_scale(mode, per_row_count).to(mask_coeffs.dtype)
+    return mask_coeffs * (scale.unsqueeze(1) / denom)
+
+
+def world_row_counts(selected: torch.Tensor, obs_count: torch.Tensor, cfg: EchoConfig) -> torch.Tensor:
+    """Per-row count used by the world term's sequence_mean: selected tokens, or |O_i|."""
+    if cfg.sequence_denominator == "full_observation":
+        return obs_count.to(torch.float32)
+    return selected.sum(dim=1).to(torch.float32)

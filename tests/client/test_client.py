@@ -1,0 +1,160 @@
+"""The client against real servers: sync and async twins, many sessions, recording, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from openenv_echo import (
+    AsyncEnvClient,
+    EnvClient,
+    PlainTextRule,
+    PolicyStep,
+    Role,
+    Segment,
+    read_trajectories,
+    run_episode,
+    run_episodes,
+)
+from openenv_echo.client import ConnectionLostError, EnvTimeoutError
+from openenv_echo.server import free_port
+
+
+def test_sync_episode_records_roles(running_server, tmp_path: Path) -> None:
+    url = running_server("echo")
+    out = tmp_path / "eps.jsonl"
+    with EnvClient(url, writer=out, env_name="echo") as env:
+        traj = run_episode(
+            env,
+            lambda r, t: PolicyStep({"message": "hi"}, text="hi", token_ids=[5, 6]) if not t.steps else {"message": "bye"},
+            seed=4,
+            messages=[{"role": "system", "content": "Be brief."}],
+        )
+    assert traj.done and len(traj.steps) == 2
+    assert traj.messages[0].content == "Be brief."
+    assert traj.reset is not None and traj.reset.segments[0].role is Role.CONTEXT
+    first = traj.steps[0]
+    assert first.action == {"message": "hi"} and first.action_text == "hi" and first.action_token_ids == [5, 6]
+    assert first.observation.segments == [Segment(role=Role.WARNING, text="[echo] "), Segment(role=Role.ENV_OUTPUT, text="hi\n")]
+    assert first.observation.fields == {"message_length": 2}
+    assert traj.total_reward == pytest.approx(0.05)
+    assert read_trajectories(out) == [traj]  # written when it ended
+
+
+def test_unfinished_episode_is_written_on_close_and_on_next_reset(running_server, tmp_path: Path) -> None:
+    url = running_server("echo")
+    out = tmp_path / "eps.jsonl"
+    with EnvClient(url, writer=out) as env:
+        env.reset(episode_id="first")
+        env.step({"message": "a"})
+        env.reset(episode_id="second")
+        env.step({"message": "b"})
+    got = read_trajectories(out)
+    assert [(t.episode_id, t.done, len(t.steps)) for t in got] == [("first", False, 1), ("second", False, 1)]
+
+
+def test_async_twin_many_sessions(running_server) -> None:
+    url = running_server("echo", max_sessions=16)
+
+    async def one(i: int) -> list[str]:
+        async with AsyncEnvClient(url) as env:
+            await env.reset(seed=i, episode_id=f"ep-{i}")
+            texts = [(await env.step({"message": f"s{i}-{k}"})).text for k in range(3)]
+            state = await env.state()
+            assert state == {"episode_id": f"ep-{i}", "step_count": 3}
+            return texts
+
+    async def main() -> list[list[str]]:
+        return await asyncio.gather(*(one(i) for i in range(12)))
+
+    results = asyncio.run(main())
+    assert results == [[f"[echo] s{i}-{k}\n" for k in range(3)] for i in range(12)]
+
+
+def test_run_episodes_concurrently_in_seed_order(running_server, tmp_path: Path) -> None:
+    url = running_server("echo", max_sessions=4)
+
+    async def policy(result, traj):  # noqa: ANN001, ANN202
+        await asyncio.sleep(0)
+        return {"message": "bye"} if len(traj.steps) == 2 else {"message": f"{traj.episode_id[:4]}-{len(traj.steps)}"}
+
+    trajs = run_episodes(url, policy, seeds=list(range(10)), concurrency=4, writer=tmp_path / "x.jsonl", progress=False)
+    assert len(trajs) == 10 and all(t.done and len(t.steps) == 3 for t in trajs)
+    assert len({t.episode_id for t in trajs}) == 10
+    assert len(read_trajectories(tmp_path / "x.jsonl")) == 10
+
+
+def test_http_helpers(running_server) -> None:
+    url = running_server("echo")
+    with EnvClient(url) as env:
+        assert env.health() == {"status": "healthy"}
+        assert env.metadata()["name"] == "echo"
+        assert "segments" in env.schema()["observation"]["properties"]
+
+
+def test_custom_plain_text_rule(running_server) -> None:
+    """A rule maps plain observations (here: any server) to segments; our own env's segments win over it."""
+    rule = PlainTextRule(fields=("message_length",), role=Role.WARNING)
+    assert rule({"message_length": "7"}) == [Segment(role=Role.WARNING, text="7")]
+    assert rule({"other": 1, "done": False}) == [Segment(role=Role.WARNING, text='{"other": 1}')]
+    url = running_server("echo")
+    with EnvClient(url, segment_rule=rule) as env:
+        env.reset()
+        assert env.step({"message": "x"}).segments[1].role is Role.ENV_OUTPUT
+
+
+def _spawn_server(port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openenv_echo.cli", "serve", "echo", "--port", str(port), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", trust_env=False, timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def test_server_killed_mid_episode_gives_typed_error_not_hang(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _spawn_server(port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with EnvClient(url, message_timeout_s=5, connect_timeout_s=2, writer=tmp_path / "e.jsonl") as env:
+            env.reset(episode_id="doomed")
+            env.step({"message": "one"})
+            proc.kill()
+            proc.wait()
+            start = time.monotonic()
+            with pytest.raises((ConnectionLostError, EnvTimeoutError)):
+                env.step({"message": "two"})
+            assert time.monotonic() - start < 6
+            with pytest.raises(ConnectionLostError):  # the episode is gone; no silent reconnect
+                env.step({"message": "three"})
+            with pytest.raises(ConnectionLostError):  # reset tries a new connection: nothing listens
+                env.reset()
+            proc = _spawn_server(port)  # a restarted server: reset starts a new episode explicitly
+            assert env.reset(episode_id="reborn").segments
+            assert env.step({"message": "four"}).text == "[echo] four\n"
+        got = read_trajectories(tmp_path / "e.jsonl")
+        assert [(t.episode_id, [s.action["message"] for s in t.steps]) for t in got] == [
+            ("doomed", ["one"]), ("reborn", ["four"])
+        ]
+    finally:
+        proc.kill()
+
+
+def test_connect_to_nothing_is_a_typed_error() -> None:
+    with EnvClient(f"http://127.0.0.1:{free_port()}", connect_timeout_s=2) as env:
+        with pytest.raises(ConnectionLostError):
+            env.reset()

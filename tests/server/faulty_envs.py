@@ -1,0 +1,40 @@
+"""Small environments that misbehave on purpose, for error-path tests."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import Field
+
+from openenv_echo import Action, Observation, env_output
+from openenv_echo.server import Environment
+
+
+class CrashAction(Action):
+    mode: str = Field(description="ok | raise | sleep")
+    seconds: float = 0.0
+
+
+class CrashEnvironment(Environment[CrashAction, Observation]):
+    """Raises on demand, or blocks (a slow tool)."""
+
+    name = "crash"
+    action_type = CrashAction
+    BLOCKING = True
+
+    def _reset(self, seed: int | None) -> Observation:
+        return Observation(segments=[env_output("ready\n")])
+
+    def _step(self, action: CrashAction) -> Observation:
+        if action.mode == "raise":
+            raise RuntimeError("tool exploded")
+        if action.mode == "sleep":
+            time.sleep(action.seconds)
+        return Observation(segments=[env_output(f"{action.mode}\n")], reward=1.0)
+
+
+class BrokenFactoryEnvironment(CrashEnvironment):
+    name = "broken"
+
+    def __init__(self) -> None:
+        raise OSError("no database file")
