@@ -353,12 +353,12 @@ async def _handle_frame(
         if session.env is None:
             session.env = sessions.new_env()
         obs, session.return_tokens = await protocol.reset(session.env, frame.get("data"))
-        return json.dumps({"type": "observation", "data": protocol.envelope(obs, session.return_tokens)})
+        return '{"type":"observation","data":' + protocol.envelope_json(obs, session.return_tokens) + "}"
     if session.env is None:
         raise ProtocolError(ErrorCode.EPISODE_NOT_STARTED, "no episode in this session: send a reset first")
     if kind == "step":
         obs = await protocol.step(session.env, frame["data"])
-        return json.dumps({"type": "observation", "data": protocol.envelope(obs, session.return_tokens)})
+        return '{"type":"observation","data":' + protocol.envelope_json(obs, session.return_tokens) + "}"
     if kind == "state":
         return json.dumps({"type": "state", "data": session.env.state.model_dump(mode="json")})
     return json.dumps({"type": "mcp", "data": mcp.handle(frame["data"], session.env)})

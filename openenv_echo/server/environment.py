@@ -8,7 +8,6 @@ gets those guarantees without writing them.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
@@ -120,13 +119,11 @@ class Environment(ABC, Generic[ActT, ObsT]):
         return obs
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
-        if self.BLOCKING:
-            return await asyncio.to_thread(self.reset, seed, episode_id, **kwargs)
+        """Async entry point; override for environments whose reset does real async I/O."""
         return self.reset(seed, episode_id, **kwargs)
 
     async def step_async(self, action: ActT) -> ObsT:
-        if self.BLOCKING:
-            return await asyncio.to_thread(self.step, action)
+        """Async entry point; override for environments whose step does real async I/O."""
         return self.step(action)
 
     @property

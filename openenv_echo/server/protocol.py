@@ -84,7 +84,7 @@ class Protocol:
 
     async def reset(self, env: Environment, data: Any) -> tuple[Observation, bool]:
         seed, episode_id, return_tokens, kwargs = self.parse_reset(data)
-        obs = await self._run(env.reset_async(seed, episode_id, **kwargs))
+        obs = await self._run(env, "reset", seed, episode_id, **kwargs)
         return obs, return_tokens
 
     # -- step -------------------------------------------------------------------------------------------
@@ -100,10 +100,18 @@ class Protocol:
 
     async def step(self, env: Environment, data: Any) -> Observation:
         action = self.parse_action(data)
-        return await self._run(env.step_async(action))
+        return await self._run(env, "step", action)
 
-    async def _run(self, call: Any) -> Observation:
+    async def _run(self, env: Environment, method: str, *args: Any, **kwargs: Any) -> Observation:
+        """Call ``env.<method>``: blocking envs in a worker thread and async overrides under the step timeout;
+        plain synchronous envs directly (nothing could interrupt them, and a task per step is costly)."""
         try:
+            if env.BLOCKING:
+                call = asyncio.to_thread(getattr(env, method), *args, **kwargs)
+            elif getattr(type(env), method + "_async") is not getattr(Environment, method + "_async"):
+                call = getattr(env, method + "_async")(*args, **kwargs)
+            else:
+                return getattr(env, method)(*args, **kwargs)
             if self.step_timeout_s is None:
                 return await call
             return await asyncio.wait_for(call, self.step_timeout_s)
@@ -122,13 +130,22 @@ class Protocol:
     # -- serialization ----------------------------------------------------------------------------------
     def envelope(self, obs: Observation, with_tokens: bool) -> dict[str, Any]:
         """OpenEnv's observation envelope: ``{"observation": {...}, "reward", "done", "metadata"?}``."""
+        return json.loads(self.envelope_json(obs, with_tokens))
+
+    def envelope_json(self, obs: Observation, with_tokens: bool) -> str:
+        """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path)."""
         if with_tokens and obs.tokens is None:
             obs.tokens = segment_tokens(self.tokenizer, obs.segments)
-        body = obs.model_dump(mode="json", exclude={"reward", "done"})
-        out: dict[str, Any] = {"observation": body, "reward": obs.reward, "done": obs.done}
+        body = obs.__pydantic_serializer__.to_json(obs, exclude=_ENVELOPE_TOP).decode()
+        reward = "null" if obs.reward is None else repr(float(obs.reward))
+        done = "true" if obs.done else "false"
         if obs.metadata:
-            out["metadata"] = body["metadata"]
-        return out
+            meta = json.dumps(obs.metadata, default=str)
+            return f'{{"observation":{body},"reward":{reward},"done":{done},"metadata":{meta}}}'
+        return f'{{"observation":{body},"reward":{reward},"done":{done}}}'
+
+
+_ENVELOPE_TOP = {"reward", "done"}
 
 
 def _summary(e: ValidationError) -> str:
