@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..roles import Role
+from ..roles import ROLE_SPEC_VERSION, Role
 from ..trajectory import ObservationRecord
 from ..wire import ObservationTokens, Segment
 
@@ -68,6 +68,9 @@ def parse_observation(data: dict[str, Any], rule: SegmentRule) -> StepResult:
     obs = data.get("observation")
     if not isinstance(obs, dict):
         raise ValueError("observation reply without an 'observation' object")
+    spec = obs.get("role_spec")
+    if isinstance(spec, str) and spec.split(".")[0] != ROLE_SPEC_VERSION.split(".")[0]:
+        raise ValueError(f"server speaks role spec {spec}; this client implements {ROLE_SPEC_VERSION}")
     raw_segments = obs.get("segments")
     segments = [Segment.model_validate(s) for s in raw_segments] if isinstance(raw_segments, list) else rule(obs)
     raw_tokens = obs.get("tokens")

@@ -1,0 +1,23 @@
+# One venv for everything; torch comes first from the local CPU wheel (any other torch spec pulls CUDA).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup quickstart test bench
+$(BIN)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[all,test]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+quickstart: setup
+	$(BIN)/openenv-echo quickstart echo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/bench_server.py
