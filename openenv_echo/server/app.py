@@ -17,16 +17,13 @@ from ..wire import (
     EnvironmentMetadata,
     ErrorCode,
     HealthResponse,
-    ResetRequest,
     SchemaResponse,
-    State,
-    StepRequest,
-    StepResponse,
 )
 from . import mcp
+from .http_routes import add_stateless_routes
 from .environment import Environment
 from .limits import ServerLimits
-from .protocol import Protocol, ProtocolError, validation_errors
+from .protocol import Protocol, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
 
 OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
@@ -192,68 +189,13 @@ def create_app(
             env.close()
 
     if mode == "simulation":
-        _add_stateless_routes(app, env_cls, protocol, errors)
+        add_stateless_routes(app, env_cls, protocol, errors, _error_response)
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
         await _serve_ws(websocket, sessions, protocol, limits)
 
     return app
-
-
-def _add_stateless_routes(app: FastAPI, env_cls: type[Environment], protocol: Protocol, errors: dict) -> None:
-    """HTTP ``/reset``, ``/step``, ``/state``: stateless like OpenEnv's, a fresh env per request.
-
-    Episodes need the WebSocket; ``/step`` on a fresh env therefore answers 409 EPISODE_NOT_STARTED.
-    """
-
-    async def _fresh(call: Any) -> Any:
-        env = env_cls()
-        try:
-            return await call(env)
-        finally:
-            env.close()
-
-    @app.post("/reset", response_model=StepResponse, responses=errors, tags=["simulation"])
-    async def reset(body: ResetRequest | None = None) -> Any:
-        data = body.model_dump(exclude_unset=True) if body is not None else {}
-
-        async def run(env: Environment) -> Any:
-            obs, tokens = await protocol.reset(env, data)
-            return _http_envelope(protocol.envelope(obs, tokens))
-
-        try:
-            return await _fresh(run)
-        except ProtocolError as e:
-            return _error_response(e)
-
-    @app.post("/step", response_model=StepResponse, responses=errors, tags=["simulation"])
-    async def step(body: StepRequest) -> Any:
-        async def run(env: Environment) -> Any:
-            obs = await protocol.step(env, body.action)
-            return _http_envelope(protocol.envelope(obs, False))
-
-        try:
-            return await _fresh(run)
-        except ProtocolError as e:
-            return _error_response(e)
-
-    @app.get("/state", response_model=State, tags=["simulation"])
-    async def state() -> Any:
-        return await _fresh(lambda env: _async_value(env.state.model_dump()))
-
-
-async def _async_value(v: Any) -> Any:
-    return v
-
-
-def _http_envelope(envelope: dict[str, Any]) -> StepResponse:
-    return StepResponse(
-        observation=envelope["observation"],
-        reward=envelope["reward"],
-        done=envelope["done"],
-        metadata=envelope.get("metadata"),
-    )
 
 
 # -- WebSocket ------------------------------------------------------------------------------------------
@@ -280,6 +222,8 @@ def _decode(message: dict, max_bytes: int) -> Any:
         frame = json.loads(text)
     except ValueError as e:
         raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is not valid JSON: {e}") from None
+    except RecursionError:
+        raise ProtocolError(ErrorCode.INVALID_JSON, "frame is nested too deeply") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, "a frame is a JSON object with a string 'type'")
     allowed = _FRAME_KEYS.get(frame["type"])
@@ -329,6 +273,10 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
                 reply = json.dumps({"type": "error", "data": e.payload()})
                 if e.code is ErrorCode.STEP_TIMEOUT and session.env is not None:
                     session.env = None  # the timed-out call may still be running on it: abandon the instance
+            except Exception as e:  # a server bug must cost one reply, not the session
+                reply = json.dumps(
+                    {"type": "error", "data": {"code": "EXECUTION_ERROR", "message": f"{type(e).__name__}: {e}"}}
+                )
             finally:
                 session.busy = False
                 session.touch()
@@ -336,8 +284,12 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
                 await ws.close(code=1000)
                 break
             await ws.send_text(reply)
-    except (WebSocketDisconnect, RuntimeError):
-        pass  # client went away (or the reaper closed the socket)
+    except WebSocketDisconnect:
+        pass  # the client went away
+    except RuntimeError:
+        if ws.client_state is WebSocketState.CONNECTED and ws.application_state is WebSocketState.CONNECTED:
+            raise
+        # the socket was closed under us (reaper, or a send racing a disconnect)
     finally:
         sessions.close(session)
 

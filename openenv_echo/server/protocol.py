@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from typing import Any
+import typing
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from ..tokenizer_identity import segment_tokens
 from ..wire import ErrorCode, Observation
 from .environment import EnvError, Environment
 
-MAX_SEED = 2**63 - 1
+MAX_SEED = 2**53 - 1  # the largest integer every JSON implementation represents exactly
 _RESET_RESERVED = ("seed", "episode_id", "return_tokens")
 
 
@@ -34,14 +35,69 @@ class ProtocolError(Exception):
 
 def validation_errors(e: ValidationError) -> list[dict[str, Any]]:
     """pydantic errors as plain JSON (no exception objects in ``ctx``)."""
-    return json.loads(e.json(include_url=False))
+    return json.loads(e.json(include_url=False, include_input=False))
 
 
-def reset_kwarg_names(env_cls: type[Environment]) -> tuple[frozenset[str], bool]:
-    """Names ``_reset`` accepts beyond ``seed``, and whether it takes ``**kwargs``."""
-    params = inspect.signature(env_cls._reset).parameters.values()
-    names = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) - {"self", "seed"}
-    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+class ResetOptions(BaseModel):
+    """The reset options every environment accepts; ``reset_model`` adds the env's own from ``_reset``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = Field(
+        default=None, description="Seed of the episode's world; the same seed and actions replay byte-identically."
+    )
+    episode_id: Annotated[str, Field(strict=True, min_length=1, max_length=255)] | None = Field(
+        default=None, description="Echoed by state; generated when absent."
+    )
+    return_tokens: Annotated[bool, Field(strict=True)] = Field(
+        default=False, description="Attach segment-body token ids to every observation (needs a server tokenizer)."
+    )
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _integral(cls, v: Any) -> Any:
+        """A seed is a JSON integer (``7`` or ``7.0``), never a string or a boolean."""
+        if isinstance(v, (str, bool)):
+            raise ValueError("seed must be a JSON integer")
+        return v
+
+    @field_validator("return_tokens", mode="before")
+    @classmethod
+    def _boolean(cls, v: Any) -> Any:
+        if not isinstance(v, bool):
+            raise ValueError("return_tokens must be a JSON boolean")
+        return v
+
+
+class _NoTokenizerResetOptions(ResetOptions):
+    """On a server without a tokenizer ``return_tokens`` can only be false (so the published spec says)."""
+
+    return_tokens: Literal[False] = Field(default=False, description="This server has no tokenizer: always false.")
+
+
+def reset_model(env_cls: type[Environment], with_tokenizer: bool) -> type[ResetOptions]:
+    """The exact reset request of ``env_cls``: the common options plus ``_reset``'s keyword parameters.
+
+    Published in OpenAPI and used to validate WS and HTTP resets alike, so the spec and the server agree.
+    """
+    signature = inspect.signature(env_cls._reset)
+    try:
+        hints = typing.get_type_hints(env_cls._reset, include_extras=True)
+    except Exception:  # unresolvable annotations: accept any JSON value
+        hints = {}
+    fields: dict[str, Any] = {}
+    var_kw = False
+    for p in signature.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            var_kw = True
+        elif p.name not in ("self", "seed") and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            fields[p.name] = (hints.get(p.name, Any), ... if p.default is p.empty else p.default)
+    base = ResetOptions if with_tokenizer else _NoTokenizerResetOptions
+    model = create_model(f"{env_cls.__name__}ResetRequest", __base__=base, **fields)
+    if var_kw:
+        model.model_config["extra"] = "allow"
+        model.model_rebuild(force=True)
+    return model  # type: ignore[no-any-return]
 
 
 class Protocol:
@@ -51,7 +107,7 @@ class Protocol:
         self.env_cls = env_cls
         self.tokenizer = tokenizer
         self.step_timeout_s = step_timeout_s
-        self._reset_names, self._reset_var_kw = reset_kwarg_names(env_cls)
+        self.reset_model = reset_model(env_cls, with_tokenizer=tokenizer is not None)
 
     # -- reset ------------------------------------------------------------------------------------------
     def parse_reset(self, data: Any) -> tuple[int | None, str | None, bool, dict[str, Any]]:
@@ -59,28 +115,22 @@ class Protocol:
             data = {}
         if not isinstance(data, dict):
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, "reset data must be a JSON object")
-        seed = data.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
-            raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"seed must be an integer in [0, 2^63-1], got {seed!r}")
-        episode_id = data.get("episode_id")
-        if episode_id is not None and (not isinstance(episode_id, str) or not 0 < len(episode_id) <= 255):
-            raise ProtocolError(ErrorCode.VALIDATION_ERROR, "episode_id must be a string of 1-255 characters")
-        return_tokens = data.get("return_tokens", False)
-        if not isinstance(return_tokens, bool):
-            raise ProtocolError(ErrorCode.VALIDATION_ERROR, "return_tokens must be a boolean")
-        if return_tokens and self.tokenizer is None:
+        if data.get("return_tokens") is True and self.tokenizer is None:
             raise ProtocolError(
                 ErrorCode.TOKENIZER_UNAVAILABLE,
                 "this server has no tokenizer: start it with one (serve --tokenizer PATH) or tokenize client-side",
             )
-        kwargs = {k: v for k, v in data.items() if k not in _RESET_RESERVED}
-        unknown = sorted(k for k in kwargs if k not in self._reset_names)
-        if unknown and not self._reset_var_kw:
-            accepted = sorted(self._reset_names | set(_RESET_RESERVED))
+        try:
+            request = self.reset_model.model_validate(data)
+        except ValidationError as e:
+            accepted = sorted(self.reset_model.model_fields)
             raise ProtocolError(
-                ErrorCode.VALIDATION_ERROR, f"unknown reset option(s) {unknown}; accepted: {accepted}"
-            )
-        return seed, episode_id, return_tokens, kwargs
+                ErrorCode.VALIDATION_ERROR, f"invalid reset: {_summary(e)} (accepted options: {accepted})",
+                errors=validation_errors(e),
+            ) from None
+        kwargs = {k: v for k, v in request if k not in _RESET_RESERVED and k in data}
+        kwargs.update({k: v for k, v in (request.model_extra or {}).items()})
+        return request.seed, request.episode_id, request.return_tokens, kwargs
 
     async def reset(self, env: Environment, data: Any) -> tuple[Observation, bool]:
         seed, episode_id, return_tokens, kwargs = self.parse_reset(data)

@@ -7,8 +7,12 @@ format warning for an empty message. Reward is the message length / 100 (capped 
 
 from __future__ import annotations
 
-from ...server.environment import EnvError, Environment
-from ...wire import ErrorCode, context, env_output, warning
+from typing import Annotated
+
+from pydantic import Field
+
+from ...server.environment import Environment
+from ...wire import context, env_output, warning
 from .models import EchoAction, EchoObservation
 
 PROMPT = "You are talking to an echo server. Send a message and it will repeat it. Say 'bye' to finish.\n"
@@ -26,9 +30,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation]):
         super().__init__()
         self._max_steps = 8
 
-    def _reset(self, seed: int | None, max_steps: int = 8) -> EchoObservation:
-        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= 1000:
-            raise EnvError("max_steps must be an integer in [1, 1000]", ErrorCode.VALIDATION_ERROR)
+    def _reset(self, seed: int | None, max_steps: Annotated[int, Field(ge=1, le=1000)] = 8) -> EchoObservation:
         self._max_steps = max_steps
         return EchoObservation(segments=[context(PROMPT)])
 

@@ -1,0 +1,26 @@
+"""Schemathesis against every server's own /openapi.json: no 5xx, no response violating the schema, and no
+request the schema allows being refused (or the reverse)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openenv_echo.envs import ENVIRONMENTS
+
+ST = str(Path(sys.executable).with_name("st"))
+
+
+@pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
+def test_openapi_fuzz(running_server, env: str) -> None:
+    url = running_server(env)
+    proc = subprocess.run(
+        [ST, "run", f"{url}/openapi.json", "--checks", "all", "--max-examples", "60", "--seed", "20261121",
+         "--no-color"],
+        capture_output=True, text=True, timeout=600, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "NO_PROXY": "*"},
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert "passed" in proc.stdout
