@@ -17,7 +17,8 @@ class ServerError(EnvClientError):
     code: ErrorCode | str = ErrorCode.EXECUTION_ERROR
 
     def __init__(self, message: str, code: ErrorCode | str | None = None, data: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{message} (code: {code or self.code})")
+        shown = code or self.code
+        super().__init__(f"{message} (code: {getattr(shown, 'value', shown)})")
         self.message = message
         if code is not None:
             self.code = code

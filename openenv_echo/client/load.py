@@ -1,0 +1,84 @@
+"""Load generation: N concurrent sessions x K steps against a server, with latency percentiles and errors.
+
+Used by ``bench/bench_load.py`` and the load tests; talks to servers only through ``AsyncEnvClient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .aio import AsyncEnvClient
+from .errors import EnvClientError, ServerError
+
+
+@dataclass
+class LoadReport:
+    sessions: int
+    steps_per_session: int
+    steps: int = 0
+    seconds: float = 0.0
+    latencies_s: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds if self.seconds else 0.0
+
+    def percentile_ms(self, q: float) -> float:
+        if not self.latencies_s:
+            return float("nan")
+        ordered = sorted(self.latencies_s)
+        return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "sessions": self.sessions, "steps": self.steps, "steps_per_s": round(self.steps_per_s, 1),
+            "p50_ms": round(self.percentile_ms(0.50), 2), "p99_ms": round(self.percentile_ms(0.99), 2),
+            "errors": self.error_count,
+        }
+
+
+ActionFn = Callable[[int, int], dict[str, Any]]
+"""(session index, step index) -> action."""
+
+
+def echo_action(session: int, step: int) -> dict[str, Any]:
+    return {"message": f"session {session} step {step}"}
+
+
+async def run_load(
+    urls: list[str], sessions: int, steps: int, action: ActionFn = echo_action,
+    reset_options: dict[str, Any] | None = None,
+) -> LoadReport:
+    """Each session resets, then steps ``steps`` times (resetting whenever an episode ends)."""
+    report = LoadReport(sessions, steps)
+
+    async def one(i: int) -> None:
+        try:
+            async with AsyncEnvClient(urls[i % len(urls)], message_timeout_s=60) as env:
+                result = await env.reset(seed=i, **(reset_options or {}))
+                for k in range(steps):
+                    if result.done:
+                        result = await env.reset(seed=i * 100_003 + k, **(reset_options or {}))
+                    t0 = time.perf_counter()
+                    result = await env.step(action(i, k))
+                    report.latencies_s.append(time.perf_counter() - t0)
+                    report.steps += 1
+        except ServerError as e:
+            report.errors[getattr(e.code, "value", str(e.code))] += 1
+        except EnvClientError as e:
+            report.errors[type(e).__name__] += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(sessions)))
+    report.seconds = time.perf_counter() - start
+    return report
