@@ -27,9 +27,9 @@ def _limits(max_sessions: Optional[int], idle_timeout: Optional[float], max_mess
 def _load_tokenizer(path: Optional[str]) -> Any:
     if path is None:
         return None
-    from transformers import AutoTokenizer
+    from .tokenize import load_tokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+    return load_tokenizer(path)
 
 
 @app.command()
@@ -42,7 +42,9 @@ def serve(
     idle_timeout: Optional[float] = typer.Option(None, help="Idle session timeout in s [600]."),
     max_message_bytes: Optional[int] = typer.Option(None, help="Largest frame/body in bytes [1 MiB]."),
     step_timeout: Optional[float] = typer.Option(None, help="Per reset/step timeout in s [30]."),
-    tokenizer: Optional[str] = typer.Option(None, help="Local HF tokenizer dir: enables return_tokens."),
+    tokenizer: Optional[str] = typer.Option(
+        None, help="HF tokenizer (local dir, hub name when online, or local:<family>): enables return_tokens."
+    ),
     log_level: str = typer.Option("info", help="uvicorn log level."),
 ) -> None:
     """Serve an environment over OpenEnv's HTTP + WebSocket protocol."""
@@ -125,6 +127,23 @@ def quickstart(
         assert client.trajectory is not None
         render_trajectory(client.trajectory, console)
     console.print(f"trajectory appended to {out}")
+
+
+@app.command()
+def show(
+    file: Path = typer.Argument(..., help="Tokenized .jsonl/.parquet, or a trajectory JSONL (then give --tokenizer)."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML rendering here."),
+    tokenizer: Optional[str] = typer.Option(None, help="Tokenizer for trajectory files (dir, hub name, local:<family>)."),
+    index: Optional[int] = typer.Option(None, help="Show only this record."),
+    limit: int = typer.Option(3, help="At most this many records."),
+    method: str = typer.Option("auto", help="auto | tito | offline assembly for trajectory files."),
+    observation_role: str = typer.Option("tool", help="Chat role observations are rendered in."),
+) -> None:
+    """Show tokenized trajectories colored by role, with per-role token counts."""
+    from .tokenize import show as show_tokenized
+
+    show_tokenized(file, html_out=html, tokenizer=tokenizer, index=index, limit=limit, method=method,
+                   observation_role=observation_role, console=console)
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ from .wire import ObservationTokens, Segment, TokenizerIdentity
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
-    """sha256 of the tokenizer's serialization (fast tokenizers) or of its sorted vocab (others).
+    """sha256 of the tokenizer's serialization without padding/truncation settings (fast tokenizers), or of its
+    sorted vocab (others).
 
     Cached on the tokenizer object: computing it serializes the whole vocabulary.
     """
@@ -24,10 +25,13 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     if cached is not None:
         return cached
     backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None and hasattr(tokenizer, "to_str"):  # a raw `tokenizers.Tokenizer`
+        backend = tokenizer
     if backend is not None:
-        payload = backend.to_str().encode("utf-8")
-    elif hasattr(tokenizer, "to_str"):  # a raw `tokenizers.Tokenizer`
-        payload = tokenizer.to_str().encode("utf-8")
+        data = json.loads(backend.to_str())
+        data.pop("padding", None)  # runtime settings, not the mapping text -> ids
+        data.pop("truncation", None)
+        payload = json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
     else:
         payload = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode("utf-8")
     digest = hashlib.sha256(payload).hexdigest()
@@ -43,18 +47,19 @@ def tokenizer_identity(tokenizer: Any, name: str | None = None) -> TokenizerIden
     return TokenizerIdentity(name=str(name), fingerprint=tokenizer_fingerprint(tokenizer))
 
 
-def _encode(tokenizer: Any, text: str) -> list[int]:
-    if hasattr(tokenizer, "backend_tokenizer") or not hasattr(tokenizer, "to_str"):
-        return list(tokenizer.encode(text, add_special_tokens=False))
-    return list(tokenizer.encode(text, add_special_tokens=False).ids)  # raw `tokenizers.Tokenizer`
-
-
 def segment_tokens(tokenizer: Any, segments: list[Segment], name: str | None = None) -> ObservationTokens:
-    """Tokenize each segment body on its own (no special tokens) so every token has exactly one role."""
+    """Each segment body encoded as a mid-sequence fragment (RFC 0003 §4): no special tokens, no start-of-document
+    prefix space, special-token strings kept literal, so every token has exactly one role and the ids equal what
+    the client-side assembly would produce for the same bodies."""
+    from .tokenize.fragment import fragment_codec
+
+    texts = [seg.text for seg in segments if seg.text]
+    encoded = iter(fragment_codec(tokenizer).encode_contents(texts))
     ids: list[int] = []
     roles = []
     for seg in segments:
-        seg_ids = _encode(tokenizer, seg.text) if seg.text else []
-        ids.extend(seg_ids)
-        roles.extend([seg.role] * len(seg_ids))
+        if seg.text:
+            seg_ids = next(encoded)
+            ids.extend(seg_ids)
+            roles.extend([seg.role] * len(seg_ids))
     return ObservationTokens(tokenizer=tokenizer_identity(tokenizer, name), ids=ids, roles=roles)

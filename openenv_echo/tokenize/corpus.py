@@ -76,7 +76,8 @@ def _shell(r: random.Random) -> str:
                        for _ in range(r.randint(2, 8)))
     if kind == 3:
         return "".join(f"{r.choice(['INFO', 'WARN', 'ERROR', 'DEBUG'])} {r.randint(2020, 2026)}-"
-                       f"{r.randint(1, 12):02d}-{r.randint(1, 28):02d} {_sentence(r)}\n" for _ in range(r.randint(2, 6)))
+                       f"{r.randint(1, 12):02d}-{r.randint(1, 28):02d} {_sentence(r)}\n"
+                       for _ in range(r.randint(2, 6)))
     if kind == 4:
         return f"$ wc -l {_name(r)}\n{r.randint(0, 5000)} {_name(r)}\n$ echo $?\n{r.choice([0, 0, 1, 2, 127])}\n"
     if kind == 5:

@@ -31,7 +31,7 @@ from .chat_templates import CHATML_TEMPLATE, LLAMA3_TEMPLATE, QWEN3_TEMPLATE
 if TYPE_CHECKING:  # transformers is imported lazily: openenv_echo must import without it
     from transformers import PreTrainedTokenizerFast
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 DEFAULT_VOCAB_SIZE = 4096
 LOCAL_PREFIX = "local:"
 
@@ -151,8 +151,10 @@ def _train_and_save(spec: FamilySpec, corpus: list[str], vocab_size: int, target
 
         backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in spec.added_tokens])
     assert isinstance(backend, Tokenizer)
+    named = {spec.bos, spec.eos, spec.pad, spec.unk}
     hf = PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token=spec.bos, eos_token=spec.eos, pad_token=spec.pad, unk_token=spec.unk
+        tokenizer_object=backend, bos_token=spec.bos, eos_token=spec.eos, pad_token=spec.pad, unk_token=spec.unk,
+        extra_special_tokens=[t for t in spec.special_tokens if t not in named],
     )
     hf.chat_template = spec.chat_template
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,29 @@
+"""Fixtures for the tokenization tests: real tokenizers of every local family (built once, cached on disk)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+
+@pytest.fixture(scope="session")
+def toks() -> dict[str, Any]:
+    """``{"qwen": ..., "llama": ..., "qwen3": ...}``: real HF fast tokenizers with real chat templates."""
+    from openenv_echo.tokenize import FAMILIES, build_tokenizer
+
+    return {family: build_tokenizer(family) for family in FAMILIES}
+
+
+@pytest.fixture(params=["qwen", "llama"])
+def stable_tok(request: pytest.FixtureRequest, toks: dict[str, Any]) -> Any:
+    """The prefix-stable families (TITO works)."""
+    return toks[request.param]
+
+
+@pytest.fixture(params=["qwen", "llama", "qwen3"])
+def any_tok(request: pytest.FixtureRequest, toks: dict[str, Any]) -> Any:
+    return toks[request.param]
