@@ -22,12 +22,14 @@ from .loss import (
     Selection,
     connected_zero,
     echo_loss,
+    echo_metrics,
     local_denominators,
     policy_loss,
     policy_token_weights,
     select_tokens,
     weighted_nll,
     world_loss,
+    world_term,
     world_token_weights,
 )
 from .normalization import Denominators, all_reduce_denominators, sum_denominators
@@ -52,6 +54,7 @@ __all__ = [
     "all_reduce_denominators",
     "connected_zero",
     "echo_loss",
+    "echo_metrics",
     "env_keep_mask",
     "env_token_coeffs",
     "group_advantages",
@@ -69,6 +72,7 @@ __all__ = [
     "weighted_nll",
     "world_filter",
     "world_loss",
+    "world_term",
     "world_token_weights",
     "zero_variance_groups",
 ]

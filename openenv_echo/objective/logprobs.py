@@ -15,7 +15,7 @@ def token_logps(logits: torch.Tensor, input_ids: torch.Tensor, temperature: floa
         raise ValueError(f"logits {tuple(logits.shape)} do not match input_ids {tuple(input_ids.shape)}")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    scaled = logits[:, :-1].float()
+    scaled = logits[:, :-1].to(torch.promote_types(logits.dtype, torch.float32))
     if temperature != 1.0:
         scaled = scaled / temperature
     targets = input_ids[:, 1:].clamp(min=0).unsqueeze(-1)

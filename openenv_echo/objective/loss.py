@@ -72,7 +72,7 @@ def select_tokens(batch: EchoBatch, cfg: EchoConfig) -> Selection:
     if batch.env_keep is not None:
         coeffs = coeffs * batch.env_keep.to(coeffs.device, coeffs.dtype).unsqueeze(1)
     selected = coeffs > 0
-    obs = batch.obs_count.to(torch.float32) if batch.obs_count is not None else observation_counts(rid, cfg, start)
+    obs = batch.obs_count.to(torch.float64) if batch.obs_count is not None else observation_counts(rid, cfg, start)
     return Selection(action, coeffs, selected, obs, real_rows, policy_rows)
 
 
@@ -89,7 +89,10 @@ def local_denominators(batch: EchoBatch, cfg: EchoConfig, selection: Selection |
 
 @dataclass
 class EchoLossOutput:
-    """The loss to backpropagate, its two terms (graph-connected) and detached scalar metrics."""
+    """The loss to backpropagate, its two terms and detached scalar metrics.
+
+    ``policy_loss`` is graph-connected (a connected zero when there is no policy term); ``world_loss`` is λ·L_world,
+    graph-connected when λ ≠ 0 and a detached zero when λ = 0 (then ``loss is policy_loss``)."""
 
     loss: torch.Tensor
     policy_loss: torch.Tensor
@@ -116,7 +119,7 @@ def world_token_weights(
 
 def policy_token_weights(selection: Selection, cfg: EchoConfig, denominators: Denominators) -> torch.Tensor:
     """(B, T) policy weights u: ``a_{i,t} · s_i / D_policy``."""
-    mask = selection.action.to(torch.float32)
+    mask = selection.action.to(torch.float64)
     return term_weights(
         mask,
         cfg.policy.normalization,
@@ -127,19 +130,26 @@ def policy_token_weights(selection: Selection, cfg: EchoConfig, denominators: De
     )
 
 
+def accumulation_dtype(t: torch.Tensor) -> torch.dtype:
+    """float64 for float64 inputs, float32 otherwise (bf16/fp16 log-probs are summed in float32)."""
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
 def weighted_nll(logps: torch.Tensor, selected: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """``-Σ w·ℓ`` over ``selected`` (float32 accumulation); an empty selection gives a graph-connected zero.
+    """``-Σ w·ℓ`` over ``selected`` (at least float32 accumulation); an empty selection gives a graph-connected zero.
 
     Unselected positions are replaced by 0 before the product, so a placeholder log-prob (e.g. -inf or NaN at a
     row's first position) can never leak into the sum or its gradient.
     """
+    acc = accumulation_dtype(logps)
     masked = torch.where(selected, logps, torch.zeros((), dtype=logps.dtype, device=logps.device))
-    return -(masked.float() * weights).sum()
+    return -(masked.to(acc) * weights.to(acc)).sum()
 
 
 def connected_zero(t: torch.Tensor) -> torch.Tensor:
-    """A float32 scalar 0 that is part of ``t``'s graph (``backward()`` works, every gradient is exactly 0)."""
-    return torch.where(torch.zeros_like(t, dtype=torch.bool), t, torch.zeros((), dtype=t.dtype, device=t.device)).float().sum()
+    """A scalar 0 that is part of ``t``'s graph (``backward()`` works, every gradient is exactly 0)."""
+    none = torch.zeros_like(t, dtype=torch.bool)
+    return torch.where(none, t, torch.zeros((), dtype=t.dtype, device=t.device)).to(accumulation_dtype(t)).sum()
 
 
 def _policy_term(
@@ -153,7 +163,8 @@ def _policy_term(
     per_token, pmetrics = policy_token_losses(
         logps, sel.action, batch.advantages, batch.old_logps, batch.ref_logps, cfg.policy
     )
-    return (per_token.float() * policy_token_weights(sel, cfg, dens)).sum(), pmetrics
+    acc = accumulation_dtype(logps)
+    return (per_token.to(acc) * policy_token_weights(sel, cfg, dens).to(acc)).sum(), pmetrics
 
 
 def policy_loss(
@@ -206,30 +217,35 @@ def echo_loss(
     sel = select_tokens(batch, cfg)
     dens = denominators or local_denominators(batch, cfg, sel)
     lam = cfg.coeff_at(step)
-    zero = torch.zeros((), dtype=torch.float32, device=logps.device)
 
     # -- policy term -----------------------------------------------------------------------------------------
     policy, pmetrics = _policy_term(logps, batch, cfg, sel, dens)
 
     # -- world term ------------------------------------------------------------------------------------------
-    w = world_token_weights(sel, cfg, dens)
     lp_env = logps if env_logps is None else env_logps
-    if lam != 0.0:
-        world_unscaled = weighted_nll(lp_env, sel.selected, w)
-        world = lam * world_unscaled
-        loss = policy + world
-    else:  # vanilla: nothing added to the graph (bit-identical to the policy loss)
-        with torch.no_grad():
-            world_unscaled = weighted_nll(lp_env.detach(), sel.selected, w)
-        world = zero
-        loss = policy
+    world, world_unscaled = world_term(lp_env, sel, cfg, dens, lam)
+    loss = policy + world if lam != 0.0 else policy  # λ = 0: nothing added (bit-identical to vanilla)
 
-    metrics = _metrics(lp_env, batch, sel, policy, world, world_unscaled, lam, pmetrics)
-    metrics["echo/loss"] = loss.detach()
+    metrics = echo_metrics(lp_env, batch, sel, policy, world, world_unscaled, lam, pmetrics)
+    metrics["echo/loss"] = loss.detach().float()
     return EchoLossOutput(loss=loss, policy_loss=policy, world_loss=world, metrics=metrics)
 
 
-def _metrics(
+def world_term(
+    lp_env: torch.Tensor, sel: Selection, cfg: EchoConfig, dens: Denominators, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(λ·L_world, L_world)``. With λ = 0 the first is a detached zero and the second is computed without grad
+    (metrics only), so nothing enters the graph."""
+    w = world_token_weights(sel, cfg, dens)
+    if lam != 0.0:
+        unscaled = weighted_nll(lp_env, sel.selected, w)
+        return lam * unscaled, unscaled
+    with torch.no_grad():
+        unscaled = weighted_nll(lp_env.detach(), sel.selected, w)
+    return torch.zeros((), dtype=unscaled.dtype, device=lp_env.device), unscaled
+
+
+def echo_metrics(
     lp_env: torch.Tensor,
     batch: EchoBatch,
     sel: Selection,
@@ -237,8 +253,13 @@ def _metrics(
     world: torch.Tensor,
     world_unscaled: torch.Tensor,
     lam: float,
-    pmetrics: dict[str, torch.Tensor],
+    pmetrics: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
+    """Detached scalar metrics (``METRIC_KEYS`` minus ``echo/loss``); ``pmetrics=None`` reports the policy
+    metrics as 0 (for trainers that log their own)."""
+    if pmetrics is None:
+        z = torch.zeros((), dtype=torch.float32, device=lp_env.device)
+        pmetrics = {"policy/clip_fraction": z, "policy/ratio_mean": z, "policy/kl": z}
     with torch.no_grad():
         zero = torch.zeros((), dtype=torch.float32, device=lp_env.device)
         nll = torch.where(sel.selected, -lp_env.detach().float(), zero)
@@ -272,6 +293,7 @@ __all__ = [
     "Selection",
     "connected_zero",
     "echo_loss",
+    "echo_metrics",
     "policy_loss",
     "local_denominators",
     "policy_token_weights",
@@ -279,5 +301,6 @@ __all__ = [
     "target_positions",
     "weighted_nll",
     "world_loss",
+    "world_term",
     "world_token_weights",
 ]

@@ -129,5 +129,5 @@ def term_weights(
 def world_row_counts(selected: torch.Tensor, obs_count: torch.Tensor, cfg: EchoConfig) -> torch.Tensor:
     """Per-row count used by the world term's sequence_mean: selected tokens, or |O_i|."""
     if cfg.sequence_denominator == "full_observation":
-        return obs_count.to(torch.float32)
-    return selected.sum(dim=1).to(torch.float32)
+        return obs_count.to(torch.float64)
+    return selected.sum(dim=1).to(torch.float64)

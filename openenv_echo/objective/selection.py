@@ -54,7 +54,7 @@ def after_first_action(role_ids: torch.Tensor) -> torch.Tensor:
 def env_token_coeffs(
     role_ids: torch.Tensor, cfg: EchoConfig, includes_sequence_start: bool = True
 ) -> torch.Tensor:
-    """(B, T) float: the per-role coefficient c_t of each world-model target token, 0 elsewhere.
+    """(B, T) float64: the per-role coefficient c_t of each world-model target token, 0 elsewhere.
 
     Selected roles come from ``cfg.world_loss_target`` with ``cfg.role_coeffs`` multipliers. Tokens before the
     first action of a row are never targets, except observation bodies when
@@ -62,7 +62,7 @@ def env_token_coeffs(
     """
     valid = target_positions(role_ids, includes_sequence_start)
     post = after_first_action(role_ids)
-    coeffs = torch.zeros(role_ids.shape, dtype=torch.float32, device=role_ids.device)
+    coeffs = torch.zeros(role_ids.shape, dtype=torch.float64, device=role_ids.device)
     for role in cfg.target_roles:
         c = cfg.role_coeff(role)
         if c == 0.0:
@@ -87,7 +87,7 @@ def observation_counts(
     body = valid & ((role_ids == Role.ENV_OUTPUT.code) | (role_ids == Role.WARNING.code))
     if not cfg.include_pre_action_observations:
         body = body & after_first_action(role_ids)
-    return body.sum(dim=1).to(torch.float32)
+    return body.sum(dim=1).to(torch.float64)
 
 
 def role_counts(role_ids: torch.Tensor, includes_sequence_start: bool = True) -> dict[Role, torch.Tensor]:

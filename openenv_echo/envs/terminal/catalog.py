@@ -57,7 +57,8 @@ DOMAINS = ("internal", "prod.internal", "corp.internal", "svc.internal")
 PARTNER_HOSTS = ("api.partner-pay.example", "hooks.shipco.example", "sso.idp-cloud.example", "tax.rates-api.example")
 CLIENT_AGENTS = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/122.0 Safari/537.36",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_3) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.3 Safari/605.1.15",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_3) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.3 "
+    "Safari/605.1.15",
     "okhttp/4.12.0", "python-requests/2.31.0", "Go-http-client/1.1", "kube-probe/1.28", "curl/8.5.0",
 )
 CRON_JOBS = (

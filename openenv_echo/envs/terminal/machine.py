@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 
 from . import catalog as C
 from .model import Incident, JournalEntry, Listener, Machine, Mount, Process, Service
-from .timefmt import clf_ts, nginx_error_ts, syslog_ts
-from .vfs import VFS, LazyText
+from .vfs import LazyText
 
 INCIDENT_KINDS: tuple[str, ...] = (
     "disk_full", "oom_killed", "bad_config", "cert_expired", "db_pool_exhausted", "dns_misconfig", "port_conflict",
@@ -49,7 +48,7 @@ class AppState:
     cpu_s: float
     tls: bool = False
     alive: bool = True
-    events: list[tuple[int, str, str, dict | None]] = field(default_factory=list)  # (ts_ms, level, msg, extra)
+    events: list[tuple[int, str, str, dict | None, int]] = field(default_factory=list)  # ts_ms, level, msg, extra, pid
 
     @property
     def name(self) -> str:
@@ -60,7 +59,7 @@ class AppState:
         return C.RUNTIME_EXEC[self.spec.runtime][0].format(name=self.name)[:15]
 
     def log(self, ts: float, level: str, msg: str, extra: dict | None = None) -> None:
-        self.events.append((int(ts * 1000), level, msg, extra))
+        self.events.append((int(ts * 1000), level, msg, extra, self.pid))
 
     def cut_log_after(self, ts: float) -> None:
         self.events = [e for e in self.events if e[0] <= ts * 1000]
@@ -154,7 +153,7 @@ class Builder:
         self._system_services()
         base_port = r.choice((3000, 5000, 8000, 8080, 9000))
         ports = r.sample(range(base_port, base_port + 40), len(seen))
-        for spec, port in zip(seen, ports):
+        for spec, port in zip(seen, ports, strict=True):
             self._add_app(spec, port)
         self._nginx()
         self._cron_and_sessions()
@@ -185,8 +184,9 @@ class Builder:
             pid = self.pid()
             comm = {"ssh": "sshd", "dbus": "dbus-daemon", "rsyslog": "rsyslogd", "redis-server": "redis-server"}.get(
                 name, name.split("/")[-1][:15])
+            exec_start = "/usr/sbin/sshd -D $SSHD_OPTS" if name == "ssh" else cmd.lstrip("@")
             self.services[name] = Service(
-                name=name, description=desc, exec_start=cmd.lstrip("@"), since=boot + r.randrange(2, 9), pid=pid,
+                name=name, description=desc, exec_start=exec_start, since=boot + r.randrange(2, 9), pid=pid,
                 comm=comm, memory_kb=rss + r.randrange(0, 3000), cpu_s=r.uniform(5, 900), tasks=r.randrange(1, 5),
                 unit_path=f"/lib/systemd/system/{name}.service",
             )
@@ -225,7 +225,8 @@ class Builder:
     def _add_app(self, spec: C.AppSpec, port: int) -> None:
         r = self.rng
         recent_deploy = r.random() < 0.55
-        since = (self.now - r.randrange(WINDOW_S + 600, 5 * 86400) if recent_deploy else self.boot + r.randrange(15, 40))
+        since = (self.now - r.randrange(WINDOW_S + 600, 5 * 86400) if recent_deploy
+                 else self.boot + r.randrange(15, 40))
         since = max(since, self.boot + 15)
         pid = self.pid((40, 4000)) if recent_deploy else self.pid()
         version = f"{r.randrange(1, 5)}.{r.randrange(0, 30)}.{r.randrange(0, 12)}"
@@ -266,7 +267,8 @@ class Builder:
         a.config["tls"] = {"cert_file": crt, "key_file": f"/etc/{a.name}/tls/{a.name}.key", "min_version": "1.2"}
         days = self.rng.choice((90, 365))
         self.certs[crt] = {
-            "subject": f"CN = {a.name}.{self.domain}", "issuer": f"C = US, O = Example Corp, CN = Example Internal CA R{self.rng.randrange(2, 6)}",
+            "subject": f"CN = {a.name}.{self.domain}",
+            "issuer": f"C = US, O = Example Corp, CN = Example Internal CA R{self.rng.randrange(2, 6)}",
             "not_before": not_after - days * 86400, "not_after": not_after,
             "serial": f"{self.rng.getrandbits(64):016X}",
         }
@@ -302,8 +304,8 @@ class Builder:
                     a.log(t, "INFO", f"{m} {path} {code} {r.randrange(3, 180)}ms",
                           {"thread": f"http-nio-{a.port}-exec-{r.randrange(1, 10)}"})
                 elif x < 0.7:
-                    a.log(t, "WARN", f"slow request: GET /api/{res}/{r.randrange(1000, 99999)} took "
-                                     f"{r.randrange(1200, 4800)}ms", {"thread": f"http-nio-{a.port}-exec-{r.randrange(1, 10)}"})
+                    msg = f"slow request: GET /api/{res}/{r.randrange(1000, 99999)} took {r.randrange(1200, 4800)}ms"
+                    a.log(t, "WARN", msg, {"thread": f"http-nio-{a.port}-exec-{r.randrange(1, 10)}"})
                 elif x < 0.8:
                     a.log(t, "INFO", f"GET /api/{res}/{r.randrange(1000, 99999)} 404 {r.randrange(2, 20)}ms")
                 else:
@@ -412,9 +414,10 @@ class Builder:
         # an earlier, unrelated session by a colleague
         eng = self.engineers[0]
         t = self.window + r.randrange(600, 3600)
-        self.auth.append((t, "sshd", r.randrange(20_000, 60_000), f"Accepted publickey for {eng} from "
-                                                                  f"{self.subnet}.{r.randrange(100, 120)}.{r.randrange(2, 250)} port "
-                                                                  f"{r.randrange(40000, 65000)} ssh2: ED25519 SHA256:{key[::-1]}"))
+        src = f"{self.subnet}.{r.randrange(100, 120)}.{r.randrange(2, 250)}"
+        self.auth.append((t, "sshd", r.randrange(20_000, 60_000), f"Accepted publickey for {eng} from {src} port "
+                                                                  f"{r.randrange(40000, 65000)} ssh2: ED25519 "
+                                                                  f"SHA256:{key[::-1]}"))
         self.auth.append((t + r.randrange(300, 1800), "sshd", r.randrange(20_000, 60_000),
                           f"pam_unix(sshd:session): session closed for user {eng}"))
         for t in self.times(r.randrange(2, 6), self.window, self.now):
@@ -473,5 +476,3 @@ def splitmix(x: int) -> int:
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
     return x ^ (x >> 31)
 
-
-__all__ = ["INCIDENT_KINDS", "Builder", "generate_machine", "splitmix", "syslog_ts", "clf_ts", "nginx_error_ts"]

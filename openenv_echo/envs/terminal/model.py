@@ -127,3 +127,7 @@ class Machine:
     env: dict[str, str]
     certs: dict[str, dict[str, object]]  # path -> {subject, issuer, not_before, not_after, serial}
     apps: list[str]
+    login_ip: str = ""
+    nameserver: str = ""
+    resolver_ok: bool = True
+    dns: dict[str, str] = field(default_factory=dict)  # name -> address the real DNS would answer

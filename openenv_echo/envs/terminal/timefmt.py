@@ -79,19 +79,32 @@ def openssl_ts(ts: float) -> str:
 
 
 def ago(seconds: float) -> str:
-    """systemd's relative time: ``45s``, ``12min``, ``5h 12min``, ``3 days``, ``1 day 4h``."""
+    """systemd's relative time (``format_timestamp_relative``) without the trailing ``ago``."""
     s = int(max(seconds, 0))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        m, r = divmod(s, 60)
-        return f"{m}min {r}s" if r and m < 10 else f"{m}min"
-    if s < 86400:
-        h, m = divmod(s // 60, 60)
-        return f"{h}h {m}min" if m else f"{h}h"
-    d, h = divmod(s // 3600, 24)
-    unit = "day" if d == 1 else "days"
-    return f"{d} {unit} {h}h" if h else f"{d} {unit}"
+    year, month, week, day, hour, minute = 31_557_600, 2_629_800, 604_800, 86_400, 3600, 60
+    def n(v: int, unit: str) -> str:
+        return f"{v} {unit}{'' if v == 1 else 's'}"
+
+    if s >= year:
+        return f"{n(s // year, 'year')} {n((s % year) // month, 'month')}"
+    if s >= month:
+        return f"{n(s // month, 'month')} {n((s % month) // day, 'day')}"
+    if s >= week:
+        rest = (s % week) // day
+        return n(s // week, "week") + (f" {n(rest, 'day')}" if rest else "")
+    if s >= 2 * day:
+        return f"{s // day} days"
+    if s >= 25 * hour:
+        return f"1 day {(s - day) // hour}h"
+    if s >= 6 * hour:
+        return f"{s // hour}h"
+    if s >= hour:
+        return f"{s // hour}h {(s % hour) // minute}min"
+    if s >= 5 * minute:
+        return f"{s // minute}min"
+    if s >= minute:
+        return f"{s // minute}min {s % minute}s"
+    return f"{s}s"
 
 
 def uptime_text(seconds: float) -> str:

@@ -1,0 +1,300 @@
+"""SkyRL adapter: a pure world-loss function with SkyRL's batch conventions, and the generator-side masks.
+
+Pure torch; SkyRL itself is never imported here. It follows the hook shape of SkyRL PR #1716 ("Add trainer hooks
+for auxiliary policy losses", the ECHO authors' upstreaming): a policy worker's
+``get_aux_policy_loss_context(data)`` and ``compute_aux_policy_loss(*, action_log_probs, policy_loss, experience,
+loss_config, microbatch_weight, grad_sum_correction_factor, aux_policy_loss_context)``, with the masks carried as
+``Experience.extras``. Released SkyRL (0.3.1/0.4.0) has no such hook: there a worker subclass must add
+:func:`compute_world_loss` to the loss inside its micro-batch step. Either way the worker step needs CUDA + Ray.
+
+Conventions (SkyRL ``convert_prompts_responses_to_batch_tensors``): per-response lists are aligned with
+``response_ids``; batch tensors are ``(B, response_len)``, responses left-aligned and right-padded with zeros;
+``action_log_probs[:, j]`` is the log-prob of response token j (predicted by the previous position, so a
+response's first token *is* a target).
+
+Generator keys (lists): ``world_loss_masks``, ``world_warning_masks``, ``world_env_masks``,
+``world_full_observation_counts`` (the reference names) plus ``world_loss_weights`` (per-role coefficients).
+Batch keys (tensors): the same names in the singular.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ..objective import EchoConfig, Selection, echo_metrics, env_token_coeffs, observation_counts, world_term
+from ..objective.batch import EchoBatch
+from ..objective.normalization import Denominators, all_reduce_denominators
+from ..roles import Role
+
+GENERATOR_KEYS = (
+    "world_loss_masks",
+    "world_loss_weights",
+    "world_warning_masks",
+    "world_env_masks",
+    "world_full_observation_counts",
+)
+BATCH_KEYS = {
+    "world_loss_masks": "world_loss_mask",
+    "world_loss_weights": "world_loss_weight",
+    "world_warning_masks": "world_warning_mask",
+    "world_env_masks": "world_env_mask",
+    "world_full_observation_counts": "world_full_observation_count",
+}
+"""Generator list key -> training-batch tensor key (add the latter to ``zero_pad_keys``)."""
+
+
+def add_world_masks(
+    generator_output: Mapping[str, Any], response_role_ids: Sequence[Sequence[int]], cfg: EchoConfig
+) -> dict[str, Any]:
+    """``GeneratorOutput`` post-processor: a copy with the world masks added, aligned with ``response_ids``.
+
+    ``response_role_ids[i][j]`` is the role code of ``response_ids[i][j]`` (the project's tokenization gives them;
+    slice a full sequence's roles after the prompt). Raises if a response token with a non-action role has
+    ``loss_masks == 1``: SkyRL would train an observation token with the policy gradient.
+    """
+    responses = generator_output["response_ids"]
+    if len(response_role_ids) != len(responses):
+        raise ValueError(f"{len(responses)} responses but {len(response_role_ids)} role rows")
+    loss_masks = generator_output.get("loss_masks")
+    out = {k: [] for k in GENERATOR_KEYS}
+    for i, (ids, roles) in enumerate(zip(responses, response_role_ids)):
+        if len(ids) != len(roles):
+            raise ValueError(f"response {i}: {len(ids)} tokens but {len(roles)} roles")
+        rid = torch.as_tensor([int(r) for r in roles], dtype=torch.long).reshape(1, -1)
+        if rid.numel() and (int(rid.min()) < 0 or int(rid.max()) > 3):
+            raise ValueError(f"response {i}: role codes must be 0..3")
+        if loss_masks is not None:
+            lm = torch.as_tensor(loss_masks[i]).reshape(1, -1)
+            if lm.shape != rid.shape:
+                raise ValueError(f"response {i}: loss_masks has {lm.numel()} entries for {rid.numel()} tokens")
+            leak = (lm > 0) & (rid != Role.ACTION.code)
+            if leak.any():
+                raise ValueError(
+                    f"response {i}: loss_masks is 1 on {int(leak.sum())} non-action tokens; observation tokens "
+                    "must never be policy targets"
+                )
+        coeffs = env_token_coeffs(rid, cfg, includes_sequence_start=False)[0]
+        out["world_loss_weights"].append(coeffs.tolist())
+        out["world_loss_masks"].append((coeffs > 0).long().tolist())
+        out["world_warning_masks"].append((rid[0] == Role.WARNING.code).long().tolist())
+        out["world_env_masks"].append((rid[0] == Role.ENV_OUTPUT.code).long().tolist())
+        out["world_full_observation_counts"].append(int(observation_counts(rid, cfg, includes_sequence_start=False)[0]))
+    result = dict(generator_output)
+    result.update(out)
+    return result
+
+
+def world_training_tensors(
+    generator_output: Mapping[str, Any], response_length: int | None = None, num_rows: int | None = None
+) -> dict[str, torch.Tensor]:
+    """The world masks as ``(B, response_len)`` tensors, right-padded with zeros like SkyRL pads responses, plus
+    ``(B,)`` observation counts. ``num_rows`` adds all-zero dummy rows (SkyRL's ``pad_batch``)."""
+    rows = generator_output["world_loss_masks"]
+    n = len(rows)
+    width = response_length if response_length is not None else max((len(r) for r in rows), default=0)
+    total = num_rows if num_rows is not None else n
+    if total < n:
+        raise ValueError(f"num_rows={total} is below the {n} responses")
+    out: dict[str, torch.Tensor] = {}
+    for key in ("world_loss_masks", "world_loss_weights", "world_warning_masks", "world_env_masks"):
+        t = torch.zeros((total, width), dtype=torch.float32)
+        for i, r in enumerate(generator_output[key]):
+            if len(r) > width:
+                raise ValueError(f"response {i} has {len(r)} tokens, more than response_length={width}")
+            t[i, : len(r)] = torch.as_tensor(r, dtype=torch.float32)
+        out[BATCH_KEYS[key]] = t
+    counts = torch.zeros(total, dtype=torch.float32)
+    counts[:n] = torch.as_tensor(generator_output["world_full_observation_counts"], dtype=torch.float32)
+    out[BATCH_KEYS["world_full_observation_counts"]] = counts
+    return out
+
+
+def get_aux_policy_loss_context(
+    data: Mapping[str, torch.Tensor], cfg: EchoConfig, *, all_reduce: bool = False, world_size: int = 1
+) -> dict[str, float]:
+    """Global denominators of one mini-batch (call once per ``forward_backward``, before micro-batching).
+
+    ``world_tokens``: selected tokens; ``world_sequences``: real rows (``response_mask`` has a 1; dummy pad rows
+    excluded). ``all_reduce`` sums them over the data-parallel group, ``world_size`` rescales for averaged
+    gradients, so every rank normalizes by the same global counts (pitfall P6).
+    """
+    weights = data.get("world_loss_weight", data.get("world_loss_mask"))
+    if weights is None:
+        raise KeyError("the batch has no world_loss_weight / world_loss_mask (see world_training_tensors)")
+    if "response_mask" in data and data["response_mask"] is not None:
+        rows = float((data["response_mask"].sum(dim=-1) > 0).sum())
+    else:
+        rows = float(weights.shape[0])
+    dens = Denominators(0.0, 0.0, float((weights > 0).sum()), rows)
+    if all_reduce:
+        dens = all_reduce_denominators(dens, device=weights.device)
+    if world_size > 1:
+        dens = dens.per_rank(world_size)
+    return {"world_tokens": dens.world_tokens, "world_sequences": dens.world_sequences}
+
+
+def compute_world_loss(
+    action_log_probs: torch.Tensor,
+    world_loss_mask: torch.Tensor,
+    cfg: EchoConfig,
+    *,
+    warning_mask: torch.Tensor | None = None,
+    env_mask: torch.Tensor | None = None,
+    full_observation_count: torch.Tensor | None = None,
+    token_denominator: float | None = None,
+    sequence_denominator: float | None = None,
+    step: int = 0,
+    logprobs_temperature: float = 1.0,
+    policy_loss: torch.Tensor | None = None,
+) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+    """``λ(step) · L_world`` of one micro-batch in SkyRL's conventions, and metrics.
+
+    ``world_loss_mask`` (B, L): 0/1, or per-token coefficients (``world_loss_weight``). ``token_denominator`` /
+    ``sequence_denominator``: the global counts from :func:`get_aux_policy_loss_context` (default: this
+    micro-batch's own). Normalizations: token_mean ``Σ w·NLL / N_tokens``; sequence_mean ``Σ_i Σ_t w·NLL / n_i /
+    N_seq`` with n_i the selected count or ``full_observation_count`` (|O_i|, the paper's); constant (SkyRL's
+    ``seq_mean_token_sum_norm``) ``Σ w·NLL / (N_seq · C)``. Returns ``(None, metrics)`` when λ = 0 (nothing to add).
+    ``logprobs_temperature``: the temperature SkyRL divided the logits by; refused with ``env_temperature="one"``
+    unless 1 (the function only sees log-probs).
+    """
+    if action_log_probs.shape != world_loss_mask.shape or action_log_probs.dim() != 2:
+        raise ValueError(
+            f"action_log_probs {tuple(action_log_probs.shape)} and world_loss_mask {tuple(world_loss_mask.shape)} "
+            "must both be (B, response_len)"
+        )
+    if cfg.env_temperature == "one" and logprobs_temperature != 1.0:
+        raise ValueError(
+            f"env_temperature='one' but SkyRL's log-probs are at temperature {logprobs_temperature}; set "
+            "EchoConfig(env_temperature='rollout') or score at T=1"
+        )
+    coeffs = world_loss_mask.to(torch.float64)
+    if (coeffs < 0).any():
+        raise ValueError("world_loss_mask must be non-negative")
+    selected = coeffs > 0
+    b = coeffs.shape[0]
+    if full_observation_count is not None:
+        obs = full_observation_count.to(torch.float64).reshape(-1)
+    elif env_mask is not None and warning_mask is not None:
+        obs = (env_mask + warning_mask).gt(0).sum(dim=-1).to(torch.float64)
+    else:
+        obs = selected.sum(dim=-1).to(torch.float64)
+    if obs.numel() != b:
+        raise ValueError(f"full_observation_count must have {b} values")
+    sel = Selection(
+        action=torch.zeros_like(selected),
+        coeffs=coeffs,
+        selected=selected,
+        obs_count=obs,
+        real_rows=torch.ones(b, dtype=torch.bool, device=coeffs.device),
+        policy_rows=torch.zeros(b, dtype=torch.bool, device=coeffs.device),
+    )
+    dens = Denominators(
+        0.0,
+        0.0,
+        float(selected.sum()) if token_denominator is None else float(token_denominator),
+        float(b) if sequence_denominator is None else float(sequence_denominator),
+    )
+    lam = cfg.coeff_at(step)
+    world, unscaled = world_term(action_log_probs, sel, cfg, dens, lam)
+    roles = torch.full(selected.shape, Role.ACTION.code, dtype=torch.long, device=coeffs.device)
+    if env_mask is not None:
+        roles = torch.where(env_mask > 0, Role.ENV_OUTPUT.code, roles)
+    if warning_mask is not None:
+        roles = torch.where(warning_mask > 0, Role.WARNING.code, roles)
+    roles = torch.where(selected & (roles == Role.ACTION.code), Role.CONTEXT.code, roles)
+    pol = policy_loss.detach() if policy_loss is not None else torch.zeros((), device=action_log_probs.device)
+    metrics = echo_metrics(
+        action_log_probs, EchoBatch(roles, includes_sequence_start=False), sel, pol, world, unscaled, lam
+    )
+    return (world if lam != 0.0 else None), metrics
+
+
+def compute_aux_policy_loss(
+    *,
+    action_log_probs: torch.Tensor,
+    policy_loss: torch.Tensor,
+    experience: Any,
+    loss_config: Any = None,
+    microbatch_weight: float = 1.0,
+    grad_sum_correction_factor: float = 1.0,
+    aux_policy_loss_context: Mapping[str, float] | None = None,
+    echo_config: EchoConfig,
+    step: int = 0,
+    logprobs_temperature: float = 1.0,
+    **_: Any,
+) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
+    """The PR #1716 ``compute_aux_policy_loss`` hook body: reads the masks from ``experience.extras`` and the global
+    denominators from the context. The returned loss is already normalized over the whole mini-batch, so it is
+    added to each micro-batch's loss without ``microbatch_weight`` (as the reference worker does)."""
+    extras = getattr(experience, "extras", None) or {}
+    mask = extras.get("world_loss_weight", extras.get("world_loss_mask"))
+    ctx = aux_policy_loss_context or {}
+    if mask is None:
+        if echo_config.coeff_at(step) != 0.0:
+            raise KeyError("ECHO is on but experience.extras has no world_loss_mask (add it via world_training_tensors)")
+        return None, {}
+    return compute_world_loss(
+        action_log_probs,
+        mask.to(action_log_probs.device),
+        echo_config,
+        warning_mask=extras.get("world_warning_mask"),
+        env_mask=extras.get("world_env_mask"),
+        full_observation_count=extras.get("world_full_observation_count"),
+        token_denominator=ctx.get("world_tokens"),
+        sequence_denominator=ctx.get("world_sequences"),
+        step=step,
+        logprobs_temperature=logprobs_temperature,
+        policy_loss=policy_loss,
+    )
+
+
+def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
+    """An :class:`EchoConfig` from the reference implementation's algorithm settings (``world_model_coeff``,
+    ``world_loss_normalization`` ∈ {selected_tokens, full_observation_tokens}, ``loss_reduction``,
+    ``max_seq_len``, ``world_loss_target``, ``world_model_coeff_schedule`` and its fields, ``wm_filter_*``)."""
+    a = dict(algorithm)
+    reduction = a.get("loss_reduction", "token_mean")
+    norm = {"token_mean": "token_mean", "sequence_mean": "sequence_mean", "seq_mean_token_sum_norm": "constant"}.get(reduction)
+    if norm is None:
+        raise ValueError(f"unknown SkyRL loss_reduction {reduction!r}")
+    seq = {"selected_tokens": "selected", "full_observation_tokens": "full_observation"}[
+        a.get("world_loss_normalization", "selected_tokens")
+    ]
+    schedule: dict[str, Any] = {"kind": "constant"}
+    kind = a.get("world_model_coeff_schedule", "constant")
+    if kind == "linear_decay":
+        schedule = {"kind": "linear_decay", "end_coeff": a["world_model_coeff_end"], "decay_steps": a["total_training_steps"]}
+    elif kind == "step_decay":
+        schedule = {"kind": "step", "boundaries": list(a["world_model_coeff_steps"]), "values": list(a["world_model_coeff_values"])}
+    target = a.get("world_loss_target", "env_only")
+    if target == "full_observation":
+        target = "all"
+    return EchoConfig(
+        world_model_coeff=float(a.get("world_model_coeff", 0.0)),
+        world_loss_target=target,
+        normalization=norm,
+        sequence_denominator=seq,
+        constant_denominator=a.get("max_seq_len") if norm == "constant" else None,
+        schedule=schedule,
+        filters={
+            "min_valid_tool_call_share": a.get("wm_filter_min_valid_tool_call_pct"),
+            "min_parse_clean_share": a.get("wm_filter_min_parse_clean_pct"),
+            "min_correct_share": a.get("wm_filter_min_correct_pct"),
+        },
+        env_temperature="rollout",
+    )
+
+
+__all__ = [
+    "BATCH_KEYS",
+    "GENERATOR_KEYS",
+    "add_world_masks",
+    "compute_aux_policy_loss",
+    "compute_world_loss",
+    "config_from_skyrl",
+    "get_aux_policy_loss_context",
+    "world_training_tensors",
+]

@@ -1,0 +1,321 @@
+"""Tinker adapter: real ``tinker.types.Datum`` objects for the policy term and the world-model term.
+
+Tinker's built-in losses are per-token *sums* over ``loss_fn_inputs``, so all normalization is folded into the
+per-token numbers here, computed by the same core code as every other trainer (global denominators included):
+
+* **policy datums** (``importance_sampling``/``ppo``/...): ``advantages[t] = A_i · u_{i,t}`` on action targets and
+  0 elsewhere, ``logprobs`` = the sampler's log-probs;
+* **env datums** (``cross_entropy``): ``weights[t] = λ · w_{i,t}`` on the selected observation targets, 0 elsewhere.
+
+:func:`echo_step` sends both ``forward_backward`` calls, then one ``optim_step`` (gradients accumulate; exact, one
+extra forward/backward). :func:`echo_datum_loss` is the same objective as one traced per-datum custom loss (for
+``ServiceClient.create_custom_loss`` / ``forward_backward_custom``). Never put env tokens into the policy loss
+with a constant advantage λ: with a placeholder sampler log-prob of 0.0, importance sampling trains them at
+``λ · p`` instead of ``λ`` (and PPO clips them), see ``rfcs/0004-echo-objective.md``.
+
+Alignment: tinker's ``model_input`` position i predicts ``target_tokens[i]``; a sequence ``ids`` becomes
+``model_input = ids[:-1]``, ``target_tokens = ids[1:]``, and every per-token vector is shifted the same way, so
+the first token is never a target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from tinker import types
+
+from ..objective import (
+    EchoBatch,
+    EchoConfig,
+    local_denominators,
+    policy_token_weights,
+    role_counts,
+    select_tokens,
+    world_token_weights,
+)
+from ..objective.normalization import Denominators
+from ..roles import PAD_ROLE_CODE
+
+POLICY_LOSSES = frozenset({"importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"})
+"""Tinker loss functions accepted for the policy datums (never ``cross_entropy``: that is the env term's)."""
+CUSTOM_INPUT_RANKS: dict[str, int] = {"logprobs": 1, "advantages": 1, "sampling_logprobs": 1, "env_weights": 1}
+"""``input_ranks`` for ``ServiceClient.create_custom_loss(echo_datum_loss, CUSTOM_INPUT_RANKS)``."""
+
+
+@dataclass
+class EchoDatums:
+    """Datums for one optimizer step: ``rl`` for the policy loss, ``env`` for ``cross_entropy``."""
+
+    rl: list[types.Datum]
+    env: list[types.Datum]
+    rl_rows: list[int] = field(default_factory=list)
+    env_rows: list[int] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Prepared:
+    ids: list[list[int]]
+    adv_tok: torch.Tensor  # (B, T) A·u, 0 off the action targets
+    env_w: torch.Tensor  # (B, T) λ·w, 0 off the selection
+    metrics: dict[str, float]
+
+
+def _prepare(
+    input_ids: Sequence[Sequence[int]],
+    role_ids: Sequence[Sequence[int]],
+    advantages: Sequence[float] | Sequence[Sequence[float]] | None,
+    cfg: EchoConfig,
+    step: int,
+    denominators: Denominators | None,
+    obs_count: Sequence[int] | None,
+    verifier_free: Sequence[bool] | None,
+    env_keep: Sequence[bool] | None,
+) -> _Prepared:
+    n = len(input_ids)
+    if n == 0:
+        raise ValueError("no sequences")
+    if len(role_ids) != n:
+        raise ValueError(f"{n} sequences but {len(role_ids)} role rows")
+    ids = [[int(t) for t in row] for row in input_ids]
+    for i, (a, r) in enumerate(zip(ids, role_ids)):
+        if len(a) != len(r):
+            raise ValueError(f"sequence {i}: {len(a)} ids but {len(r)} roles")
+        if len(a) < 2:
+            raise ValueError(f"sequence {i} has {len(a)} token(s): nothing to predict")
+    width = max(len(a) for a in ids)
+    rid = torch.full((n, width), PAD_ROLE_CODE, dtype=torch.long)
+    for i, r in enumerate(role_ids):
+        rid[i, : len(r)] = torch.as_tensor([int(x) for x in r], dtype=torch.long)
+    adv = None
+    if advantages is not None:
+        if len(advantages) != n:
+            raise ValueError(f"{n} sequences but {len(advantages)} advantages")
+        if all(np.ndim(a) == 0 for a in advantages):
+            adv = torch.as_tensor([float(a) for a in advantages], dtype=torch.float64)
+        else:
+            adv = torch.zeros((n, width), dtype=torch.float64)
+            for i, a in enumerate(advantages):
+                a = np.asarray(a, dtype=np.float64).reshape(-1)
+                if a.size != len(ids[i]):
+                    raise ValueError(f"sequence {i}: per-token advantages must have one value per token")
+                adv[i, : a.size] = torch.from_numpy(a)
+
+    def vec(x: Sequence[Any] | None, name: str, dtype: torch.dtype) -> torch.Tensor | None:
+        if x is None:
+            return None
+        if len(x) != n:
+            raise ValueError(f"{name} must have one value per sequence")
+        return torch.as_tensor(list(x), dtype=dtype)
+
+    batch = EchoBatch(
+        rid,
+        advantages=adv,
+        obs_count=vec(obs_count, "obs_count", torch.float64),
+        verifier_free=vec(verifier_free, "verifier_free", torch.bool),
+        env_keep=vec(env_keep, "env_keep", torch.bool),
+    )
+    sel = select_tokens(batch, cfg)
+    dens = denominators or local_denominators(batch, cfg, sel)
+    lam = cfg.coeff_at(step)
+    env_w = lam * world_token_weights(sel, cfg, dens)
+    if sel.action.any():
+        if adv is None:
+            raise ValueError("advantages are required unless every sequence is verifier-free")
+        u = policy_token_weights(sel, cfg, dens)
+        a = adv.unsqueeze(1).expand_as(u) if adv.dim() == 1 else adv
+        adv_tok = torch.where(sel.action, a * u, torch.zeros_like(u))
+    else:
+        adv_tok = torch.zeros_like(env_w)
+    counts = role_counts(rid)
+    metrics = {f"echo/tokens/{r.value}": float(c) for r, c in counts.items()}
+    metrics.update(
+        {
+            "echo/tokens/selected": float(sel.selected.sum()),
+            "echo/tokens/policy": float(sel.action.sum()),
+            "echo/world_model_coeff": float(lam),
+            "echo/rollouts/total": float(sel.real_rows.sum()),
+            "echo/rollouts/env_kept": float((sel.coeffs > 0).any(dim=1).sum()),
+        }
+    )
+    return _Prepared(ids, adv_tok, env_w, metrics)
+
+
+def _shift(row: torch.Tensor, n: int) -> np.ndarray:
+    """Per-token values of tokens 1..n-1 (the targets), as float32."""
+    return row[1:n].to(torch.float32).numpy().copy()
+
+
+def build_datums(
+    input_ids: Sequence[Sequence[int]],
+    role_ids: Sequence[Sequence[int]],
+    advantages: Sequence[float] | Sequence[Sequence[float]] | None,
+    sampling_logprobs: Sequence[Sequence[float]] | None,
+    cfg: EchoConfig,
+    *,
+    step: int = 0,
+    denominators: Denominators | None = None,
+    obs_count: Sequence[int] | None = None,
+    verifier_free: Sequence[bool] | None = None,
+    env_keep: Sequence[bool] | None = None,
+) -> EchoDatums:
+    """Policy and env datums for sequences with per-token roles (e.g. ``TokenizedTrajectory`` rows).
+
+    ``advantages``: one per sequence (GRPO) or one per token. ``sampling_logprobs[i][t]`` is the sampler's
+    log-prob of token t (any value on non-sampled tokens: it is only read on action targets). ``denominators``:
+    global counts when one optimizer step spans several ``build_datums`` calls (``sum`` of
+    :func:`local_denominators` of each part). Rows without a policy (or env) term get no datum of that kind.
+    """
+    p = _prepare(input_ids, role_ids, advantages, cfg, step, denominators, obs_count, verifier_free, env_keep)
+    if sampling_logprobs is not None and len(sampling_logprobs) != len(p.ids):
+        raise ValueError("sampling_logprobs must have one row per sequence")
+    out = EchoDatums(rl=[], env=[], metrics=p.metrics)
+    for i, ids in enumerate(p.ids):
+        n = len(ids)
+        model_input = types.ModelInput.from_ints(ids[:-1])
+        targets = np.asarray(ids[1:], dtype=np.int64)
+        if p.adv_tok[i].any():
+            if sampling_logprobs is None:
+                raise ValueError("sampling_logprobs are required for the policy datums")
+            lp = np.asarray(sampling_logprobs[i], dtype=np.float32).reshape(-1)
+            if lp.size != n:
+                raise ValueError(f"sequence {i}: sampling_logprobs must have one value per token")
+            action = p.adv_tok[i, 1:n] != 0
+            out.rl.append(
+                types.Datum(
+                    model_input=model_input,
+                    loss_fn_inputs={
+                        "target_tokens": targets,
+                        "logprobs": np.where(action.numpy(), lp[1:], 0.0).astype(np.float32),
+                        "advantages": _shift(p.adv_tok[i], n),
+                    },
+                )
+            )
+            out.rl_rows.append(i)
+        if p.env_w[i].any():
+            out.env.append(
+                types.Datum(
+                    model_input=model_input,
+                    loss_fn_inputs={"target_tokens": targets, "weights": _shift(p.env_w[i], n)},
+                )
+            )
+            out.env_rows.append(i)
+    return out
+
+
+def build_custom_datums(
+    input_ids: Sequence[Sequence[int]],
+    role_ids: Sequence[Sequence[int]],
+    advantages: Sequence[float] | Sequence[Sequence[float]] | None,
+    sampling_logprobs: Sequence[Sequence[float]],
+    cfg: EchoConfig,
+    *,
+    step: int = 0,
+    denominators: Denominators | None = None,
+    obs_count: Sequence[int] | None = None,
+    verifier_free: Sequence[bool] | None = None,
+    env_keep: Sequence[bool] | None = None,
+) -> list[types.Datum]:
+    """One datum per sequence for :func:`echo_datum_loss`: ``target_tokens``, ``advantages`` (A·u),
+    ``sampling_logprobs`` and ``env_weights`` (λ·w), all shifted to targets."""
+    p = _prepare(input_ids, role_ids, advantages, cfg, step, denominators, obs_count, verifier_free, env_keep)
+    if len(sampling_logprobs) != len(p.ids):
+        raise ValueError("sampling_logprobs must have one row per sequence")
+    out = []
+    for i, ids in enumerate(p.ids):
+        n = len(ids)
+        lp = np.asarray(sampling_logprobs[i], dtype=np.float32).reshape(-1)
+        if lp.size != n:
+            raise ValueError(f"sequence {i}: sampling_logprobs must have one value per token")
+        out.append(
+            types.Datum(
+                model_input=types.ModelInput.from_ints(ids[:-1]),
+                loss_fn_inputs={
+                    "target_tokens": np.asarray(ids[1:], dtype=np.int64),
+                    "advantages": _shift(p.adv_tok[i], n),
+                    "sampling_logprobs": lp[1:].copy(),
+                    "env_weights": _shift(p.env_w[i], n),
+                },
+            )
+        )
+    return out
+
+
+def echo_datum_loss(
+    logprobs: torch.Tensor, advantages: torch.Tensor, sampling_logprobs: torch.Tensor, env_weights: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-datum ECHO loss (torch.fx-traceable): importance-sampled policy term + weighted env NLL.
+
+    ``policy = -Σ exp(ℓ - q)·A`` only where ``A ≠ 0`` (the log-ratio is 0 elsewhere, so a placeholder sampler
+    log-prob can never reach an ``exp``); ``world = -Σ env_weights·ℓ``, whose gradient is exactly
+    ``-env_weights`` whatever ℓ is.
+    """
+    log_ratio = torch.where(advantages != 0, logprobs - sampling_logprobs, torch.zeros_like(logprobs))
+    policy = -(torch.exp(log_ratio) * advantages).sum()
+    world = -(env_weights * logprobs).sum()
+    return policy + world, {"custom/policy_loss:sum": policy, "custom/world_loss:sum": world}
+
+
+def echo_custom_loss(data: list[types.Datum], logprobs_list: list[torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    """``forward_backward_custom`` callable: :func:`echo_datum_loss` summed over datums."""
+    total: torch.Tensor | None = None
+    sums = {"custom/policy_loss:sum": 0.0, "custom/world_loss:sum": 0.0}
+    for datum, lp in zip(data, logprobs_list, strict=True):
+        inputs = [datum.loss_fn_inputs[k].to_torch().to(lp.dtype) for k in ("advantages", "sampling_logprobs", "env_weights")]
+        loss, metrics = echo_datum_loss(lp, *inputs)
+        total = loss if total is None else total + loss
+        for k, v in metrics.items():
+            sums[k] += float(v.detach())
+    if total is None:
+        raise ValueError("no datums")
+    return total, sums
+
+
+def echo_step(
+    training_client: Any,
+    datums: EchoDatums,
+    optim_params: Any,
+    *,
+    rl_loss_fn: str = "importance_sampling",
+    rl_loss_fn_config: dict[str, float | str] | None = None,
+) -> dict[str, Any]:
+    """One optimizer step: policy ``forward_backward``, env ``forward_backward(..., "cross_entropy")`` (the two
+    accumulate), then ``optim_step``. All requests are submitted before waiting. Returns the three results."""
+    if rl_loss_fn not in POLICY_LOSSES:
+        raise ValueError(
+            f"rl_loss_fn must be a policy loss ({sorted(POLICY_LOSSES)}), got {rl_loss_fn!r}; the env term is "
+            "always a separate cross_entropy pass"
+        )
+    futures: dict[str, Any] = {}
+    if datums.rl:
+        futures["policy"] = training_client.forward_backward(datums.rl, rl_loss_fn, rl_loss_fn_config)
+    if datums.env:
+        futures["world"] = training_client.forward_backward(datums.env, "cross_entropy")
+    futures["optim"] = training_client.optim_step(optim_params)
+    return {k: f.result() for k, f in futures.items()}
+
+
+def datums_from_tokenized(items: Sequence[Any]) -> tuple[list[list[int]], list[list[int]], list[int]]:
+    """``(input_ids, role_ids, obs_count)`` of the project's ``TokenizedTrajectory`` objects."""
+    return (
+        [list(map(int, it.input_ids)) for it in items],
+        [list(map(int, it.role_ids)) for it in items],
+        [int(it.obs_count) for it in items],
+    )
+
+
+__all__ = [
+    "CUSTOM_INPUT_RANKS",
+    "POLICY_LOSSES",
+    "EchoDatums",
+    "build_custom_datums",
+    "build_datums",
+    "datums_from_tokenized",
+    "echo_custom_loss",
+    "echo_datum_loss",
+    "echo_step",
+]

@@ -1,0 +1,258 @@
+"""torchrl adapter: ``EchoGRPOLoss``, a ``torchrl.objectives.llm.GRPOLoss`` with the ECHO world-model term.
+
+The subclass keeps torchrl's policy objective untouched (masking strategy, clipping, KL, entropy, aggregation) and
+adds ``loss_world_model = λ · L_world`` computed from the *same* forward: it keeps the distribution torchrl builds
+in ``_get_cur_log_prob`` and scores the selected observation tokens from ``dist.logits`` (torchrl's masked
+log-probs do not cover tool messages, so they cannot be reused directly). Roles are read from their own
+tensordict key (default ``("echo", "role_ids")``: ``torchrl``'s ``Masks`` class rejects extra keys), aligned with
+``("tokens", "full")`` and left-padded with -1 like it. Sum the output's ``loss_*`` fields as usual; with λ = 0
+``loss_world_model`` is ``None`` so the sum is bit-identical to ``GRPOLoss``.
+
+torchrl scores at T = 1 (it never divides logits by a temperature when computing log-probs), so
+``env_temperature="one"`` is exact; ``"rollout"`` divides the logits by ``sampling_temperature``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from tensordict import NestedKey, TensorDictBase
+from torchrl.objectives.llm.grpo import GRPOLoss, GRPOLossOutput
+
+from ..objective import EchoBatch, EchoConfig, echo_metrics, local_denominators, select_tokens, world_term
+from ..objective.normalization import Denominators, sum_denominators
+from ..roles import PAD_ROLE_CODE, Role
+
+ROLE_IDS_KEY: tuple[str, str] = ("echo", "role_ids")
+
+
+class EchoGRPOLossOutput(GRPOLossOutput):
+    """``GRPOLossOutput`` plus the world-model term (``loss_world_model`` is summed with the other ``loss_*``)."""
+
+    loss_world_model: torch.Tensor | None = None
+    world_model_ce: torch.Tensor | None = None
+    world_model_tokens: torch.Tensor | None = None
+    world_model_coeff: torch.Tensor | None = None
+
+
+class EchoGRPOLoss(GRPOLoss):
+    """``GRPOLoss`` + ``λ · CE(selected observation tokens)`` from the logits it already computed.
+
+    Keyword Args:
+        echo_config: the ECHO configuration (λ, target roles, normalization, ...).
+        role_ids_key: tensordict key of the (B, T) role ids aligned with ``("tokens", "full")``.
+        sampling_temperature: only used with ``env_temperature="rollout"``.
+        **kwargs: everything ``GRPOLoss`` takes.
+
+    Set ``echo_step`` (the optimizer step, for λ schedules) and, when splitting an optimizer batch into several
+    calls, ``echo_denominators`` (from :func:`global_denominators`) so the env term is normalized over the whole
+    batch.
+    """
+
+    output_type = EchoGRPOLossOutput
+
+    def __init__(
+        self,
+        actor_network: Any = None,
+        *,
+        echo_config: EchoConfig | None = None,
+        role_ids_key: NestedKey = ROLE_IDS_KEY,
+        sampling_temperature: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(actor_network, **kwargs)
+        if sampling_temperature <= 0:
+            raise ValueError(f"sampling_temperature must be > 0, got {sampling_temperature}")
+        self.echo_config = echo_config or EchoConfig()
+        self.role_ids_key = role_ids_key
+        self.sampling_temperature = float(sampling_temperature)
+        self.echo_step = 0
+        self.echo_denominators: Denominators | None = None
+        self._echo_dist: Any = None
+
+    @property
+    def out_keys(self) -> list[str]:
+        return [*super().out_keys, "loss_world_model", "world_model_ce", "world_model_tokens", "world_model_coeff"]
+
+    @out_keys.setter
+    def out_keys(self, values: list[str]) -> None:
+        self._out_keys = values
+
+    def _get_cur_log_prob(self, tensordict: TensorDictBase) -> Any:
+        log_prob, dist, composite = super()._get_cur_log_prob(tensordict)
+        self._echo_dist = dist  # keep the logits of this forward for the env term
+        return log_prob, dist, composite
+
+    def echo_batch(self, tensordict: TensorDictBase) -> EchoBatch | None:
+        """The role ids of ``tensordict`` as an :class:`EchoBatch` (``None`` if the key is absent)."""
+        if self.role_ids_key not in tensordict.keys(include_nested=True):
+            return None
+        role_ids = tensordict.get(
+            self.role_ids_key, as_padded_tensor=True, padding_side="left", padding_value=PAD_ROLE_CODE
+        )
+        return EchoBatch(role_ids.long())
+
+    def forward(self, tensordict: TensorDictBase) -> EchoGRPOLossOutput:
+        self._echo_dist = None
+        out = super().forward(tensordict)
+        dist, self._echo_dist = self._echo_dist, None
+        cfg = self.echo_config
+        lam = cfg.coeff_at(self.echo_step)
+        batch = self.echo_batch(tensordict)
+        if batch is None:
+            if lam != 0.0:
+                raise KeyError(
+                    f"ECHO is on but the tensordict has no role ids under {self.role_ids_key!r}; build them with "
+                    "openenv_echo.adapters.torchrl.history_role_ids (or from the project's tokenized trajectories)"
+                )
+            return out
+        if dist is None:
+            raise RuntimeError("EchoGRPOLoss could not capture the distribution of the policy forward")
+        logits = dist.logits
+        tokens = tensordict.get(self.tensor_keys.action, as_padded_tensor=True, padding_side="left", padding_value=-100)
+        if batch.shape != tuple(tokens.shape) or tuple(logits.shape[:2]) != batch.shape:
+            raise ValueError(
+                f"role ids {batch.shape} must align with the tokens {tuple(tokens.shape)} and logits "
+                f"{tuple(logits.shape[:2])} (left-padded like ('tokens', 'full'))"
+            )
+        sel = select_tokens(batch, cfg)
+        dens = self.echo_denominators or local_denominators(batch, cfg, sel)
+        scale = self.sampling_temperature if cfg.env_temperature == "rollout" else 1.0
+        picked = logits[sel.selected].float()
+        if scale != 1.0:
+            picked = picked / scale
+        lp_sel = torch.log_softmax(picked, dim=-1).gather(-1, tokens[sel.selected].unsqueeze(-1)).squeeze(-1)
+        lp_env = torch.zeros(batch.shape, dtype=lp_sel.dtype, device=logits.device).masked_scatter(sel.selected, lp_sel)
+        if lam == 0.0:
+            lp_env = lp_env.detach()
+        world, unscaled = world_term(lp_env, sel, cfg, dens, lam)
+        metrics = echo_metrics(lp_env, batch, sel, out.loss_objective.detach(), world, unscaled, lam)
+        out.loss_world_model = world if lam != 0.0 else None
+        if cfg.verifier_free:  # no rewards: every policy-side loss becomes an exact zero, only the env term trains
+            for key in ("loss_objective", "loss_entropy", "loss_kl_to_ref", "loss_kl_to_inference"):
+                value = getattr(out, key, None)
+                if value is not None:
+                    setattr(out, key, torch.zeros_like(value.detach()))
+        out.world_model_ce = metrics["echo/env_ce_per_token"]
+        out.world_model_tokens = metrics["echo/tokens/selected"]
+        out.world_model_coeff = metrics["echo/world_model_coeff"]
+        return out
+
+
+def global_denominators(
+    batches: Iterable[TensorDictBase], loss: EchoGRPOLoss, world_size: int = 1, all_reduce: bool = False
+) -> Denominators:
+    """World-term denominators over every micro-batch of one optimizer step (set them on ``loss.echo_denominators``).
+
+    ``all_reduce`` sums them over the ``torch.distributed`` group; ``world_size`` rescales them for gradients that
+    DDP/FSDP average over ranks.
+    """
+    from ..objective.normalization import all_reduce_denominators
+
+    parts = []
+    for td in batches:
+        b = loss.echo_batch(td)
+        if b is None:
+            raise KeyError(f"a micro-batch has no role ids under {loss.role_ids_key!r}")
+        parts.append(local_denominators(b, loss.echo_config))
+    total = sum_denominators(parts)
+    if all_reduce:
+        total = all_reduce_denominators(total)
+    return total.per_rank(world_size) if world_size > 1 else total
+
+
+def history_role_ids(
+    history: Any,
+    tokenizer: Any,
+    *,
+    chat_template: str | None = None,
+    chat_template_name: str | None = None,
+    observation_roles: Sequence[str] = ("tool",),
+    policy_roles: Sequence[str] = ("assistant",),
+) -> torch.Tensor:
+    """(B, T) role ids for a batch of torchrl ``History`` conversations, left-padded with -1 like
+    ``ChatHistory.to_tokens(...)`` padded on the left.
+
+    Each conversation is rendered with the same template torchrl uses (pass the same ``chat_template`` /
+    ``chat_template_name`` as the wrapper). Tokens lying entirely inside the body of an ``observation_roles``
+    message are ``env_output``, inside a ``policy_roles`` body ``action``; all template scaffolding is ``context``.
+    Raises if the template is not prefix-stable or the ids differ from torchrl's own tokenization.
+    """
+    rows = [history[i] for i in range(history.batch_size[0])] if history.ndim > 1 else [history]
+    out: list[torch.Tensor] = []
+    for conv in rows:
+        out.append(_conversation_roles(conv, tokenizer, chat_template, chat_template_name, observation_roles, policy_roles))
+    width = max(len(r) for r in out)
+    padded = torch.full((len(out), width), PAD_ROLE_CODE, dtype=torch.long)
+    for i, r in enumerate(out):
+        padded[i, width - len(r) :] = r
+    return padded
+
+
+def _conversation_roles(
+    conv: Any,
+    tokenizer: Any,
+    chat_template: str | None,
+    chat_template_name: str | None,
+    observation_roles: Sequence[str],
+    policy_roles: Sequence[str],
+) -> torch.Tensor:
+    kw: dict[str, Any] = {"tokenizer": tokenizer, "add_generation_prompt": False, "tokenize": False}
+    if chat_template is not None:
+        kw["chat_template"] = chat_template
+    if chat_template_name is not None:
+        kw["chat_template_name"] = chat_template_name
+    messages = [m for m in conv.tolist(tolist_first=True) if m["role"] != "<none>"]
+    n = len(messages)
+    conv = conv[:n]
+    text = conv.apply_chat_template(**kw)
+    starts = [0]
+    for k in range(1, n + 1):
+        prefix = conv[:k].apply_chat_template(**kw)
+        if not text.startswith(prefix):
+            raise ValueError(f"the chat template is not prefix-stable at message {k - 1}: cannot attribute roles")
+        starts.append(len(prefix))
+    spans: list[tuple[int, int, int]] = []
+    for k, m in enumerate(messages):
+        role = m["role"]
+        code = Role.ENV_OUTPUT.code if role in observation_roles else Role.ACTION.code if role in policy_roles else None
+        content = m.get("content") or ""
+        if code is None or not isinstance(content, str) or not content:
+            continue
+        pos = text.find(content, starts[k], starts[k + 1])
+        if pos < 0:
+            raise ValueError(f"message {k} ({role}) does not render its content verbatim: cannot attribute roles")
+        spans.append((pos, pos + len(content), code))
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(enc["input_ids"])
+    ref = conv.apply_chat_template(**{**kw, "tokenize": True, "return_dict": True})
+    ref_ids = _flat_ids(ref.get("input_ids", as_list=True) if hasattr(ref, "get") else ref["input_ids"])
+    if ids != ref_ids:
+        raise ValueError("tokenizing the rendered text does not reproduce torchrl's token ids")
+    roles = torch.full((len(ids),), Role.CONTEXT.code, dtype=torch.long)
+    for t, (s, e) in enumerate(enc["offset_mapping"]):
+        for a, b, code in spans:
+            if a <= s and e <= b and e > s:
+                roles[t] = code
+                break
+    return roles
+
+
+def _flat_ids(x: Any) -> list[int]:
+    """Token ids of one conversation from whatever container the tokenizer returned ((1, T), [T], [[T]])."""
+    if isinstance(x, torch.Tensor):
+        return [int(v) for v in x.reshape(-1).tolist()]
+    if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], (list, tuple, torch.Tensor)):
+        return _flat_ids(x[0])
+    return [int(v) for v in x]
+
+
+__all__ = [
+    "ROLE_IDS_KEY",
+    "EchoGRPOLoss",
+    "EchoGRPOLossOutput",
+    "global_denominators",
+    "history_role_ids",
+]

@@ -1,0 +1,264 @@
+"""Episodes on the terminal env server, only through the client: scripted expert episodes and policy rollouts.
+
+``env_server`` starts the server (a local process, or the Docker image built from
+``envs/terminal_env/server/Dockerfile``). ``expert_episodes`` records the scripted expert. ``PolicyRunner`` runs a
+batch of policy episodes: the model samples token ids, the ids are decoded only to form the command sent to the
+server, and the sequence that will be trained on is assembled by ``TitoBuilder`` from the *sampled ids* plus the
+role-tagged observations (token-in-token-out, never re-tokenized).
+
+The sampler keeps a per-episode KV cache across turns: the next prompt is always the previous prompt + the sampled
+ids + the TITO delta (RFC 0003 §6), so each turn only the new ids are run through the model. At the end, the ids the
+model was actually fed are checked against the assembled sequence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..client import EnvClient
+from ..tokenize import TitoBuilder, TokenizedTrajectory
+from ..trajectory import Trajectory
+from .config import SYSTEM_PROMPT
+
+ENV_NAME = "terminal"
+
+
+@contextlib.contextmanager
+def env_server(docker: bool = False) -> Iterator[tuple[str, str]]:
+    """Start the terminal env server; yields ``(base_url, description)`` and stops it afterwards."""
+    from ..providers import DockerProvider, LocalProcessProvider
+
+    if docker:
+        provider: Any = DockerProvider.for_env(ENV_NAME)
+        what = f"docker image {provider.image} (envs/terminal_env/server/Dockerfile)"
+    else:
+        provider = LocalProcessProvider(ENV_NAME, max_sessions=64, idle_timeout_s=None, log_level="warning")
+        what = "local process (LocalProcessProvider)"
+    url = provider.start()
+    try:
+        yield url, what
+    finally:
+        provider.stop()
+
+
+def messages() -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM_PROMPT}]
+
+
+def expert_episodes(url: str, seeds: list[int], max_env_steps: int, *, progress: bool = False,
+                    desc: str = "expert") -> list[Trajectory]:
+    """One scripted expert episode per seed, recorded by the client (actions carry their text, no token ids)."""
+    from tqdm.auto import tqdm
+
+    from ..envs.terminal import expert_commands
+
+    out: list[Trajectory] = []
+    with EnvClient(url, env_name=ENV_NAME) as client:
+        for seed in tqdm(seeds, desc=desc, disable=not progress, leave=False):
+            result = client.reset(seed=seed, messages=messages(), max_steps=max_env_steps)
+            for action in expert_commands(seed)[: max_env_steps]:
+                result = client.step(action, action_text=action["command"])
+                if result.done:
+                    break
+            assert client.trajectory is not None
+            out.append(client.trajectory.model_copy(deep=True))
+    return out
+
+
+def answer(traj: Trajectory) -> dict[str, Any]:
+    """Outcome of an episode: reward, whether it submitted, and the expected answer (from the verdict)."""
+    reward = traj.total_reward
+    last = traj.steps[-1].observation if traj.steps else None
+    meta = last.metadata if last is not None else {}
+    return {"reward": reward, "submitted": "answer" in meta, "answer": meta.get("answer"),
+            "expected": meta.get("expected")}
+
+
+# -- policy rollouts ----------------------------------------------------------------------------------------
+@dataclass
+class Episode:
+    """One policy episode in flight."""
+
+    seed: int
+    client: EnvClient
+    builder: TitoBuilder
+    pending: list[int] = field(default_factory=list)  # ids the model has not been fed yet
+    fed: list[int] = field(default_factory=list)  # every id fed so far (checked against the builder at the end)
+    kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per layer (H, L, D) keys/values
+    action: list[int] = field(default_factory=list)
+    done: bool = False
+    reward: float = 0.0
+    end: str = ""  # submitted | step_limit | context_limit
+    turns: int = 0
+    submitted: bool = False
+    correct_kind: bool = False
+
+    @property
+    def pos(self) -> int:
+        return len(self.fed)
+
+
+@dataclass
+class RolloutResult:
+    """A finished policy episode: the trained-on sequence plus its outcome."""
+
+    seed: int
+    sequence: TokenizedTrajectory
+    trajectory: Trajectory
+    reward: float
+    end: str
+    turns: int
+    submitted: bool
+
+
+class PolicyRunner:
+    """Runs batches of policy episodes against the env server (one client session per episode)."""
+
+    def __init__(self, url: str, tokenizer: Any, *, max_env_steps: int, max_context: int, max_action_tokens: int,
+                 workers: int = 4) -> None:
+        self.url = url
+        self.tokenizer = tokenizer
+        self.max_env_steps = max_env_steps
+        self.max_context = max_context
+        self.max_action_tokens = max_action_tokens
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+        probe = TitoBuilder(tokenizer)
+        self.stop_ids = set(probe.scaffold.eot_ids) | {int(tokenizer.eos_token_id)}
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+    # -- one batch -------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def run(self, model: torch.nn.Module, seeds: list[int], *, temperature: float,
+            generator: torch.Generator | None) -> list[RolloutResult]:
+        """Play one episode per seed (seeds may repeat: a GRPO group); ``temperature=0`` is greedy."""
+        was_training = model.training
+        model.eval()
+        episodes = [Episode(seed=s, client=EnvClient(self.url, env_name=ENV_NAME), builder=TitoBuilder(self.tokenizer))
+                    for s in seeds]
+        try:
+            list(self.pool.map(self._reset, episodes))
+            for _turn in range(self.max_env_steps):
+                live = [e for e in episodes if not e.done]
+                if not live:
+                    break
+                self._sample_turn(model, live, temperature, generator)
+                list(self.pool.map(self._step, live))
+            return [self._finish(e) for e in episodes]
+        finally:
+            for e in episodes:
+                e.client.close()
+            model.train(was_training)
+
+    def _reset(self, e: Episode) -> None:
+        result = e.client.reset(seed=e.seed, messages=messages(), max_steps=self.max_env_steps)
+        e.pending = e.builder.start(messages(), reset=result)
+
+    def _step(self, e: Episode) -> None:
+        ids = e.action
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        command = text.strip()
+        result = e.client.step({"command": command}, action_text=text, action_token_ids=list(ids))
+        e.builder.add_action(ids)
+        e.turns += 1
+        delta = e.builder.add_observation(result)
+        e.pending = [ids[-1], *delta]  # the last sampled id was never fed to the model
+        if result.done:
+            e.done, e.reward = True, float(result.reward or 0.0)
+            e.submitted = "answer" in result.metadata
+            e.end = "submitted" if e.submitted else "step_limit"
+        elif len(e.builder) + self.max_action_tokens + 1 > self.max_context:
+            e.done, e.reward, e.end = True, 0.0, "context_limit"
+
+    def _finish(self, e: Episode) -> RolloutResult:
+        if e.fed + e.pending != e.builder.ids:
+            raise AssertionError("token-in-token-out violated: the ids fed to the sampler differ from the "
+                                 "assembled sequence")
+        seq = e.builder.finish(reward=e.reward)
+        assert e.client.trajectory is not None
+        return RolloutResult(seed=e.seed, sequence=seq, trajectory=e.client.trajectory.model_copy(deep=True),
+                             reward=e.reward, end=e.end or "step_limit", turns=e.turns, submitted=e.submitted)
+
+    # -- batched sampling with per-episode KV caches -------------------------------------------------------
+    def _sample_turn(self, model: torch.nn.Module, live: list[Episode], temperature: float,
+                     generator: torch.Generator | None) -> None:
+        """Feed each episode's pending ids, then sample its action ids until an end-of-turn id or the cap."""
+        from transformers import DynamicCache
+
+        b = len(live)
+        past = max((e.kv[0][0].shape[1] if e.kv else 0) for e in live)
+        chunk = max(len(e.pending) for e in live)
+        # assemble the batch cache: each episode's cached positions right-aligned, holes (mask 0) on the left
+        valid = torch.zeros((b, past + chunk), dtype=torch.long)
+        cache = None
+        if past:
+            layers = []
+            ref = next(e.kv for e in live if e.kv)
+            for li in range(len(ref)):
+                h, _, d = ref[li][0].shape
+                k = ref[li][0].new_zeros((b, h, past, d))
+                v = ref[li][1].new_zeros((b, h, past, d))
+                for i, e in enumerate(live):
+                    if e.kv:
+                        n = e.kv[li][0].shape[1]
+                        k[i, :, past - n:] = e.kv[li][0]
+                        v[i, :, past - n:] = e.kv[li][1]
+                layers.append((k, v))
+            cache = DynamicCache(ddp_cache_data=layers)
+            for i, e in enumerate(live):
+                if e.kv:
+                    valid[i, past - e.kv[0][0].shape[1]:past] = 1
+        ids = torch.full((b, chunk), self.pad_id, dtype=torch.long)
+        pos = torch.zeros((b, chunk), dtype=torch.long)
+        for i, e in enumerate(live):
+            n = len(e.pending)
+            ids[i, chunk - n:] = torch.tensor(e.pending, dtype=torch.long)
+            pos[i, chunk - n:] = torch.arange(e.pos, e.pos + n)
+            valid[i, past + chunk - n:] = 1
+            e.fed.extend(e.pending)
+            e.pending = []
+            e.action = []
+        if cache is None:
+            cache = DynamicCache()
+        out = model(input_ids=ids, attention_mask=valid, position_ids=pos, past_key_values=cache, use_cache=True)
+        cache, logits = out.past_key_values, out.logits[:, -1, :]
+        generating = torch.ones(b, dtype=torch.bool)
+        stops = torch.tensor(sorted(self.stop_ids), dtype=torch.long)
+        for _ in range(self.max_action_tokens):
+            logits = logits.float()
+            if torch.isnan(logits).any():
+                raise FloatingPointError("NaN logits while sampling")
+            if temperature == 0:
+                nxt = logits.argmax(-1)
+            else:
+                nxt = torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1, generator=generator).squeeze(-1)
+            for i in torch.nonzero(generating).flatten().tolist():
+                live[i].action.append(int(nxt[i]))
+            lengths = torch.tensor([len(e.action) for e in live])
+            finished = generating & (torch.isin(nxt, stops) | (lengths >= self.max_action_tokens))
+            generating &= ~finished
+            if not bool(generating.any()):
+                break
+            feed = torch.where(generating, nxt, torch.full_like(nxt, self.pad_id))
+            step_pos = torch.tensor([e.pos for e in live], dtype=torch.long)
+            valid = torch.cat([valid, generating.long().unsqueeze(1)], dim=1)
+            out = model(input_ids=feed[:, None], attention_mask=valid, position_ids=step_pos[:, None],
+                        past_key_values=cache, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1, :]
+            for i in torch.nonzero(generating).flatten().tolist():
+                live[i].fed.append(int(nxt[i]))
+        # split the batch cache back into per-episode caches (real positions only)
+        mask = valid.bool()
+        for i, e in enumerate(live):
+            keep = torch.nonzero(mask[i]).flatten()
+            e.kv = [(layer.keys[i].index_select(1, keep), layer.values[i].index_select(1, keep))
+                    for layer in cache.layers]
+            assert e.kv[0][0].shape[1] == len(e.fed), "KV cache and fed ids disagree"

@@ -1,0 +1,148 @@
+"""Training: the warm start (SFT on the expert's action tokens) and one RL step of an arm (the ECHO objective).
+
+Both read per-token log-probs from one forward pass (``openenv_echo.objective.token_logps``) over sequences
+assembled by ``openenv_echo.tokenize``:
+
+* warm start: ``-mean log p(action tokens)``. Env tokens are **not** trained here, so every RL arm starts from the
+  same checkpoint with the same (untrained) world model and the ECHO effect is isolated;
+* RL step: ``echo_loss`` = GRPO clipped surrogate on action tokens + λ·CE on ``env_output`` tokens after the first
+  action (``world_loss_target="env_only"``). λ = 0 for the GRPO arm; ``verifier_free=True`` drops the policy term.
+  The batch's denominators are computed once over the whole batch, so micro-batching gives the same gradient.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..objective import (
+    EchoBatch,
+    EchoConfig,
+    echo_loss,
+    group_advantages,
+    local_denominators,
+    token_logps,
+    weighted_nll,
+)
+from ..roles import Role
+from ..tokenize import TokenizedTrajectory, collate
+
+
+def forward_logps(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B, T) log-probs of ``batch['input_ids']`` in the shared target alignment."""
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                position_ids=batch["position_ids"], use_cache=False)
+    return token_logps(out.logits, batch["input_ids"])
+
+
+def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def arm_config(arm: str, lam: float) -> EchoConfig:
+    """The objective of each arm (everything else identical)."""
+    if arm == "grpo":
+        return EchoConfig(world_model_coeff=0.0)
+    if arm == "grpo_echo":
+        return EchoConfig(world_model_coeff=lam)
+    if arm == "verifier_free":
+        return EchoConfig(world_model_coeff=lam, verifier_free=True)
+    raise ValueError(f"unknown arm {arm!r}")
+
+
+# -- warm start ---------------------------------------------------------------------------------------------
+@dataclass
+class SftResult:
+    losses: list[float]
+    tokens: int
+    action_tokens: int
+
+
+def warm_start(model: torch.nn.Module, sequences: list[TokenizedTrajectory], tokenizer: Any, *, steps: int,
+               batch_size: int, lr: float, warmup: int, micro_batch: int, seed: int,
+               progress: bool = False) -> SftResult:
+    """SFT on the expert's action tokens only (token mean over the batch; env and context tokens are inputs)."""
+    from tqdm.auto import tqdm
+
+    if steps == 0:
+        return SftResult([], 0, 0)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+
+    def lr_factor(s: int) -> float:  # linear warm-up, then cosine down to 10%
+        return min(1.0, (s + 1) / max(1, warmup)) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    rng = random.Random(seed)
+    order: list[int] = []
+    losses: list[float] = []
+    seen = acts = 0
+    model.train()
+    bar = tqdm(range(steps), desc="warm start (SFT on actions)", disable=not progress, leave=False)
+    for _ in bar:
+        if len(order) < batch_size:
+            fresh = list(range(len(sequences)))
+            rng.shuffle(fresh)
+            order.extend(fresh)
+        idx, order = order[:batch_size], order[batch_size:]
+        rows = [sequences[i] for i in idx]
+        n_action = sum(int((r.role_ids[1:] == Role.ACTION.code).sum()) for r in rows)
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        for part in micro_batches(rows, micro_batch):
+            b = collate(part, tokenizer=tokenizer)
+            lp = forward_logps(model, b)
+            mask = b["action_mask"]
+            loss = weighted_nll(lp, mask, mask.to(lp.dtype) / max(n_action, 1))
+            loss.backward()
+            total += float(loss.detach())
+            seen += int(b["attention_mask"].sum())
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        acts += n_action
+        losses.append(total)
+        bar.set_postfix(action_nll=f"{total:.3f}")
+    return SftResult(losses, seen, acts)
+
+
+# -- RL ---------------------------------------------------------------------------------------------------
+def rl_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sequences: list[TokenizedTrajectory],
+            rewards: list[float], group_size: int, cfg: EchoConfig, tokenizer: Any, *, micro_batch: int,
+            step: int, advantage: str = "grpo") -> dict[str, float]:
+    """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples)."""
+    r = torch.tensor(rewards, dtype=torch.float32)
+    adv = None if cfg.verifier_free else group_advantages(r, group_size, advantage)  # type: ignore[arg-type]
+    full = collate(sequences, tokenizer=tokenizer)
+    full_batch = EchoBatch(role_ids=full["role_ids"], advantages=adv, obs_count=full["obs_count"])
+    dens = local_denominators(full_batch, cfg)
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0}
+    for lo in range(0, len(sequences), micro_batch):
+        rows = slice(lo, lo + micro_batch)
+        b = collate(sequences[rows], tokenizer=tokenizer)
+        eb = EchoBatch(role_ids=b["role_ids"], advantages=None if adv is None else adv[rows],
+                       obs_count=b["obs_count"])
+        lp = forward_logps(model, b)
+        out = echo_loss(lp, eb, cfg, step=step, denominators=dens)
+        out.loss.backward()
+        m = out.metrics
+        n_env = float(m["echo/tokens/selected"])  # env_output targets (selected even when λ = 0: metrics only)
+        sums["policy"] += float(out.policy_loss.detach())
+        sums["world"] += float(out.world_loss.detach())
+        sums["nll"] += float(m["echo/ce_per_token/env_output"]) * n_env
+        sums["n_env"] += n_env
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return {
+        "policy_loss": sums["policy"],
+        "world_loss": sums["world"],
+        "env_ce": sums["nll"] / max(sums["n_env"], 1.0),
+        "env_tokens": sums["n_env"],
+        "action_tokens": float(full["action_mask"].sum()),
+        "tokens": float(full["attention_mask"].sum()),
+    }

@@ -1,0 +1,17 @@
+"""sql: data questions over a seeded in-memory SQLite database, read-only and bounded."""
+
+from .database import generate_database
+from .environment import SqlEnvironment
+from .expert import NON_EXPERTS, expert_actions, explorer, guesser
+from .models import SqlAction, SqlObservation
+from .tasks import TEMPLATE_NAMES, make_task
+
+__all__ = [
+    "NON_EXPERTS", "SqlAction", "SqlEnvironment", "SqlObservation", "TEMPLATE_NAMES", "expert_actions",
+    "explorer", "generate_database", "guesser", "make_task",
+]
+
+
+def demo_actions(seed: int) -> list[dict[str, str]]:
+    """A scripted episode for ``openenv-echo quickstart sql`` (the expert's)."""
+    return expert_actions(seed)

@@ -1,0 +1,512 @@
+"""Text commands: grep, sort, uniq, cut, echo, printf, yes — GNU output formats, errors and exit codes."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import deque
+from collections.abc import Generator, Iterator
+
+from .opts import OptError, digits, getopt, has, last
+from .regex import BadRegex, TooComplex, compile_grep
+from .shell import IO, Refused, Shell, _file_lines
+from .vfs import Dir, File
+
+Out = Generator[str, None, int]
+
+_GREP_LONGS = {
+    "ignore-case": False, "line-number": False, "count": False, "invert-match": False, "recursive": False,
+    "dereference-recursive": False, "files-with-matches": False, "files-without-match": False,
+    "extended-regexp": False, "fixed-strings": False, "basic-regexp": False, "perl-regexp": False,
+    "word-regexp": False, "line-regexp": False, "only-matching": False, "quiet": False, "silent": False,
+    "no-messages": False, "with-filename": False, "no-filename": False, "regexp": True, "max-count": True,
+    "after-context": True, "before-context": True, "context": True, "include": True, "exclude": True,
+    "exclude-dir": True, "color": True, "colour": True, "text": False, "binary-files": True,
+}
+
+
+def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    name = argv[0]
+    try:
+        opts, ops = getopt(name, argv[1:], flags="inRrlLcvEFGPwxoqsHhaIZz", valued="emABCf", longs=_GREP_LONGS)
+    except OptError as e:
+        io.err(str(e).replace("Try 'grep --help'", f"Usage: {name} [OPTION]... PATTERNS [FILE]...\nTry "
+                                                     f"'{name} --help'"))
+        return 2
+    mode = {"egrep": "E", "fgrep": "F"}.get(name, "G")
+    for o, _ in opts:
+        mode = {"-E": "E", "--extended-regexp": "E", "-F": "F", "--fixed-strings": "F", "-G": "G",
+                "--basic-regexp": "G", "-P": "P", "--perl-regexp": "P"}.get(o, mode)
+    if has(opts, "-f"):
+        raise Refused("grep -f (patterns from a file) is not supported by this sandbox's grep")
+    patterns = [v or "" for o, v in opts if o in ("-e", "--regexp")]
+    if not patterns:
+        if not ops:
+            io.err(f"Usage: {name} [OPTION]... PATTERNS [FILE]...\nTry '{name} --help' for more information.\n")
+            return 2
+        patterns = ops.pop(0).split("\n")
+    icase = has(opts, "-i", "--ignore-case")
+    invert = has(opts, "-v", "--invert-match")
+    count = has(opts, "-c", "--count")
+    listing = "l" if has(opts, "-l", "--files-with-matches") else "L" if has(opts, "-L", "--files-without-match") \
+        else None
+    only = has(opts, "-o", "--only-matching")
+    quiet = has(opts, "-q", "--quiet", "--silent")
+    silent = has(opts, "-s", "--no-messages")
+    numbers = has(opts, "-n", "--line-number")
+    recursive = has(opts, "-r", "-R", "--recursive", "--dereference-recursive")
+    ints = {}
+    for key, names in (("m", ("-m", "--max-count")), ("A", ("-A", "--after-context")),
+                       ("B", ("-B", "--before-context")), ("C", ("-C", "--context"))):
+        v = last(opts, *names)
+        if v is not None:
+            if not digits(v):
+                what = "max count" if key == "m" else "context length argument"
+                io.err(f"{name}: invalid {what}\n" if key == "m" else f"{name}: {v}: invalid context length "
+                                                                        f"argument\n")
+                return 2
+            ints[key] = int(v)
+    after = ints.get("A", ints.get("C", 0))
+    before = ints.get("B", ints.get("C", 0))
+    max_count = ints.get("m")
+    includes = [v or "" for o, v in opts if o == "--include"]
+    excludes = [v or "" for o, v in opts if o == "--exclude"]
+    exclude_dirs = [v or "" for o, v in opts if o == "--exclude-dir"]
+    try:
+        matcher = compile_grep(patterns, mode, icase=icase, word=has(opts, "-w", "--word-regexp"),
+                               line=has(opts, "-x", "--line-regexp"), only=only)
+    except BadRegex as e:
+        io.err(f"{name}: {e}\n")
+        return 2
+    except TooComplex:
+        raise Refused("grep: this regular expression could backtrack catastrophically (nested or too many "
+                      "unbounded repeats, backreferences); simplify it") from None
+
+    # -- inputs ------------------------------------------------------------------------------------------
+    targets: list[tuple[str, File | None, bool]] = []  # (display name, file or None for stdin, is_error)
+    errors = False
+    if recursive and not ops:
+        ops_, implicit = ["."], True
+    else:
+        ops_, implicit = ops or ["-"], False
+    for op in ops_:
+        if op == "-":
+            targets.append(("(standard input)", None, False))
+            continue
+        base, node, errno = sh.lookup(op)
+        if node is None:
+            if not silent:
+                io.err(f"{name}: {op}: {errno}\n")
+            errors = True
+            continue
+        if isinstance(node, Dir):
+            if not recursive:
+                if not silent:
+                    io.err(f"{name}: {op}: Is a directory\n")
+                errors = True
+                continue
+            for path, n in sh.m.fs.walk(base):
+                sh.work.charge()
+                if isinstance(n, Dir):
+                    continue
+                parts = path[len(base.rstrip("/")) + 1:].split("/")
+                if exclude_dirs and any(fnmatch.fnmatchcase(d, g) for d in parts[:-1] for g in exclude_dirs):
+                    continue
+                fname = parts[-1]
+                if includes and not any(fnmatch.fnmatchcase(fname, g) for g in includes):
+                    continue
+                if any(fnmatch.fnmatchcase(fname, g) for g in excludes):
+                    continue
+                shown = path[len(base.rstrip("/")) + 1:] if implicit else sh.display(op, base, path)
+                assert isinstance(n, File)
+                targets.append((shown, n, False))
+        else:
+            assert isinstance(node, File)
+            targets.append((op, node, False))
+    with_name = (has(opts, "-H", "--with-filename") or len(ops_) > 1 or recursive) and not has(
+        opts, "-h", "--no-filename")
+
+    any_selected = False
+    for shown, node, _ in targets:
+        if node is not None and node.binary:
+            text = "".join(node.lines())
+            sh.work.charge()
+            if matcher.search(text) != invert:
+                any_selected = True
+                if not quiet and not count and listing is None:
+                    io.err(f"{name}: {shown}: binary file matches\n")
+                elif listing == "l":
+                    yield shown + "\n"
+                elif count:
+                    yield (f"{shown}:" if with_name else "") + "1\n"
+            elif count:
+                yield (f"{shown}:" if with_name else "") + "0\n"
+            elif listing == "L":
+                yield shown + "\n"
+            continue
+        lines = iter(stdin or ()) if node is None else _file_lines(sh, node)
+        prefix = f"{shown}" if with_name else ""
+        selected = 0
+        last_printed = 0
+        pending_after = 0
+        before_buf: deque[tuple[int, str]] = deque(maxlen=before or 1)
+        for no, raw in enumerate(lines, 1):
+            line = raw[:-1] if raw.endswith("\n") else raw
+            sh.work.charge(matcher.cost(line))
+            hit = matcher.search(line) != invert
+            if hit:
+                selected += 1
+                any_selected = True
+                if quiet:
+                    return 0
+                if listing is not None:
+                    break
+                if not count:
+                    if before or after:
+                        first = before_buf[0][0] if before and before_buf else no
+                        if last_printed and first > last_printed + 1:
+                            yield "--\n"
+                        for bno, bline in before_buf if before else ():
+                            yield _fmt(prefix, bno, bline, "-", numbers)
+                        before_buf.clear()
+                    if only and not invert:
+                        for m in matcher.regex.finditer(line):
+                            if m.group(0):
+                                yield _fmt(prefix, no, m.group(0), ":", numbers)
+                    else:
+                        yield _fmt(prefix, no, line, ":", numbers)
+                    last_printed = no
+                    pending_after = after
+                if max_count is not None and selected >= max_count:
+                    if after and not count:
+                        for no2, raw2 in enumerate(lines, no + 1):
+                            if pending_after <= 0:
+                                break
+                            l2 = raw2[:-1] if raw2.endswith("\n") else raw2
+                            if matcher.search(l2) != invert:
+                                break
+                            yield _fmt(prefix, no2, l2, "-", numbers)
+                            pending_after -= 1
+                    break
+            elif pending_after > 0 and not count and listing is None:
+                yield _fmt(prefix, no, line, "-", numbers)
+                last_printed = no
+                pending_after -= 1
+            elif before:
+                before_buf.append((no, line))
+        if count:
+            yield (f"{shown}:" if with_name else "") + f"{selected}\n"
+        elif listing == "l" and selected:
+            yield shown + "\n"
+        elif listing == "L" and not selected:
+            yield shown + "\n"
+    if errors and not (quiet and any_selected):
+        return 2
+    return 0 if any_selected else 1
+
+
+def _fmt(prefix: str, no: int, line: str, sep: str, numbers: bool) -> str:
+    head = f"{prefix}{sep}" if prefix else ""
+    if numbers:
+        head += f"{no}{sep}"
+    return f"{head}{line}\n"
+
+
+_HUMAN = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "k": 1e3}
+_NUM = re.compile(r"^\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)?")
+_HNUM = re.compile(r"^\s*([-+]?\d*\.?\d+)([KMGTPk]?)")
+
+
+def _numeric(s: str) -> float:
+    m = _NUM.match(s)
+    return float(m.group(1)) if m and m.group(1) else 0.0
+
+
+def _human_num(s: str) -> float:
+    m = _HNUM.match(s)
+    return float(m.group(1)) * _HUMAN[m.group(2)] if m else 0.0
+
+
+def sort(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    try:
+        opts, ops = getopt("sort", argv[1:], flags="rnhufbVsM", valued="ktoT", longs={
+            "reverse": False, "numeric-sort": False, "human-numeric-sort": False, "unique": False,
+            "ignore-case": False, "key": True, "field-separator": True, "version-sort": False, "stable": False})
+    except OptError as e:
+        io.err(str(e))
+        return 2
+    if has(opts, "-o"):
+        raise Refused("sort -o writes a file; this triage sandbox is read-only")
+    sep = last(opts, "-t", "--field-separator")
+    if sep is not None and len(sep) != 1:
+        io.err("sort: multi-character tab ‘" + sep + "’\n")
+        return 2
+    keys = []
+    for o, v in opts:
+        if o in ("-k", "--key"):
+            m = re.fullmatch(r"(\d+)(?:\.\d+)?([a-zA-Z]*)(?:,(\d+)(?:\.\d+)?([a-zA-Z]*))?", v or "")
+            if not m or int(m.group(1)) == 0:
+                io.err(f"sort: invalid number at field start: invalid count at start of ‘{v}’\n")
+                return 2
+            keys.append((int(m.group(1)), int(m.group(3)) if m.group(3) else None, (m.group(2) or "") +
+                         (m.group(4) or "")))
+    numeric = has(opts, "-n", "--numeric-sort")
+    hum = has(opts, "-h", "--human-numeric-sort")
+    fold = has(opts, "-f", "--ignore-case")
+    lines: list[str] = []
+    status = 0
+    for op in ops or ["-"]:
+        if op == "-":
+            src = iter(stdin or ())
+        else:
+            _, node, errno = sh.lookup(op)
+            if node is None or isinstance(node, Dir):
+                io.err(f"sort: cannot read: {op}: {errno or 'Is a directory'}\n")
+                return 2
+            assert isinstance(node, File)
+            src = _file_lines(sh, node)
+        for ln in src:
+            sh.work.charge()
+            lines.append(ln if ln.endswith("\n") else ln + "\n")
+
+    def fields(line: str) -> list[str]:
+        body = line[:-1]
+        return body.split(sep) if sep is not None else body.split()
+
+    def keyval(text: str, flags: str) -> tuple:
+        if hum or "h" in flags:
+            return (_human_num(text), text)
+        if numeric or "n" in flags:
+            return (_numeric(text), text)
+        return ((text.lower() if fold or "f" in flags else text),)
+
+    def key(line: str) -> tuple:
+        if not keys:
+            return (*keyval(line[:-1], ""), line)
+        fs = fields(line)
+        out: list = []
+        for start, end, flags in keys:
+            seg = fs[start - 1:(end if end else len(fs))]
+            out.extend(keyval((sep or " ").join(seg), flags))
+        return (*out, line)
+
+    rev = has(opts, "-r", "--reverse")
+    sh.work.charge(len(lines))
+    lines.sort(key=key, reverse=rev)
+    prev = None
+    for ln in lines:
+        if has(opts, "-u", "--unique"):
+            k = key(ln)[:-1] if keys or numeric or hum else (ln.lower() if fold else ln)
+            if k == prev:
+                continue
+            prev = k
+        yield ln
+    return status
+
+
+def uniq(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    try:
+        opts, ops = getopt("uniq", argv[1:], flags="cdui", longs={"count": False, "repeated": False, "unique": False,
+                                                                   "ignore-case": False})
+    except OptError as e:
+        io.err(str(e))
+        return 1
+    if ops:
+        _, node, errno = sh.lookup(ops[0])
+        if node is None or isinstance(node, Dir):
+            io.err(f"uniq: {ops[0]}: {errno or 'Is a directory'}\n")
+            return 1
+        assert isinstance(node, File)
+        src: Iterator[str] = _file_lines(sh, node)
+    else:
+        src = iter(stdin or ())
+    icase = has(opts, "-i", "--ignore-case")
+    count, dup, uni = has(opts, "-c", "--count"), has(opts, "-d", "--repeated"), has(opts, "-u", "--unique")
+
+    def emit(line: str, n: int) -> Iterator[str]:
+        if (dup and n < 2) or (uni and n > 1):
+            return
+        line = line if line.endswith("\n") else line + "\n"
+        yield f"{n:7d} {line}" if count else line
+
+    cur: str | None = None
+    n = 0
+    for ln in src:
+        k = ln.rstrip("\n")
+        k = k.lower() if icase else k
+        if cur is not None and k == (cur.rstrip("\n").lower() if icase else cur.rstrip("\n")):
+            n += 1
+            continue
+        if cur is not None:
+            yield from emit(cur, n)
+        cur, n = ln, 1
+    if cur is not None:
+        yield from emit(cur, n)
+    return 0
+
+
+def _ranges(spec: str) -> list[tuple[int, int]] | None:
+    out = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"(\d*)(-?)(\d*)", part)
+        if not m or (not m.group(1) and not m.group(3)):
+            return None
+        a = int(m.group(1)) if m.group(1) else 1
+        b = (int(m.group(3)) if m.group(3) else 10**9) if m.group(2) else a
+        if a == 0:
+            return None
+        out.append((a, b))
+    return out
+
+
+def cut(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    try:
+        opts, ops = getopt("cut", argv[1:], flags="s", valued="dfcb", longs={
+            "delimiter": True, "fields": True, "characters": True, "bytes": True, "only-delimited": False})
+    except OptError as e:
+        io.err(str(e))
+        return 1
+    fspec = last(opts, "-f", "--fields")
+    cspec = last(opts, "-c", "--characters", "-b", "--bytes")
+    if fspec is None and cspec is None:
+        io.err("cut: you must specify a list of bytes, characters, or fields\nTry 'cut --help' for more "
+               "information.\n")
+        return 1
+    delim = last(opts, "-d", "--delimiter")
+    if delim is not None and len(delim) != 1:
+        io.err("cut: the delimiter must be a single character\nTry 'cut --help' for more information.\n")
+        return 1
+    ranges = _ranges(fspec if fspec is not None else cspec or "")
+    if ranges is None:
+        io.err(f"cut: invalid field value ‘{fspec or cspec}’\nTry 'cut --help' for more information.\n")
+        return 1
+    d = delim if delim is not None else "\t"
+    status = 0
+    for op in ops or ["-"]:
+        if op == "-":
+            src: Iterator[str] = iter(stdin or ())
+        else:
+            _, node, errno = sh.lookup(op)
+            if node is None or isinstance(node, Dir):
+                io.err(f"cut: {op}: {errno or 'Is a directory'}\n")
+                status = 1
+                continue
+            assert isinstance(node, File)
+            src = _file_lines(sh, node)
+        for ln in src:
+            body = ln.rstrip("\n")
+            if fspec is not None:
+                if d not in body:
+                    if not has(opts, "-s", "--only-delimited"):
+                        yield body + "\n"
+                    continue
+                parts = body.split(d)
+                keep = [p for i, p in enumerate(parts, 1) if any(a <= i <= b for a, b in ranges)]
+                yield d.join(keep) + "\n"
+            else:
+                yield "".join(c for i, c in enumerate(body, 1) if any(a <= i <= b for a, b in ranges)) + "\n"
+    return status
+
+
+_ESC = {"n": "\n", "t": "\t", "\\": "\\", "a": "\a", "r": "\r", "v": "\v", "f": "\f", "e": "\x1b", "0": "\0"}
+
+
+def _escapes(s: str) -> tuple[str, bool]:
+    out = []
+    i = 0
+    while i < len(s):
+        if s[i] == "\\" and i + 1 < len(s):
+            c = s[i + 1]
+            if c == "c":
+                return "".join(out), True
+            if c in _ESC and c != "0":
+                out.append(_ESC[c])
+                i += 2
+                continue
+        out.append(s[i])
+        i += 1
+    return "".join(out).replace("\0", ""), False
+
+
+def echo(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    args = argv[1:]
+    newline, interpret = True, False
+    while args and re.fullmatch(r"-[neE]+", args[0]):
+        for ch in args[0][1:]:
+            newline = newline and ch != "n"
+            interpret = True if ch == "e" else False if ch == "E" else interpret
+        args = args[1:]
+    text = " ".join(args)
+    if interpret:
+        text, stop = _escapes(text)
+        if stop:
+            newline = False
+    yield text + ("\n" if newline else "")
+    return 0
+
+
+def printf(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    if len(argv) < 2:
+        io.err("printf: usage: printf [-v var] format [arguments]\n")
+        return 2
+    fmt, args = argv[1], list(argv[2:])
+    out: list[str] = []
+    status = 0
+    while True:
+        i = 0
+        used = 0
+        while i < len(fmt):
+            c = fmt[i]
+            if c == "\\":
+                s, _ = _escapes(fmt[i:i + 2])
+                out.append(s)
+                i += 2
+                continue
+            if c == "%":
+                m = re.match(r"%([-+ 0#]*)(\d*)(?:\.(\d+))?([sdifxXo%c])", fmt[i:])
+                if not m:
+                    out.append(c)
+                    i += 1
+                    continue
+                conv = m.group(4)
+                if conv == "%":
+                    out.append("%")
+                else:
+                    arg = args[used] if used < len(args) else ""
+                    used += 1
+                    spec = "%" + m.group(1) + m.group(2) + (f".{m.group(3)}" if m.group(3) is not None else "")
+                    if conv in "dixXo":
+                        try:
+                            val = int(arg or "0", 0)
+                        except ValueError:
+                            io.err(f"bash: printf: {arg}: invalid number\n")
+                            val, status = 0, 1
+                        out.append((spec + ("d" if conv == "i" else conv)) % val)
+                    elif conv == "f":
+                        try:
+                            fv = float(arg or "0")
+                        except ValueError:
+                            io.err(f"bash: printf: {arg}: invalid number\n")
+                            fv, status = 0.0, 1
+                        out.append((spec + "f") % fv)
+                    else:
+                        out.append((spec + "s") % (arg[:1] if conv == "c" else arg))
+                i += len(m.group(0))
+                continue
+            out.append(c)
+            i += 1
+        args = args[used:]
+        if not args or used == 0:
+            break
+    text = "".join(out)
+    if len(text) > 65536:
+        text = text[:65536]
+    yield text
+    return status
+
+
+def yes(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    text = " ".join(argv[1:]) if len(argv) > 1 else "y"
+    while True:
+        sh.work.charge()
+        yield text + "\n"

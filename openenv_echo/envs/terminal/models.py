@@ -1,0 +1,34 @@
+"""Wire models of the terminal (incident triage) environment."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ...wire import Action, Observation
+
+
+class TerminalAction(Action):
+    """One shell command line, or the final answer ``submit <kind> <service>``."""
+
+    command: str = Field(
+        description=(
+            "A bash command line run in a read-only root shell on the virtual host (pipes `|`, `;`, `&&`, `||`, "
+            "globs and `$VAR` work; command substitution, redirection to files and background jobs are refused). "
+            "To answer and end the episode send `submit <kind> <service>`."
+        ),
+        max_length=65536,
+    )
+
+
+class TerminalObservation(Observation):
+    """What the terminal showed: ``$ <command>`` (warning), the machine's output (env_output), harness notices
+    (warning: truncation, refusals, limits, verdict)."""
+
+    exit_code: int | None = Field(
+        default=None,
+        description="Exit status of the command line; null on reset, on submit, and when the harness stopped reading "
+        "(output truncated before the command finished).",
+    )
+    cwd: str = Field(default="/root", description="Working directory of the shell after the command.")
+    truncated: bool = Field(default=False, description="True when the output hit the per-observation cap.")
+    steps_left: int = Field(default=0, ge=0, description="Steps left before the episode ends without an answer.")

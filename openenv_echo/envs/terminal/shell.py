@@ -1,0 +1,652 @@
+"""A bash-like shell over a generated ``Machine``: tokenizer, parser, glob/variable expansion, pipelines.
+
+Pure Python and side-effect free: commands are Python generator functions reading the virtual filesystem and the
+machine model; nothing is ever handed to a real shell, no host file is opened, no process is spawned.
+
+What the machine prints (stdout and stderr, in the order they would appear on a terminal) is the *output*; the
+shell's own refusals and limits are *notices* (harness text). Output is capped (bytes and lines) and every command
+line runs under a deterministic work budget (counted in lines read/produced and estimated regex work, never wall
+time), so floods end in a truncation notice and runaway commands in a "killed" notice, identically on every host.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from .model import Machine
+from .vfs import Dir, File, Node, join, normalize
+
+Cmd = Callable[["Shell", "IO", list[str], "Iterator[str] | None"], Generator[str, None, int]]
+
+MAX_COMMAND_CHARS = 4096
+
+
+class OutputFull(Exception):
+    """The terminal capture reached its byte or line cap."""
+
+
+class WorkExceeded(Exception):
+    """The command line used up its work budget (the sandbox's deterministic stand-in for a timeout)."""
+
+
+class Refused(Exception):
+    """The harness refuses to run something (unsupported shell feature, disabled command). Message is harness text."""
+
+
+class SyntaxErr(Exception):
+    """A bash syntax error; the message is what bash itself prints."""
+
+
+class Work:
+    """Deterministic work counter: one unit ~ one line read, written or matched."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def charge(self, n: int = 1) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise WorkExceeded
+
+
+class Terminal:
+    """Captures what the terminal shows, up to ``max_bytes`` UTF-8 bytes and ``max_lines`` lines."""
+
+    def __init__(self, max_bytes: int, max_lines: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_lines = max_lines
+        self.parts: list[str] = []
+        self.bytes = 0
+        self.lines = 0
+        self.truncated = False
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        if self.truncated:
+            raise OutputFull
+        nb = len(text.encode("utf-8"))
+        nl = text.count("\n")
+        if self.bytes + nb <= self.max_bytes and self.lines + nl <= self.max_lines:
+            self.parts.append(text)
+            self.bytes += nb
+            self.lines += nl
+            return
+        keep = []
+        for ch in text:
+            cb = len(ch.encode("utf-8"))
+            if self.bytes + cb > self.max_bytes or (ch == "\n" and self.lines + 1 > self.max_lines):
+                break
+            if self.lines >= self.max_lines:
+                break
+            keep.append(ch)
+            self.bytes += cb
+            self.lines += ch == "\n"
+        self.parts.append("".join(keep))
+        self.truncated = True
+        raise OutputFull
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+@dataclass
+class IO:
+    """Per-stage I/O: where stderr goes and whether stdout is the terminal (``ls`` columns vs one per line)."""
+
+    err: Callable[[str], None]
+    isatty: bool
+
+
+@dataclass
+class ShellResult:
+    output: str  # env_output: what the machine printed
+    notices: list[str] = field(default_factory=list)  # warning: harness text, in order
+    exit_code: int | None = 0
+    truncated: bool = False
+
+
+@dataclass
+class Word:
+    text: str
+    pattern: str | None = None  # glob pattern when the word has unquoted * ? [
+
+
+@dataclass
+class Redirect:
+    op: str  # > >> 2> 2>> &> &>> < 2>&1 >&2
+    target: str | None
+
+
+@dataclass
+class Command:
+    words: list[Word]
+    redirects: list[Redirect]
+
+
+# -- tokenizer -------------------------------------------------------------------------------------------------
+_OPS = ("&&", "||", "|&", ";;", "&>>", "&>", ">>", ">&2", "<<", "<(", ">(", "|", ";", "&", ">", "<", "(", ")", "\n")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def tokenize(line: str, env: dict[str, str], last_status: int) -> list[Word | str]:
+    """Split a command line into words (expanded) and operator strings, like bash's lexer + expansions."""
+    toks: list[Word | str] = []
+    buf: list[str] = []
+    pat: list[str] = []
+    in_word = False
+    has_glob = False
+    i, n = 0, len(line)
+
+    def flush() -> None:
+        nonlocal buf, pat, in_word, has_glob
+        if in_word:
+            toks.append(Word("".join(buf), "".join(pat) if has_glob else None))
+        buf, pat, in_word, has_glob = [], [], False, False
+
+    def lit(s: str) -> None:  # quoted text: no globbing
+        nonlocal in_word
+        in_word = True
+        buf.append(s)
+        pat.append("".join(f"[{c}]" if c in "*?[" else c for c in s))
+
+    def expand(j: int) -> tuple[str, int]:
+        """Expand ``$...`` at ``line[j] == '$'``; returns (value, next index)."""
+        if j + 1 < n and line[j + 1] == "(":
+            raise Refused("command substitution $(...) is not supported in this sandbox shell")
+        if j + 1 < n and line[j + 1] == "{":
+            end = line.find("}", j + 2)
+            if end < 0:
+                raise SyntaxErr("bash: unexpected EOF while looking for matching `}'")
+            name = line[j + 2:end]
+            if not _VAR.fullmatch(name) and name not in ("?", "$"):
+                raise SyntaxErr(f"bash: ${{{name}}}: bad substitution")
+            return _var(name, env, last_status), end + 1
+        if j + 1 < n and line[j + 1] in "?$#0123456789":
+            return _var(line[j + 1], env, last_status), j + 2
+        m = _VAR.match(line, j + 1)
+        if m:
+            return env.get(m.group(0), ""), m.end()
+        return "$", j + 1
+
+    while i < n:
+        c = line[i]
+        if c in " \t":
+            flush()
+            i += 1
+        elif c == "#" and not in_word:
+            break
+        elif c == "\\":
+            if i + 1 < n and line[i + 1] != "\n":
+                lit(line[i + 1])
+            i += 2
+        elif c == "'":
+            end = line.find("'", i + 1)
+            if end < 0:
+                raise SyntaxErr("bash: unexpected EOF while looking for matching `''")
+            lit(line[i + 1:end])
+            i = end + 1
+        elif c == '"':
+            j = i + 1
+            in_word = True
+            while True:
+                if j >= n:
+                    raise SyntaxErr('bash: unexpected EOF while looking for matching `"\'')
+                d = line[j]
+                if d == '"':
+                    break
+                if d == "\\" and j + 1 < n and line[j + 1] in '"\\$`':
+                    lit(line[j + 1])
+                    j += 2
+                elif d == "`":
+                    raise Refused("command substitution `...` is not supported in this sandbox shell")
+                elif d == "$":
+                    val, j = expand(j)
+                    lit(val)
+                else:
+                    lit(d)
+                    j += 1
+            if j == i + 1:
+                lit("")
+            i = j + 1
+        elif c == "`":
+            raise Refused("command substitution `...` is not supported in this sandbox shell")
+        elif c == "$":
+            val, i = expand(i)
+            if val:
+                in_word = True
+                buf.append(val)
+                pat.append("".join(f"[{x}]" if x in "*?[" else x for x in val))
+        elif c == "~" and not in_word and (i + 1 == n or line[i + 1] in "/ \t;|&"):
+            lit(env.get("HOME", "/root"))
+            i += 1
+        elif c in "|&;<>()\n":
+            if c in "<>" and in_word and not has_glob and "".join(buf) in ("1", "2") and len(pat) == 1:
+                fd = buf[0]
+                buf, pat, in_word = [], [], False
+                if line.startswith(">&1", i) and fd == "2":
+                    toks.append("2>&1")
+                    i += 3
+                elif line.startswith(">>", i):
+                    toks.append(f"{fd}>>" if fd == "2" else ">>")
+                    i += 2
+                elif c == ">":
+                    toks.append("2>" if fd == "2" else ">")
+                    i += 1
+                else:
+                    toks.append("<")
+                    i += 1
+                continue
+            flush()
+            op = next(o for o in _OPS if line.startswith(o, i))
+            toks.append(op)
+            i += len(op)
+        else:
+            in_word = True
+            buf.append(c)
+            pat.append(c)
+            if c in "*?[":
+                has_glob = True
+            i += 1
+    flush()
+    return toks
+
+
+def _var(name: str, env: dict[str, str], last_status: int) -> str:
+    if name == "?":
+        return str(last_status)
+    if name == "$":
+        return env.get("$$", "")
+    if name == "#" or (name.isascii() and name.isdigit()):
+        return "0" if name == "#" else ("-bash" if name == "0" else "")
+    return env.get(name, "")
+
+
+# -- parser ------------------------------------------------------------------------------------------------
+def parse(toks: list[Word | str]) -> list[tuple[str, list[Command]]]:
+    """``[(connector, pipeline)]`` where connector is ``;`` ``&&`` or ``||`` (the first is ``;``)."""
+    out: list[tuple[str, list[Command]]] = []
+    connector = ";"
+    pipeline: list[Command] = []
+    cur: Command | None = None
+    i = 0
+
+    def unexpected(tok: str) -> SyntaxErr:
+        shown = "newline" if tok == "\n" else tok
+        return SyntaxErr(f"bash: syntax error near unexpected token `{shown}'")
+
+    while i < len(toks):
+        t = toks[i]
+        if isinstance(t, Word):
+            if cur is None:
+                cur = Command([], [])
+            cur.words.append(t)
+            i += 1
+            continue
+        if t in ("<<", "<(", ">(", "(", ")"):
+            raise Refused({"<<": "here-documents (<<) are", "<(": "process substitution <(...) is",
+                           ">(": "process substitution >(...) is"}.get(t, "subshells ( ... ) are")
+                          + " not supported in this sandbox shell")
+        if t == "&":
+            raise Refused("background jobs (&) are not supported in this sandbox shell")
+        if t == ";;":
+            raise unexpected(";;")
+        if t in (">", ">>", "2>", "2>>", "&>", "&>>", "<"):
+            nxt = toks[i + 1] if i + 1 < len(toks) else "\n"
+            if not isinstance(nxt, Word):
+                raise unexpected(nxt)
+            if cur is None:
+                cur = Command([], [])
+            cur.redirects.append(Redirect(t, nxt.text))
+            i += 2
+            continue
+        if t in ("2>&1", ">&2"):
+            if cur is None:
+                cur = Command([], [])
+            cur.redirects.append(Redirect(t, None))
+            i += 1
+            continue
+        if t in ("|", "|&"):
+            if cur is None:
+                raise unexpected(t)
+            if t == "|&":
+                cur.redirects.append(Redirect("2>&1", None))
+            pipeline.append(cur)
+            cur = None
+            if i + 1 >= len(toks) or toks[i + 1] in ("\n",):
+                raise SyntaxErr("bash: syntax error: unexpected end of file")
+            i += 1
+            continue
+        # ; && || newline
+        if cur is None:
+            if t in ("\n", ";") and not pipeline and t == "\n":
+                i += 1
+                continue
+            raise unexpected(t)
+        pipeline.append(cur)
+        out.append((connector, pipeline))
+        pipeline, cur = [], None
+        connector = ";" if t == "\n" else t
+        i += 1
+        if t in ("&&", "||") and (i >= len(toks)):
+            raise SyntaxErr("bash: syntax error: unexpected end of file")
+    if cur is not None:
+        pipeline.append(cur)
+    if pipeline:
+        out.append((connector, pipeline))
+    return out
+
+
+# -- the shell -----------------------------------------------------------------------------------------------
+class Shell:
+    """One interactive root shell on ``machine``; ``run(line)`` executes one command line."""
+
+    def __init__(self, machine: Machine, *, max_bytes: int = 4096, max_lines: int = 200,
+                 work_limit: int = 150_000) -> None:
+        from .commands import COMMANDS
+
+        self.m = machine
+        self.commands: dict[str, Cmd] = COMMANDS
+        self.cwd = "/root"
+        self.oldpwd: str | None = None
+        self.env = dict(machine.env)
+        self.env["PWD"] = self.cwd
+        self.env["$$"] = str(machine.shell_pid)
+        self.max_bytes = max_bytes
+        self.max_lines = max_lines
+        self.work_limit = work_limit
+        self.last_status = 0
+        self.history: list[str] = []
+        self.ncommands = 0  # commands run so far: drives the virtual clock and new pids
+        self.term = Terminal(max_bytes, max_lines)
+        self.work = Work(work_limit)
+        self.notices: list[str] = []
+
+    # -- clock and paths --------------------------------------------------------------------------------
+    @property
+    def now(self) -> int:
+        """Virtual time: the machine's ``now`` plus 7 s per command run (no wall clock anywhere)."""
+        return self.m.now + 7 * self.ncommands
+
+    def next_pid(self) -> int:
+        return self.m.shell_pid + 17 + 3 * self.ncommands
+
+    def abspath(self, arg: str) -> str:
+        return normalize(self.cwd, arg)
+
+    def lookup(self, arg: str) -> tuple[str, Node | None, str | None]:
+        """``(abs_path, node, errno_text)``; errno_text is e.g. ``No such file or directory``."""
+        path = self.abspath(arg)
+        node = self.m.fs.get(path)
+        if node is None:
+            parent = path
+            while parent != "/":
+                parent = parent.rsplit("/", 1)[0] or "/"
+                pn = self.m.fs.get(parent)
+                if pn is not None:
+                    return path, None, "Not a directory" if isinstance(pn, File) else "No such file or directory"
+            return path, None, "No such file or directory"
+        if arg.endswith("/") and isinstance(node, File):
+            return path, None, "Not a directory"
+        return path, node, None
+
+    def display(self, base_arg: str, base_abs: str, path: str) -> str:
+        """How ``find``/``grep -r``/``du`` print ``path`` found under the operand ``base_arg``."""
+        if path == base_abs:
+            return base_arg
+        rel = path[len(base_abs.rstrip("/")) + 1:]
+        return (base_arg if base_arg.endswith("/") else base_arg + "/") + rel
+
+    # -- running ----------------------------------------------------------------------------------------
+    def run(self, line: str) -> ShellResult:
+        self.term = Terminal(self.max_bytes, self.max_lines)
+        self.work = Work(self.work_limit)
+        self.notices = []
+        status: int | None = 0
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            self.ncommands += 1
+            return ShellResult(output="", notices=["[harness: command rejected: it is not valid Unicode text (lone "
+                                                   "surrogate); nothing was run]\n"], exit_code=2)
+        if line.strip():
+            self.history.append(line)
+        try:
+            try:
+                items = parse(tokenize(line, {**self.env, "PWD": self.cwd}, self.last_status))
+            except SyntaxErr as e:
+                self.term.write(str(e) + "\n")
+                status = 2
+                items = []
+            for connector, pipeline in items:
+                if connector == "&&" and status != 0:
+                    continue
+                if connector == "||" and status == 0:
+                    continue
+                status = self._pipeline(pipeline)
+                self.last_status = status
+        except Refused as e:
+            self.notices.append(f"[harness: {e}; nothing was run]\n")
+            status = 2
+        except OutputFull:
+            status = None
+        except WorkExceeded:
+            self.notices.append("[harness: command killed: it exceeded this sandbox's work limit "
+                                "(the equivalent of a 10 s timeout)]\n")
+            status = 124
+        except RecursionError:
+            self.notices.append("[harness: command rejected: too deeply nested]\n")
+            status = 2
+        except Exception as e:  # a bug in a virtual command must not end the episode: report it as harness text
+            self.notices.append(f"[harness: internal error in the sandbox shell ({type(e).__name__}); the command "
+                                f"was abandoned]\n")
+            status = 2
+        self.ncommands += 1
+        if status is not None:
+            self.last_status = status
+        out = self.term.text
+        notices = list(self.notices)
+        if self.term.truncated:
+            notices.insert(0, ("\n" if out and not out.endswith("\n") else "")
+                           + f"[harness: output truncated: showing the first {self.term.lines} lines / "
+                             f"{self.term.bytes} bytes (cap {self.max_lines} lines / {self.max_bytes} bytes)]\n")
+        return ShellResult(output=out, notices=notices, exit_code=status, truncated=self.term.truncated)
+
+    def _expand(self, words: list[Word]) -> list[str]:
+        argv: list[str] = []
+        for w in words:
+            if w.pattern is not None:
+                matches = glob(self, w.pattern)
+                argv.extend(matches if matches else [w.text])
+            else:
+                argv.append(w.text)
+        return argv
+
+    def _pipeline(self, cmds: list[Command]) -> int:
+        stdin: Iterator[str] | None = None
+        holders: list[list[int | None]] = []
+        last = len(cmds) - 1
+        for idx, c in enumerate(cmds):
+            argv = self._expand(c.words)
+            while argv and "=" in argv[0] and _VAR.fullmatch(argv[0].split("=", 1)[0]):
+                name, _, value = argv.pop(0).partition("=")
+                if not argv and len(cmds) == 1:
+                    self.env[name] = value
+            holder: list[int | None] = [None]
+            holders.append(holder)
+            stdin = self._stage(argv, c.redirects, stdin, holder, isatty=idx == last)
+        assert stdin is not None
+        for chunk in stdin:
+            self.work.charge()
+            self.term.write(chunk)
+        return holders[-1][0] if holders[-1][0] is not None else 0
+
+    def _stage(self, argv: list[str], redirects: list[Redirect], stdin: Iterator[str] | None,
+               holder: list[int | None], isatty: bool) -> Iterator[str]:
+        """Build the lazy output iterator of one pipeline stage (nothing runs until it is iterated)."""
+        shell = self
+        err_mode, out_mode = "term", "pipe"
+        for r in redirects:
+            if r.op == "<":
+                path, node, errno = self.lookup(r.target or "")
+                if node is None or isinstance(node, Dir):
+                    msg = errno or "Is a directory"
+                    return _failing(self, holder, f"bash: {r.target}: {msg}\n")
+                assert isinstance(node, File)
+                stdin = _file_lines(self, node)
+            elif r.op == "2>&1":
+                err_mode = "out"
+            elif r.op == ">&2":
+                out_mode = "err"
+            elif r.target is not None and self.abspath(r.target) == "/dev/null":
+                if r.op in ("2>", "2>>"):
+                    err_mode = "null"
+                elif r.op in ("&>", "&>>"):
+                    err_mode, out_mode = "null", "null"
+                else:
+                    out_mode = "null"
+            else:
+                target = r.target or ""
+                return _failing(self, holder, f"bash: {target}: Read-only file system\n")
+        pending: list[str] = []
+        err: Callable[[str], None] = {"term": self.term.write, "null": lambda s: None, "out": pending.append}[err_mode]
+        if out_mode == "null" and err_mode == "out":
+            err = lambda s: None  # noqa: E731 - `>/dev/null 2>&1`
+        io = IO(err=err, isatty=isatty and out_mode == "pipe")
+
+        def run() -> Iterator[str]:
+            if not argv:
+                holder[0] = 0
+                return
+            gen = shell._command(io, argv, stdin)
+            while True:
+                try:
+                    line = next(gen)
+                except StopIteration as stop:
+                    yield from pending
+                    pending.clear()
+                    holder[0] = stop.value if isinstance(stop.value, int) else 0
+                    return
+                if pending:
+                    yield from pending
+                    pending.clear()
+                if out_mode == "null":
+                    shell.work.charge()
+                elif out_mode == "err":
+                    shell.term.write(line)
+                else:
+                    yield line
+
+        return run()
+
+    def _command(self, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Generator[str, None, int]:
+        name = argv[0]
+        fn = self.commands.get(name)
+        if fn is None and name.startswith(("/bin/", "/sbin/", "/usr/sbin/", "/usr/bin/")):
+            base = name.rsplit("/", 1)[1]
+            if base in self.commands and base not in ("cd", "help", "history"):
+                fn = self.commands[base]
+                argv = [base, *argv[1:]]
+        if fn is None:
+            if "/" in name:
+                path, node, errno = self.lookup(name)
+                if node is None:
+                    io.err(f"bash: {name}: {errno}\n")
+                    return 127
+                if isinstance(node, Dir):
+                    io.err(f"bash: {name}: Is a directory\n")
+                    return 126
+                base = path.rsplit("/", 1)[1]
+                if base in self.commands and path.startswith(("/usr/bin/", "/bin/", "/usr/sbin/")):
+                    return (yield from self.commands[base](self, io, [base, *argv[1:]], stdin))
+                raise Refused(f"running programs ({name}) is not supported in this sandbox shell")
+            from .commands import UNAVAILABLE
+
+            why = UNAVAILABLE.get(name)
+            if why:
+                raise Refused(why.format(cmd=name))
+            io.err(f"bash: {name}: command not found\n")
+            return 127
+        return (yield from fn(self, io, argv, stdin))
+
+
+def _failing(sh: Shell, holder: list[int | None], message: str) -> Iterator[str]:
+    def run() -> Iterator[str]:
+        sh.term.write(message)
+        holder[0] = 1
+        return
+        yield  # pragma: no cover - makes this a generator
+
+    return run()
+
+
+def _file_lines(sh: Shell, node: File) -> Iterator[str]:
+    cost = 1 if node.lazy is None else 3  # generated lines cost more to produce
+    for ln in node.lines():
+        sh.work.charge(cost)
+        yield ln
+
+
+# -- globbing ------------------------------------------------------------------------------------------------
+def glob(sh: Shell, pattern: str) -> list[str]:
+    """Pathname expansion of ``pattern`` against the virtual filesystem (sorted; dotfiles need a leading dot)."""
+    absolute = pattern.startswith("/")
+    parts = [p for p in pattern.split("/") if p]
+    trailing = pattern.endswith("/")
+    results = [("/" if absolute else "", sh.cwd if not absolute else "/")]
+    for k, part in enumerate(parts):
+        nxt: list[tuple[str, str]] = []
+        is_glob = any(ch in part for ch in "*?[")
+        for shown, real in results:
+            node = sh.m.fs.get(real)
+            if not isinstance(node, Dir):
+                continue
+            if not is_glob:
+                lit = re.sub(r"\[(.)\]", r"\1", part)
+                if lit in (".", ".."):
+                    nxt.append((shown + lit + ("/" if k < len(parts) - 1 else ""), normalize(real, lit)))
+                    continue
+                child = join(real, lit)
+                if sh.m.fs.get(child) is not None:
+                    nxt.append((shown + lit + ("/" if k < len(parts) - 1 else ""), child))
+                continue
+            for name in node.children:
+                if name.startswith(".") and not part.startswith("."):
+                    continue
+                if fnmatch.fnmatchcase(name, part):
+                    nxt.append((shown + name + ("/" if k < len(parts) - 1 else ""), join(real, name)))
+        results = nxt
+        sh.work.charge(len(results) + 1)
+    out = []
+    for shown, real in results:
+        if trailing:
+            if not isinstance(sh.m.fs.get(real), Dir):
+                continue
+            shown += "/"
+        out.append(shown.rstrip("/") + ("/" if trailing else "") if shown not in ("/",) else shown)
+    return sorted(out)
+
+
+def iter_input(sh: Shell, io: IO, cmd: str, operands: list[str], stdin: Iterator[str] | None
+               ) -> Iterable[tuple[str, Iterator[str] | None, str | None]]:
+    """``(name, lines, error)`` per operand (``-`` or none -> stdin), with the command's error texts."""
+    if not operands:
+        operands = ["-"]
+    for op in operands:
+        if op == "-":
+            yield "(standard input)", iter(stdin or ()), None
+            continue
+        path, node, errno = sh.lookup(op)
+        if node is None:
+            yield op, None, errno
+        elif isinstance(node, Dir):
+            yield op, None, "Is a directory"
+        else:
+            assert isinstance(node, File)
+            yield op, _file_lines(sh, node), None
+

@@ -1,0 +1,119 @@
+"""OpenEnv's runtime validation (``openenv.validation.run_validation``) for the bundled env packages.
+
+OpenEnv's own Docker validation provider builds ``execution.dockerfile`` with the *package directory* as build
+context. The env images of this repo need the ``openenv_echo`` source and the offline wheelhouse, i.e. the repo
+root as context, so ``RepoBuildValidationProvider`` builds there (with ``DockerProvider.build``) and then hands the
+image to OpenEnv's real launcher (``DockerValidationProvider.start``: uid 65532, read-only root, no capabilities,
+no-new-privileges, pids/memory/cpu limits, tmpfs /tmp, ``--network none`` + namespace helper for no-network
+packages, /health within the startup deadline). The graders then run exactly as
+``openenv validate PKG --level runtime`` would run them. Needs the ``openenv`` package (extra ``test``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .base import ProviderError
+from .docker import DEFAULT_BASE_IMAGE, DockerProvider, docker_client, repo_root
+
+
+class RepoBuildValidationProvider:
+    """An OpenEnv ``ValidationProvider``: repo-root image builds + OpenEnv's hardened docker-local launcher.
+
+    ``no-network`` packages run exactly as OpenEnv runs them (``--network none`` plus a helper container sharing
+    only the subject's network namespace, relaying the API through ``docker exec``), and ``runtime.network_policy``
+    is measured. OpenEnv pulls its helper (python:3.12-slim) by registry digest; here no registry is needed: the
+    helper is a local image with python3 (default: the build's base image), pinned by its immutable image ID.
+    Without such an image only ``public`` packages are supported.
+    """
+
+    name = "openenv-echo-docker"
+
+    def __init__(
+        self,
+        root: Path | str | None = None,
+        *,
+        base_image: str | None = None,
+        build_args: dict[str, str] | None = None,
+        helper_image: str | None = None,
+        client: Any = None,
+    ) -> None:
+        from openenv.validation.types import ProviderCapability
+
+        self.root = Path(root).resolve() if root is not None else repo_root()
+        self.build_args = dict(build_args or {})
+        base = base_image or os.environ.get("BASE_IMAGE")
+        if base:
+            self.build_args.setdefault("BASE_IMAGE", base)
+        self._client = client or docker_client()
+        self.helper_image_id = self._image_id(helper_image or self.build_args.get("BASE_IMAGE") or DEFAULT_BASE_IMAGE)
+        caps = {ProviderCapability.IMAGE_BUILD, ProviderCapability.EXEC}
+        if self.helper_image_id is not None:
+            caps.add(ProviderCapability.NETWORK_POLICY)
+        self.capabilities = frozenset(caps)
+        self.supported_network_modes = frozenset({"public", "no-network"} if self.helper_image_id else {"public"})
+        self.last_build_log: list[str] = []
+
+    def _image_id(self, ref: str) -> str | None:
+        try:
+            image_id = self._client.images.get(ref).id
+        except Exception:
+            return None
+        return image_id if re.fullmatch(r"sha256:[0-9a-f]{64}", image_id or "") else None
+
+    def build(self, root: Path, execution: Any) -> str:
+        from openenv.validation.providers import StartupError
+
+        package = Path(root).resolve()
+        dockerfile = (package / execution.dockerfile).resolve()
+        if not dockerfile.is_relative_to(package) or not dockerfile.is_file():
+            raise StartupError(f"Dockerfile {execution.dockerfile!r} not found inside {package}")
+        env = package.name.removesuffix("_env")
+        builder = DockerProvider(
+            f"openenv-echo/{env}:validation", build_context=self.root, dockerfile=dockerfile,
+            build_args=self.build_args, client=self._client,
+        )  # fmt: skip
+        try:
+            image_id = builder.build()
+        except ProviderError as e:
+            raise StartupError(f"Image build failed: {e}"[-4096:]) from None
+        finally:
+            self.last_build_log = list(builder.build_log)
+        return image_id
+
+    def start(self, spec: Any) -> Any:
+        return _launcher(self.helper_image_id).start(spec)
+
+
+def _launcher(helper_image_id: str | None) -> Any:
+    """OpenEnv's ``DockerValidationProvider`` with a local helper image (pinned by image ID, never pulled)."""
+    from openenv.validation.providers.docker import DockerValidationProvider
+
+    if helper_image_id is None:
+        return DockerValidationProvider()
+    launcher = DockerValidationProvider.__new__(DockerValidationProvider)
+    # the constructor insists on a registry digest because it may pull the helper; an image ID is as immutable
+    launcher.build_timeout_s = 600.0
+    launcher.max_context_bytes = 2**30
+    launcher.helper_image = helper_image_id
+    return launcher
+
+
+def validate_runtime(
+    package: Path | str, *, root: Path | str | None = None, base_image: str | None = None, client: Any = None
+) -> Any:
+    """Run OpenEnv's static + runtime validation of an env package (``envs/echo_env`` or just ``echo``) in
+    Docker; returns OpenEnv's ``ValidationReportV2`` (``.verdict``, ``.results``)."""
+    from openenv.validation import Level, run_validation
+
+    repo = Path(root).resolve() if root is not None else repo_root()
+    path = Path(package)
+    if not path.exists() and not path.is_absolute():
+        path = repo / "envs" / f"{package}_env"
+    if not (path / "openenv.yaml").is_file():
+        raise ProviderError(f"{path} is not an OpenEnv package (no openenv.yaml)")
+    provider = RepoBuildValidationProvider(repo, base_image=base_image, client=client)
+    return run_validation(path, max_level=Level.RUNTIME, provider=provider)

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The docker tier of CI: engine -> base image -> wheelhouse -> 3 env images -> docker-compose up ->
+# pytest -m docker tests/containers -> teardown. Prints how long each stage took.
+#
+# Fails (exit != 0) when the Docker engine cannot be started: this tier never passes silently.
+# Env: BASE_IMAGE (default: the local debootstrap image openenv-echo/base:bookworm-py311, built if missing; set it
+#      to e.g. python:3.11-slim where a registry is reachable), PYTHON (default .venv/bin/python),
+#      COMPOSE_PROJECT (default openenv-echo-ci), PYTEST_ARGS (extra pytest arguments).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+[[ -x "$PY" ]] || PY="$(command -v python3)"
+LOCAL_BASE="openenv-echo/base:bookworm-py311"
+export BASE_IMAGE="${BASE_IMAGE:-$LOCAL_BASE}"
+PROJECT="${COMPOSE_PROJECT:-openenv-echo-ci}"
+ENVS=(echo terminal sql)
+
+declare -a STAGES=() TIMES=()
+tier_start=$(date +%s)
+stage() {  # stage NAME CMD...: run, time and record one stage
+  local name="$1"; shift
+  local t0=$(date +%s.%N)
+  printf '\n=== [docker tier] %s ===\n' "$name"
+  "$@"
+  local dt; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+  STAGES+=("$name"); TIMES+=("$dt")
+  printf '=== [docker tier] %s: %ss ===\n' "$name" "$dt"
+}
+summary() {
+  printf '\n=== [docker tier] stage times ===\n'
+  local i
+  for i in "${!STAGES[@]}"; do printf '  %-28s %8ss\n' "${STAGES[$i]}" "${TIMES[$i]}"; done
+  printf '  %-28s %8ss\n' "total" "$(( $(date +%s) - tier_start ))"
+}
+
+compose() { docker-compose -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"; }
+
+teardown() {
+  local rc=$?
+  if docker info >/dev/null 2>&1; then
+    if ((rc != 0)); then
+      echo "--- container logs (tier failed) ---"
+      compose logs --no-color --tail=40 2>/dev/null || true
+    fi
+    compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+    # untagged leftovers of the env Dockerfiles (build stages, superseded images; both labelled), not anyone else's
+    docker image prune -f --filter label=io.openenv-echo.stage=build >/dev/null 2>&1 || true
+    docker image prune -f --filter label=io.openenv-echo.image=env >/dev/null 2>&1 || true
+  fi
+  summary
+  if ((rc != 0)); then printf '\n[docker tier] FAILED (exit %d)\n' "$rc" >&2; fi
+  exit "$rc"
+}
+trap teardown EXIT
+
+stage "start dockerd" bash "$ROOT/scripts/docker/start-dockerd.sh"
+
+base_image() {
+  if [[ "$BASE_IMAGE" == "$LOCAL_BASE" ]]; then
+    bash "$ROOT/scripts/docker/build-base-image.sh" "$LOCAL_BASE"
+  elif ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    docker pull "$BASE_IMAGE"
+  fi
+  echo "BASE_IMAGE=$BASE_IMAGE"
+}
+stage "base image" base_image
+stage "wheelhouse" bash "$ROOT/scripts/docker/build-wheelhouse.sh"
+for env in "${ENVS[@]}"; do
+  stage "build image $env" compose build --build-arg BASE_IMAGE="$BASE_IMAGE" "$env"
+done
+
+wait_healthy() {
+  compose down --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+  compose up -d --no-build "${ENVS[@]}"
+  local deadline=$(( $(date +%s) + 90 )) id status all
+  while :; do
+    all=1
+    for id in $(compose ps -q); do
+      status=$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id")
+      [[ "$status" == healthy ]] || all=0
+      if [[ "$status" == unhealthy || "$status" == exited || "$status" == dead ]]; then
+        echo "container $id is $status"; return 1
+      fi
+    done
+    ((all)) && break
+    (( $(date +%s) < deadline )) || { echo "services not healthy within 90s"; return 1; }
+    sleep 1
+  done
+  compose ps
+}
+stage "compose up (healthy)" wait_healthy
+
+export OPENENV_ECHO_REQUIRE_DOCKER=1 OPENENV_ECHO_COMPOSE_PROJECT="$PROJECT"
+# shellcheck disable=SC2086
+stage "pytest -m docker" "$PY" -m pytest -m docker -q -p no:cacheprovider tests/containers ${PYTEST_ARGS:-}

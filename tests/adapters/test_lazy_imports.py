@@ -1,0 +1,35 @@
+"""Importing the package, the objective or the adapters package never imports a trainer library."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+TRAINERS = ("trl", "torchrl", "tinker", "skyrl_train", "skyrl", "ray", "tensordict")
+
+CHECK = """
+import sys
+import openenv_echo, openenv_echo.objective, openenv_echo.adapters, openenv_echo.adapters.skyrl
+loaded = sorted({m.split('.')[0] for m in sys.modules} & set(%r))
+assert not loaded, loaded
+heavy = sorted({m.split('.')[0] for m in sys.modules} & {"transformers", "datasets", "accelerate"})
+assert not heavy, heavy
+print("ok")
+""" % (TRAINERS,)
+
+
+def test_core_and_adapters_package_import_no_trainer() -> None:
+    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_load_adapter_names_and_errors() -> None:
+    from openenv_echo.adapters import ADAPTERS, load_adapter
+
+    assert set(ADAPTERS) == {"trl", "torchrl", "tinker", "skyrl"}
+    with pytest.raises(ValueError, match="unknown adapter"):
+        load_adapter("verl")
+    assert load_adapter("skyrl").compute_world_loss is not None
