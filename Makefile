@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup quickstart test bench
+.PHONY: setup quickstart test test-main test-docker bench
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -16,8 +16,14 @@ setup: $(BIN)/.installed
 quickstart: setup
 	$(BIN)/openenv-echo quickstart echo
 
-test: setup
-	$(BIN)/python -m pytest -q
+# Everything, as CI runs it: the container tier (needs root for dockerd), then the main tier.
+test: test-docker test-main
+
+test-main: setup
+	$(BIN)/python -m pytest -q -m "not docker"
+
+test-docker: setup
+	PYTHON=$(BIN)/python bash scripts/docker/ci-tier.sh
 
 bench: setup
 	$(BIN)/python bench/bench_server.py

@@ -21,6 +21,7 @@ from .client.errors import (
     EnvTimeoutError,
     ServerError,
 )
+from .providers import DockerProvider, LocalProcessProvider, ProviderError
 from .roles import ROLE_SPEC_VERSION, Role
 from .server import BackgroundServer, EnvError, Environment, ServerLimits, create_app, serve
 from .tokenizer_identity import segment_tokens, tokenizer_fingerprint, tokenizer_identity
@@ -50,7 +51,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ROLE_SPEC_VERSION", "Action", "ActionValidationError", "AsyncEnvClient", "BackgroundServer",
-    "CapacityReachedError", "ChatMessage", "ConnectionLostError", "EnvClient", "EnvClientError", "EnvError",
+    "CapacityReachedError", "ChatMessage", "ConnectionLostError", "DockerProvider", "EnvClient", "EnvClientError",
+    "EnvError", "LocalProcessProvider", "ProviderError",
     "EnvTimeoutError", "Environment", "ErrorCode", "Observation", "ObservationRecord", "ObservationTokens",
     "PlainTextRule", "PolicyStep", "Role", "Segment", "ServerError", "ServerLimits", "State", "StepRecord",
     "StepResult", "TokenizerIdentity", "Trajectory", "TrajectoryWriter", "context", "create_app", "env_output",

@@ -146,6 +146,24 @@ def show(
                    observation_role=observation_role, console=console)
 
 
+@app.command("validate-runtime")
+def validate_runtime(
+    env: str = typer.Argument(..., help="Environment name (echo, terminal, sql)."),
+    base_image: Optional[str] = typer.Option(None, help="Base image for the build (default: the Dockerfile's)."),
+) -> None:
+    """Build ENV's image and run OpenEnv's runtime graders on it with OpenEnv's hardened launcher (needs Docker)."""
+    from .providers.validation import validate_runtime as run_validation
+
+    report = run_validation(env, base_image=base_image)
+    failed = False
+    for r in report.results:
+        status = str(getattr(r.status, "value", r.status)).lower()
+        failed |= status in ("fail", "error")
+        style = {"pass": "green", "fail": "red", "error": "red"}.get(status, "yellow")
+        console.print(f"[{style}]{status.upper():5s}[/] {r.check_id}  {r.evidence or ''}")
+    raise typer.Exit(1 if failed else 0)
+
+
 def main() -> None:
     app()
 
