@@ -33,6 +33,23 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
+def _bench_seed(seed: int, rows: dict[str, dict[str, list[float]]]) -> None:
+    echo = EchoEnvironment()
+    rows["echo"]["reset"].append(_timed(lambda: echo.reset(seed=seed, max_steps=100)))
+    msgs = ["hello", "world models", "learn what tools say back"]
+    rows["echo"]["step"] += [_timed(lambda m=m: echo.step(EchoAction(message=m))) for m in msgs]
+    term = TerminalEnvironment()
+    rows["terminal"]["reset"].append(_timed(lambda: term.reset(seed=seed, incident="disk_full", max_steps=100)))
+    rows["terminal"]["step"] += [_timed(lambda a=a: term.step(TerminalAction(**a)))
+                                 for a in expert_commands(seed, "disk_full")[:-1]]
+    rows["terminal"]["worst"] += [_timed(lambda c=c: term.step(TerminalAction(command=c))) for c in WORST_TERMINAL]
+    sql = SqlEnvironment()
+    rows["sql"]["reset"].append(_timed(lambda: sql.reset(seed=seed, max_steps=100)))
+    rows["sql"]["step"] += [_timed(lambda a=a: sql.step(SqlAction(**a))) for a in expert_actions(seed)[:-1]]
+    rows["sql"]["worst"] += [_timed(lambda q=q: sql.step(SqlAction(query=q))) for q in WORST_SQL]
+    sql.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
@@ -40,20 +57,7 @@ def main() -> None:
     rows: dict[str, dict[str, list[float]]] = {k: {"reset": [], "step": [], "worst": []}
                                                for k in ("echo", "terminal", "sql")}
     for seed in tqdm(range(args.seeds), desc="seeds"):
-        echo = EchoEnvironment()
-        rows["echo"]["reset"].append(_timed(lambda: echo.reset(seed=seed, max_steps=100)))
-        msgs = ["hello", "world models", "learn what tools say back"]
-        rows["echo"]["step"] += [_timed(lambda m=m: echo.step(EchoAction(message=m))) for m in msgs]
-        term = TerminalEnvironment()
-        rows["terminal"]["reset"].append(_timed(lambda: term.reset(seed=seed, incident="disk_full", max_steps=100)))
-        rows["terminal"]["step"] += [_timed(lambda a=a: term.step(TerminalAction(**a)))
-                                     for a in expert_commands(seed, "disk_full")[:-1]]
-        rows["terminal"]["worst"] += [_timed(lambda c=c: term.step(TerminalAction(command=c))) for c in WORST_TERMINAL]
-        sql = SqlEnvironment()
-        rows["sql"]["reset"].append(_timed(lambda: sql.reset(seed=seed, max_steps=100)))
-        rows["sql"]["step"] += [_timed(lambda a=a: sql.step(SqlAction(**a))) for a in expert_actions(seed)[:-1]]
-        rows["sql"]["worst"] += [_timed(lambda q=q: sql.step(SqlAction(query=q))) for q in WORST_SQL]
-        sql.close()
+        _bench_seed(seed, rows)
     base = statistics.median(rows["echo"]["step"])
     print(f"\n{'env':<9} {'reset ms':>9} {'step ms':>9} {'step/echo':>10} {'worst ms':>9} {'max worst ms':>13}")
     for env, r in rows.items():

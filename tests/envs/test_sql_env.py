@@ -152,13 +152,15 @@ def test_answer_normalization():
     assert not check(t_text, t_text.answer + "x")
 
 
-def test_action_needs_exactly_one_field():
-    with pytest.raises(ValueError):
-        SqlAction()
-    with pytest.raises(ValueError):
-        SqlAction(query="SELECT 1", answer="1")
+def test_action_needs_exactly_one_field(env):
+    for action in (SqlAction(), SqlAction(query="SELECT 1", answer="1")):
+        obs = env.step(action)
+        assert [s.role for s in obs.segments] == [Role.WARNING] and "exactly one of" in obs.text
+        assert obs.error and not obs.done and obs.reward == 0.0
     with pytest.raises(ValueError):
         SqlAction(query="SELECT 1", extra="x")
+    with pytest.raises(ValueError):
+        SqlAction(query=["SELECT 1"])
 
 
 def test_reset_options_are_validated():

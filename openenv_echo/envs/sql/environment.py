@@ -24,7 +24,7 @@ from ...wire import ErrorCode, Segment, context, env_output, warning
 from .database import generate_database, schema_summary
 from .formatting import MAX_CELL, footer, long_cells, table_lines
 from .guard import Guard, GuardLimits, Refusal
-from .models import SqlAction, SqlObservation
+from .models import MaxSteps, SqlAction, SqlObservation, TemplateName
 from .tasks import TEMPLATE_NAMES, Task, check, make_task
 
 DEFAULT_MAX_STEPS = 20
@@ -60,7 +60,7 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         self.seed: int | None = None
         self.max_steps = DEFAULT_MAX_STEPS
 
-    def _reset(self, seed: int | None, template: str | None = None, max_steps: int = DEFAULT_MAX_STEPS
+    def _reset(self, seed: int | None, template: TemplateName | None = None, max_steps: MaxSteps = DEFAULT_MAX_STEPS
                ) -> SqlObservation:
         if template is not None and template not in TEMPLATE_NAMES:
             raise EnvError(f"unknown task template {template!r}; known: {', '.join(TEMPLATE_NAMES)}",
@@ -87,7 +87,11 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         done, reward = False, 0.0
         metadata: dict[str, Any] = {}
         text = action.answer if action.answer is not None else action.query or ""
-        if not _valid_text(text):
+        if (action.query is None) == (action.answer is None):
+            segments = [warning("[harness: send exactly one of {\"query\": \"SELECT ...\"} or {\"answer\": "
+                                "\"...\"}]\n")]
+            fields["error"] = True
+        elif not _valid_text(text):
             segments = [warning(f"{'answer' if action.answer is not None else 'sqlite'}> {_clip(text)}\n"),
                         warning("[harness: rejected: the text is not valid Unicode (lone surrogate)]\n")]
             fields["error"] = True

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field
 
 from ...wire import Action, Observation
+from .tasks import TEMPLATE_NAMES
+
+TemplateName = Literal["orders_by_country_year", "revenue_by_category_year", "top_product_units",
+                       "top_employee_status", "customers_without_orders", "avg_order_value", "manager_of",
+                       "cancel_rate", "city_most_customers", "distinct_products_of_customer", "slow_shipments",
+                       "supplier_top_revenue"]
+"""Reset option ``template``: force the question template (published as an enum in the OpenAPI reset schema)."""
+assert get_args(TemplateName) == TEMPLATE_NAMES
+
+MaxSteps = Annotated[int, Field(ge=1, le=1000, description="Steps before the episode ends without an answer.")]
 
 
 class SqlAction(Action):
-    """Either a read-only SQL query or the final answer (exactly one of the two)."""
+    """Either a read-only SQL query or the final answer. Give exactly one: an action with both or neither is
+    answered with a harness format warning (a step, not an error), like any other malformed agent input."""
 
     query: str | None = Field(
         default=None, max_length=65536,
@@ -19,12 +32,6 @@ class SqlAction(Action):
         default=None, max_length=4096,
         description="The final answer to the question (a number or a name, as the question asks); ends the episode.",
     )
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> SqlAction:
-        if (self.query is None) == (self.answer is None):
-            raise ValueError("give exactly one of 'query' or 'answer'")
-        return self
 
 
 class SqlObservation(Observation):

@@ -22,7 +22,7 @@ from ...server.environment import EnvError, Environment
 from ...wire import ErrorCode, Segment, context, env_output, warning
 from .machine import INCIDENT_KINDS, generate_machine
 from .model import Machine
-from .models import TerminalAction, TerminalObservation
+from .models import IncidentKind, MaxSteps, TerminalAction, TerminalObservation
 from .shell import MAX_COMMAND_CHARS, Shell
 from .tasks import login_banner, parse_submit, task_text, verify
 
@@ -49,7 +49,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
         self.seed: int | None = None
         self.max_steps = DEFAULT_MAX_STEPS
 
-    def _reset(self, seed: int | None, incident: str | None = None, max_steps: int = DEFAULT_MAX_STEPS
+    def _reset(self, seed: int | None, incident: IncidentKind | None = None, max_steps: MaxSteps = DEFAULT_MAX_STEPS
                ) -> TerminalObservation:
         if incident is not None and incident not in INCIDENT_KINDS:
             raise EnvError(f"unknown incident kind {incident!r}; known: {', '.join(INCIDENT_KINDS)}",
