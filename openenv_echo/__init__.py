@@ -49,6 +49,33 @@ from .wire import (
 
 __version__ = "0.1.0"
 
+# torch-backed names, imported on first use so that the server side never needs torch
+_LAZY = {
+    "EchoConfig": "openenv_echo.objective",
+    "EchoBatch": "openenv_echo.objective",
+    "echo_loss": "openenv_echo.objective",
+    "group_advantages": "openenv_echo.objective",
+    "Denominators": "openenv_echo.objective",
+    "TitoBuilder": "openenv_echo.tokenize",
+    "TokenizedTrajectory": "openenv_echo.tokenize",
+    "tokenize_trajectory": "openenv_echo.tokenize",
+    "tokenize_offline": "openenv_echo.tokenize",
+    "collate": "openenv_echo.tokenize",
+    "build_tokenizer": "openenv_echo.tokenize",
+    "load_tokenizer": "openenv_echo.tokenize",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openenv_echo' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
 __all__ = [
     "ROLE_SPEC_VERSION", "Action", "ActionValidationError", "AsyncEnvClient", "BackgroundServer",
     "CapacityReachedError", "ChatMessage", "ConnectionLostError", "DockerProvider", "EnvClient", "EnvClientError",
@@ -57,5 +84,5 @@ __all__ = [
     "PlainTextRule", "PolicyStep", "Role", "Segment", "ServerError", "ServerLimits", "State", "StepRecord",
     "StepResult", "TokenizerIdentity", "Trajectory", "TrajectoryWriter", "context", "create_app", "env_output",
     "iter_trajectories", "read_trajectories", "run_episode", "run_episodes", "segment_tokens", "serve",
-    "tokenizer_fingerprint", "tokenizer_identity", "warning",
+    "tokenizer_fingerprint", "tokenizer_identity", "warning", *_LAZY,
 ]
