@@ -31,6 +31,7 @@ import torch
 from trl import GRPOTrainer
 
 from ..objective import (
+    METRIC_KEYS,
     EchoBatch,
     connected_zero,
     EchoConfig,
@@ -60,23 +61,11 @@ _WORLD_TOKENS_KEY = "echo_world_tokens"
 _WORLD_SEQS_KEY = "echo_world_sequences"
 _REQUIRED_HOOKS = ("_get_per_token_logps_and_entropies", "_compute_loss", "_generate_and_score_completions")
 _LOGIT_SCALING_ATTRS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
-_LOGGED_KEYS = (
-    "echo/world_loss",
-    "echo/world_loss_unscaled",
-    "echo/world_model_coeff",
-    "echo/env_ce_per_token",
-    "echo/ce_per_token/env_output",
-    "echo/ce_per_token/warning",
-    "echo/ce_per_token/context",
-    "echo/world_policy_loss_ratio",
-    "echo/tokens/context",
-    "echo/tokens/action",
-    "echo/tokens/env_output",
-    "echo/tokens/warning",
-    "echo/tokens/selected",
-    "echo/rollouts/total",
-    "echo/rollouts/env_kept",
-)
+_NOT_LOGGED = frozenset({  # TRL logs its own policy loss, clipping and KL
+    "echo/loss", "echo/policy_loss", "echo/tokens/policy", "echo/rollouts/verifier_free",
+    "policy/clip_fraction", "policy/ratio_mean", "policy/kl",
+})
+_LOGGED_KEYS = tuple(k for k in METRIC_KEYS if k not in _NOT_LOGGED)
 """Metric keys this trainer logs every step (identical with and without env tokens)."""
 
 
