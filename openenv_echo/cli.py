@@ -164,6 +164,15 @@ def validate_runtime(
     raise typer.Exit(1 if failed else 0)
 
 
+def _register_demo() -> None:
+    from .demo.cli import demo  # light: the demo imports torch only when it runs
+
+    app.command("demo")(demo)
+
+
+_register_demo()
+
+
 def main() -> None:
     app()
 
