@@ -20,9 +20,9 @@ def demo(
                                 "process (built from envs/terminal_env/server/Dockerfile)."),
     seed: int = typer.Option(0, "--seed", help="Seed of weights, data order and sampling."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads [2]."),
-    rl_steps: Optional[int] = typer.Option(None, "--rl-steps", help="RL steps per arm [full 12 / quick 2]."),
-    sft_steps: Optional[int] = typer.Option(None, "--sft-steps", help="Warm-start steps [full 40 / quick 6]."),
-    world_model_coeff: Optional[float] = typer.Option(None, "--lambda", help="λ of the ECHO arms [1.0]."),
+    rl_steps: Optional[int] = typer.Option(None, "--rl-steps", help="RL steps per arm [full 15 / quick 2]."),
+    sft_steps: Optional[int] = typer.Option(None, "--sft-steps", help="Warm-start steps [full 36 / quick 6]."),
+    world_model_coeff: Optional[float] = typer.Option(None, "--lambda", help="λ of the ECHO arms [0.1]."),
     arms: Optional[str] = typer.Option(None, "--arms", help=f"Comma-separated subset of {','.join(ARMS)}."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:

@@ -72,29 +72,29 @@ class DemoConfig:
     # splits
     n_train: int = 320
     n_val: int = 16
-    n_test: int = 24
+    n_test: int = 32
 
     # episodes
     max_env_steps: int = 8  # reset option of the terminal env: the episode ends unanswered after this many steps
-    max_context: int = 3072  # tokens; a rollout whose prompt would exceed this ends (reward 0)
+    max_context: int = 3072  # tokens; a rollout longer than this ends (reward 0) and is trained on its first part
     max_action_tokens: int = 40
     vocab_size: int = 4096
 
     # warm start (SFT on the expert's action tokens only)
-    sft_steps: int = 40
+    sft_steps: int = 36
     sft_batch: int = 8
-    sft_lr: float = 2e-3
+    sft_lr: float = 3e-3
     sft_warmup: int = 5
 
     # RL (all arms)
-    rl_steps: int = 12
+    rl_steps: int = 15
     rl_prompts: int = 2  # distinct training machines per step
     rl_group: int = 4  # policy samples per machine (the GRPO group)
-    rl_lr: float = 3e-4
+    rl_lr: float = 5e-4
     temperature: float = 1.0
-    world_model_coeff: float = 1.0  # λ of the ECHO arms
+    world_model_coeff: float = 0.1  # λ of the ECHO arms
     advantage: str = "grpo"
-    eval_every: int = 4
+    eval_every: int = 5
     micro_batch: int = 4
 
     arms: tuple[str, ...] = ARMS
@@ -108,8 +108,8 @@ class DemoConfig:
         elif mode == "quick":
             cfg = cls(
                 mode="quick", n_train=32, n_val=2, n_test=4, max_env_steps=4, max_context=2048,
-                max_action_tokens=24, sft_steps=6, sft_batch=4, sft_lr=3e-3, sft_warmup=2, rl_steps=2,
-                rl_prompts=1, rl_group=3, rl_lr=1e-3, eval_every=2,
+                max_action_tokens=24, sft_steps=6, sft_batch=4, sft_warmup=2, rl_steps=2, rl_prompts=1,
+                rl_group=3, rl_lr=1e-3, eval_every=2,
             )
         else:
             raise ValueError(f"mode must be 'quick' or 'full', not {mode!r}")

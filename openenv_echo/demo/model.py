@@ -36,8 +36,10 @@ class LlamaSize:
 
 
 SIZES: dict[str, LlamaSize] = {
-    "tiny": LlamaSize(hidden=256, layers=4, heads=4, ffn=688),
-    "small": LlamaSize(hidden=384, layers=6, heads=6, ffn=1024),
+    # 2 layers (the minimum for induction/copy heads): on this 2-core CPU it learned the expert's actions faster
+    # per wall-clock second *and* per step than 4 layers at d=192 or d=256 (README, "model size")
+    "tiny": LlamaSize(hidden=256, layers=2, heads=4, ffn=688),
+    "small": LlamaSize(hidden=256, layers=4, heads=4, ffn=688),
 }
 
 

@@ -183,6 +183,8 @@ class PolicyRunner:
             raise AssertionError("token-in-token-out violated: the ids fed to the sampler differ from the "
                                  "assembled sequence")
         seq = e.builder.finish(reward=e.reward)
+        if len(seq) > self.max_context:  # the last observation overflowed: train on the first max_context tokens
+            seq = seq.truncate(self.max_context)
         assert e.client.trajectory is not None
         return RolloutResult(seed=e.seed, sequence=seq, trajectory=e.client.trajectory.model_copy(deep=True),
                              reward=e.reward, end=e.end or "step_limit", turns=e.turns, submitted=e.submitted)

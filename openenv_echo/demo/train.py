@@ -136,9 +136,10 @@ def rl_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sequences: list[
         sums["world"] += float(out.world_loss.detach())
         sums["nll"] += float(m["echo/ce_per_token/env_output"]) * n_env
         sums["n_env"] += n_env
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
     opt.step()
     return {
+        "grad_norm": grad_norm,
         "policy_loss": sums["policy"],
         "world_loss": sums["world"],
         "env_ce": sums["nll"] / max(sums["n_env"], 1.0),
