@@ -11,6 +11,8 @@ import typer
 
 from .config import ARMS, MODEL_KINDS, DemoConfig
 
+_FULL, _QUICK = DemoConfig.preset("full"), DemoConfig.preset("quick")
+
 
 def demo(
     quick: bool = typer.Option(False, "--quick", help="CI mode: tiny budget, well under 2 min on 2 cores."),
@@ -20,15 +22,18 @@ def demo(
                                 "process (built from envs/terminal_env/server/Dockerfile)."),
     seed: int = typer.Option(0, "--seed", help="Seed of weights, data order and sampling."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch threads [2]."),
-    rl_steps: Optional[int] = typer.Option(None, "--rl-steps", help="RL steps per arm [full 15 / quick 2]."),
-    sft_steps: Optional[int] = typer.Option(None, "--sft-steps", help="Warm-start steps [full 36 / quick 6]."),
-    world_model_coeff: Optional[float] = typer.Option(None, "--lambda", help="λ of the ECHO arms [0.1]."),
+    rl_steps: Optional[int] = typer.Option(
+        None, "--rl-steps", help=f"RL steps per arm [full {_FULL.rl_steps} / quick {_QUICK.rl_steps}]."),
+    sft_steps: Optional[int] = typer.Option(
+        None, "--sft-steps", help=f"Warm-start steps [full {_FULL.sft_steps} / quick {_QUICK.sft_steps}]."),
+    world_model_coeff: Optional[float] = typer.Option(
+        None, "--lambda", help=f"λ of the ECHO arms [{_FULL.world_model_coeff:g}]."),
     arms: Optional[str] = typer.Option(None, "--arms", help=f"Comma-separated subset of {','.join(ARMS)}."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:
     """CPU reference demo: a small LM trained on real terminal-env rollouts; GRPO vs GRPO+ECHO vs verifier-free
     ECHO; held-out env CE and success; writes OUT/report.json and OUT/echo_world_model.png."""
-    from .run import run_demo
+    from .run import run_demo, summary_markdown
 
     overrides = {
         "out": out, "model": model, "docker": docker, "seed": seed, "threads": threads, "rl_steps": rl_steps,
@@ -43,6 +48,7 @@ def demo(
     report = run_demo(cfg, command=" ".join(["openenv-echo", "demo", *argv]))
     rows = report["summary"]
     typer.echo(json.dumps({"out": str(out), "wall_time_s": report["timings_s"]["total"], "summary": rows}, indent=1))
+    typer.echo(summary_markdown(report))
 
 
 def main() -> None:

@@ -21,7 +21,9 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     fig, ax = plt.subplots(2, 3, figsize=(13.5, 7.2))
     arms: dict[str, Any] = report["arms"]
     for arm, data in arms.items():
-        kw = {"color": COLORS.get(arm), "label": ARM_LABELS.get(arm, arm)}
+        # dashed: with no reward variance, verifier-free ECHO and GRPO + ECHO take identical steps and overlap
+        kw = {"color": COLORS.get(arm), "label": ARM_LABELS.get(arm, arm),
+              "linestyle": "--" if arm == "verifier_free" else "-"}
         ev = data["evals"]
         steps = [e["step"] for e in ev]
         ax[0, 0].plot(steps, [e["test"]["env_ce"]["nats_per_token"] for e in ev], marker="o", **kw)

@@ -225,7 +225,7 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                     results = runner.run(model, batch_seeds, temperature=cfg.temperature, generator=gen)
                     stats = rl_step(model, opt, [r.sequence for r in results], [r.reward for r in results],
                                     cfg.rl_group, objective, tok, micro_batch=cfg.micro_batch, step=step - 1,
-                                    advantage=cfg.advantage)
+                                    temperature=cfg.temperature, advantage=cfg.advantage)
                     out_stats = outcome_stats(results)
                     train_log.append({"step": step, "seeds": schedule[step - 1], "reward_mean": out_stats["mean_reward"],
                                       **{k: v for k, v in out_stats.items() if k != "mean_reward"}, **stats})
@@ -258,6 +258,7 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     clock.lap("plots_and_report")
     report["timings_s"] = {**clock.phases, "total": clock.total()}
     (out / "report.json").write_text(json.dumps(report, indent=1))
+    (out / "summary.md").write_text(summary_markdown(report))
     return report
 
 
@@ -284,3 +285,22 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "selected_test_mean_reward": sel["test"]["policy"]["mean_reward"],
         })
     return rows
+
+
+def summary_markdown(report: dict[str, Any]) -> str:
+    """The summary as a Markdown table (held-out test seeds), as pasted into the example's README."""
+    t = report["timings_s"]
+    lines = [
+        "| arm | env CE nats/token, start → final | nats/byte, final | success, start → final | "
+        "mean reward, start → final | checkpoint chosen on validation: step, test env CE, test success |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in report["summary"]:
+        lines.append(
+            f"| {r['label']} | {r['test_env_ce_start']:.3f} → {r['test_env_ce_final']:.3f} | "
+            f"{r['test_env_ce_per_byte_final']:.3f} | {r['test_success_start']:.3f} → {r['test_success_final']:.3f} | "
+            f"{r['test_mean_reward_start']:.3f} → {r['test_mean_reward_final']:.3f} | "
+            f"{r['selected_step']}, {r['selected_test_env_ce']:.3f}, {r['selected_test_success']:.3f} |")
+    phases = ", ".join(f"{k} {v:.0f} s" for k, v in t.items() if k != "total")
+    lines += ["", f"`{report['command']}`: wall time {t['total']:.0f} s ({phases})."]
+    return "\n".join(lines) + "\n"

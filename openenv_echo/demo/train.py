@@ -32,11 +32,16 @@ from ..roles import Role
 from ..tokenize import TokenizedTrajectory, collate
 
 
-def forward_logps(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """(B, T) log-probs of ``batch['input_ids']`` in the shared target alignment."""
+def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B, T, V) logits of a collated batch (its own position ids, no KV cache)."""
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                 position_ids=batch["position_ids"], use_cache=False)
-    return token_logps(out.logits, batch["input_ids"])
+    return out.logits
+
+
+def forward_logps(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B, T) log-probs of ``batch['input_ids']`` in the shared target alignment (temperature 1)."""
+    return token_logps(forward_logits(model, batch), batch["input_ids"])
 
 
 def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
@@ -88,7 +93,7 @@ def warm_start(model: torch.nn.Module, sequences: list[TokenizedTrajectory], tok
             rng.shuffle(fresh)
             order.extend(fresh)
         idx, order = order[:batch_size], order[batch_size:]
-        rows = [sequences[i] for i in idx]
+        rows = sorted((sequences[i] for i in idx), key=len)  # length-sorted micro batches pad less
         n_action = sum(int((r.role_ids[1:] == Role.ACTION.code).sum()) for r in rows)
         opt.zero_grad(set_to_none=True)
         total = 0.0
@@ -112,8 +117,13 @@ def warm_start(model: torch.nn.Module, sequences: list[TokenizedTrajectory], tok
 # -- RL ---------------------------------------------------------------------------------------------------
 def rl_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sequences: list[TokenizedTrajectory],
             rewards: list[float], group_size: int, cfg: EchoConfig, tokenizer: Any, *, micro_batch: int,
-            step: int, advantage: str = "grpo") -> dict[str, float]:
-    """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples)."""
+            step: int, temperature: float = 1.0, advantage: str = "grpo") -> dict[str, float]:
+    """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
+
+    The policy term uses the log-probs of the distribution that sampled (logits / ``temperature``); the world term
+    scores observations with the model's own T = 1 distribution (``env_temperature="one"``), both from
+    the same logits of one forward pass.
+    """
     r = torch.tensor(rewards, dtype=torch.float32)
     adv = None if cfg.verifier_free else group_advantages(r, group_size, advantage)  # type: ignore[arg-type]
     full = collate(sequences, tokenizer=tokenizer)
@@ -127,8 +137,10 @@ def rl_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sequences: list[
         b = collate(sequences[rows], tokenizer=tokenizer)
         eb = EchoBatch(role_ids=b["role_ids"], advantages=None if adv is None else adv[rows],
                        obs_count=b["obs_count"])
-        lp = forward_logps(model, b)
-        out = echo_loss(lp, eb, cfg, step=step, denominators=dens)
+        logits = forward_logits(model, b)
+        lp = token_logps(logits, b["input_ids"], temperature)
+        lp_env = token_logps(logits, b["input_ids"]) if temperature != 1.0 else None
+        out = echo_loss(lp, eb, cfg, step=step, denominators=dens, env_logps=lp_env)
         out.loss.backward()
         m = out.metrics
         n_env = float(m["echo/tokens/selected"])  # env_output targets (selected even when λ = 0: metrics only)
@@ -137,9 +149,14 @@ def rl_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sequences: list[
         sums["nll"] += float(m["echo/ce_per_token/env_output"]) * n_env
         sums["n_env"] += n_env
     grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
-    opt.step()
+    # A batch with no reward variance and λ = 0 has an exactly zero gradient; AdamW would still move the weights on
+    # its stale momentum (on a tiny model, enough to wreck the policy), so such a step is skipped and logged.
+    skipped = grad_norm == 0.0
+    if not skipped:
+        opt.step()
     return {
         "grad_norm": grad_norm,
+        "skipped": float(skipped),
         "policy_loss": sums["policy"],
         "world_loss": sums["world"],
         "env_ce": sums["nll"] / max(sums["n_env"], 1.0),

@@ -47,6 +47,10 @@ def test_quick_mode_writes_report_and_plot(quick_report: tuple[dict[str, Any], P
     for phase in ("server_start", "expert_episodes", "warm_start", "rl_grpo", "rl_grpo_echo", "rl_verifier_free",
                   "total"):
         assert timings[phase] >= 0, phase
+    table = (out / "summary.md").read_text()
+    for row in on_disk["summary"]:
+        assert f"| {row['label']} | {row['test_env_ce_start']:.3f} → {row['test_env_ce_final']:.3f} |" in table
+    assert "wall time" in table
     png = out / on_disk["plots"][0]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
@@ -116,6 +120,44 @@ def test_cached_greedy_sampling_matches_full_forward_and_tito() -> None:
         assert sampled == ids[pos].tolist()
         assert r.turns == len(r.trajectory.steps) == 3
     assert results[0].sequence.input_ids.tolist() == results[1].sequence.input_ids.tolist()  # greedy, same seed
+
+
+def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
+    """With no reward variance and λ = 0 the gradient is exactly zero: the step must leave the weights untouched even
+    though AdamW has momentum from an earlier step; a reward difference, or λ > 0, must move them."""
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.rollout import PolicyRunner, env_server
+    from openenv_echo.demo.train import arm_config, rl_step
+    from openenv_echo.tokenize import build_tokenizer
+
+    tok = build_tokenizer("qwen")
+    model = build_scratch_model("tiny", tok, max_positions=2048, seed=0)
+    with env_server() as (url, _):
+        runner = PolicyRunner(url, tok, max_env_steps=2, max_context=2048, max_action_tokens=6)
+        try:
+            results = runner.run(model, [21, 21], temperature=1.0, generator=torch.Generator().manual_seed(0))
+        finally:
+            runner.close()
+    seqs = [r.sequence for r in results]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def weights() -> torch.Tensor:
+        return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+    def step(rewards: list[float], arm: str) -> dict[str, float]:
+        return rl_step(model, opt, seqs, rewards, 2, arm_config(arm, 0.1), tok, micro_batch=2, step=0)
+
+    w0 = weights()
+    moved = step([1.0, 0.0], "grpo")  # a reward difference: a real update (and Adam momentum from now on)
+    assert moved["skipped"] == 0.0 and moved["grad_norm"] > 0
+    w1 = weights()
+    assert not torch.equal(w0, w1)
+    flat = step([0.5, 0.5], "grpo")  # no variance, λ = 0: nothing to learn, the weights must not move
+    assert flat["skipped"] == 1.0 and flat["grad_norm"] == 0.0 and flat["world_loss"] == 0.0
+    assert torch.equal(weights(), w1)
+    echo = step([0.5, 0.5], "grpo_echo")  # same rewards, λ > 0: the world term still trains
+    assert echo["skipped"] == 0.0 and echo["world_loss"] > 0
+    assert not torch.equal(weights(), w1)
 
 
 # -- pieces ------------------------------------------------------------------------------------------------
