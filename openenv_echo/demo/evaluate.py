@@ -6,7 +6,9 @@
   tokenizers of different models compare. The set is the same at every evaluation and for every arm.
 * **success**: greedy policy rollouts on held-out seeds through the env server: share of episodes with reward 1
   (right incident kind *and* service), mean reward (0.5 for the right kind only), share that submitted an answer.
-* **novelty**: how much of the held-out observation text was ever seen verbatim in training observations.
+* **novelty**: how much of the held-out observation text was ever seen verbatim in training observations; env CE
+  is also reported on the target tokens of *novel* lines only (lines that never occur in a training observation),
+  the part of a held-out observation that no amount of memorisation predicts.
 """
 
 from __future__ import annotations
@@ -31,43 +33,95 @@ def env_texts(traj: Trajectory) -> list[str]:
     return [s.text for st in traj.steps for s in st.observation.segments if s.role is Role.ENV_OUTPUT and s.text]
 
 
+def training_lines(train: list[Trajectory]) -> set[str]:
+    """Every stripped, non-empty line of the training episodes' env_output text."""
+    return {line.strip() for t in train for x in env_texts(t) for line in x.splitlines() if line.strip()}
+
+
 @dataclass
 class CeSet:
-    """A fixed set of teacher-forced episodes for env CE."""
+    """A fixed set of teacher-forced episodes for env CE; ``novel`` marks, per sequence, the env targets that lie
+    on a line never seen in training."""
 
     name: str
     seeds: list[int]
     sequences: list[TokenizedTrajectory]
+    novel: list[torch.Tensor]
     env_bytes: int
     env_tokens: int
+    novel_tokens: int
 
 
-def build_ce_set(name: str, seeds: list[int], trajectories: list[Trajectory], tokenizer: Any) -> CeSet:
+def novel_target_mask(seq: TokenizedTrajectory, traj: Trajectory, tokenizer: Any, seen: set[str]) -> torch.Tensor:
+    """(len(seq),) bool: env-CE targets whose first non-newline character lies on a line not in ``seen``.
+
+    The targets decode, in order, to exactly the concatenated env_output bodies (checked), so each target token maps
+    to a character span and thus to a line. Tokens that split a multi-byte character are decoded as one group and
+    share its span; blank lines count as seen."""
+    b = collate([seq], tokenizer=tokenizer)
+    pos = torch.nonzero(select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected[0]).flatten().tolist()
+    text = "".join(env_texts(traj))
+    novel_char: list[bool] = []
+    for body in env_texts(traj):
+        for line in body.splitlines(keepends=True):
+            novel_char.extend([bool(line.strip()) and line.strip() not in seen] * len(line))
+    out = torch.zeros(len(seq), dtype=torch.bool)
+    at = 0
+    group: list[int] = []
+    for p in pos:
+        group.append(p)
+        piece = tokenizer.decode([int(seq.input_ids[q]) for q in group])
+        if not text.startswith(piece, at):
+            if "\ufffd" in piece:  # part of a multi-byte character: decode with the next token
+                continue
+            raise AssertionError("env-CE targets do not decode to the env_output bodies; cannot map tokens to lines")
+        first = next((i for i, ch in enumerate(piece) if ch != "\n"), 0)
+        for q in group:
+            out[q] = bool(piece) and novel_char[at + first]
+        at += len(piece)
+        group = []
+    if group or at != len(text):
+        raise AssertionError("env-CE targets do not decode to the env_output bodies; cannot map tokens to lines")
+    return out
+
+
+def build_ce_set(name: str, seeds: list[int], trajectories: list[Trajectory], tokenizer: Any,
+                 seen_lines: set[str]) -> CeSet:
     seqs = [tokenize_trajectory(t, tokenizer) for t in trajectories]
+    novel = [novel_target_mask(s, t, tokenizer, seen_lines) for s, t in zip(seqs, trajectories, strict=True)]
     n_bytes = sum(len(x.encode("utf-8")) for t in trajectories for x in env_texts(t))
     b = collate(seqs, tokenizer=tokenizer)
     n_tok = int(select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected.sum())
-    return CeSet(name, list(seeds), seqs, n_bytes, n_tok)
+    return CeSet(name, list(seeds), seqs, novel, n_bytes, n_tok, int(sum(int(m.sum()) for m in novel)))
 
 
 @torch.no_grad()
 def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int = 4) -> dict[str, float]:
-    """Mean CE over the set's env targets: ``nats_per_token`` and ``nats_per_byte`` (total nats / target bytes)."""
+    """Mean CE over the set's env targets: ``nats_per_token``, ``nats_per_byte`` (total nats / target bytes), and
+    ``novel_nats_per_token`` over the targets on lines never seen in training."""
     was = model.training
     model.eval()
-    nats = 0.0
-    count = 0
+    nats = novel_nats = 0.0
+    count = novel_count = 0
     for lo in range(0, len(ce.sequences), micro_batch):
         b = collate(ce.sequences[lo:lo + micro_batch], tokenizer=tokenizer)
         lp = forward_logps(model, b)
         sel = select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected
-        nats += float(-torch.where(sel, lp, torch.zeros((), dtype=lp.dtype)).sum())
+        novel = torch.zeros_like(sel)
+        for i, m in enumerate(ce.novel[lo:lo + micro_batch]):
+            novel[i, :len(m)] = m
+        zero = torch.zeros((), dtype=lp.dtype)
+        nats += float(-torch.where(sel, lp, zero).sum())
+        novel_nats += float(-torch.where(sel & novel, lp, zero).sum())
         count += int(sel.sum())
+        novel_count += int((sel & novel).sum())
     model.train(was)
-    if count != ce.env_tokens:
-        raise AssertionError(f"env-CE set {ce.name}: {count} targets scored, {ce.env_tokens} expected")
+    if count != ce.env_tokens or novel_count != ce.novel_tokens:
+        raise AssertionError(f"env-CE set {ce.name}: {count}/{novel_count} targets scored, "
+                             f"{ce.env_tokens}/{ce.novel_tokens} expected")
     return {"nats_per_token": nats / max(count, 1), "nats_per_byte": nats / max(ce.env_bytes, 1),
-            "tokens": float(count), "bytes": float(ce.env_bytes)}
+            "novel_nats_per_token": novel_nats / max(novel_count, 1),
+            "tokens": float(count), "bytes": float(ce.env_bytes), "novel_tokens": float(novel_count)}
 
 
 def outcome_stats(results: list[RolloutResult]) -> dict[str, float]:
@@ -99,12 +153,8 @@ def verbatim_overlap(train: list[Trajectory], held_out: list[Trajectory]) -> dic
     The reference demo this replaces had most held-out lines in its training data; here the held-out machines are
     new worlds, so only boilerplate lines (headers, fixed messages) repeat.
     """
-    seen_lines: set[str] = set()
-    seen_obs: set[str] = set()
-    for t in train:
-        for x in env_texts(t):
-            seen_obs.add(x)
-            seen_lines.update(line.strip() for line in x.splitlines() if line.strip())
+    seen_lines = training_lines(train)
+    seen_obs = {x for t in train for x in env_texts(t)}
     lines = [line.strip() for t in held_out for x in env_texts(t) for line in x.splitlines() if line.strip()]
     obs = [x for t in held_out for x in env_texts(t)]
     return {

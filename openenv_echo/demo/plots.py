@@ -27,6 +27,8 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
         ev = data["evals"]
         steps = [e["step"] for e in ev]
         ax[0, 0].plot(steps, [e["test"]["env_ce"]["nats_per_token"] for e in ev], marker="o", **kw)
+        ax[0, 0].plot(steps, [e["test"]["env_ce"]["novel_nats_per_token"] for e in ev], marker=".", alpha=0.5,
+                      color=kw["color"], linestyle=":")
         ax[0, 1].plot(steps, [e["test"]["policy"]["success"] for e in ev], marker="o", **kw)
         ax[0, 2].plot(steps, [e["test"]["policy"]["mean_reward"] for e in ev], marker="o", **kw)
         tr = data["train"]
@@ -55,7 +57,8 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
         a.tick_params(labelsize=8)
     for a in (ax[0, 1], ax[0, 2]):
         a.set_ylim(-0.03, 1.03)
-    ax[0, 0].legend(fontsize=8, title="open circle: checkpoint chosen on validation", title_fontsize=7)
+    ax[0, 0].legend(fontsize=8, title="open circle: checkpoint chosen on validation\n"
+                    "dotted: novel lines only (never in training)", title_fontsize=7)
     m = report["model"]
     fig.suptitle(
         f"openenv-echo reference demo ({report['config']['mode']}): {m['kind']} Llama {m['parameters'] / 1e6:.1f}M "

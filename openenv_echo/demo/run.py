@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from .config import ARM_LABELS, DemoConfig
-from .evaluate import build_ce_set, env_ce, outcome_stats, policy_success, verbatim_overlap
+from .evaluate import build_ce_set, env_ce, outcome_stats, policy_success, training_lines, verbatim_overlap
 from .model import build_scratch_model, count_parameters, load_smollm2, model_cache_dir
 from .plots import plot_report
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
@@ -157,8 +157,9 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
         clock.lap("expert_episodes")
         model, tok, model_info = build_policy(cfg, train_ex)
         train_seqs = [tokenize_trajectory(t, tok) for t in train_ex]
-        ce_val = build_ce_set("validation", seeds.val, val_ex, tok)
-        ce_test = build_ce_set("test", seeds.test, test_ex, tok)
+        seen = training_lines(train_ex)
+        ce_val = build_ce_set("validation", seeds.val, val_ex, tok, seen)
+        ce_test = build_ce_set("test", seeds.test, test_ex, tok, seen)
         clock.lap("tokenizer_and_model")
         lengths = [len(s) for s in train_seqs]
         report["environment"] = {
@@ -171,7 +172,8 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "expert_test_reward": sum(t.total_reward for t in test_ex) / len(test_ex),
             "train_tokens_per_episode": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
             "env_ce_sets": {c.name: {"episodes": len(c.sequences), "env_tokens": c.env_tokens,
-                                     "env_bytes": c.env_bytes} for c in (ce_val, ce_test)},
+                                     "novel_line_tokens": c.novel_tokens, "env_bytes": c.env_bytes}
+                            for c in (ce_val, ce_test)},
             "novelty_of_test_observations": verbatim_overlap(train_ex, test_ex),
         }
         console.print(f"model [bold]{cfg.model}[/]: {model_info['parameters'] / 1e6:.2f}M params, vocab "
@@ -275,6 +277,8 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
             "test_env_ce_start": start["env_ce"]["nats_per_token"],
             "test_env_ce_final": fin["env_ce"]["nats_per_token"],
             "test_env_ce_per_byte_final": fin["env_ce"]["nats_per_byte"],
+            "test_novel_ce_start": start["env_ce"]["novel_nats_per_token"],
+            "test_novel_ce_final": fin["env_ce"]["novel_nats_per_token"],
             "test_success_start": start["policy"]["success"],
             "test_success_final": fin["policy"]["success"],
             "test_mean_reward_start": start["policy"]["mean_reward"],
@@ -291,14 +295,15 @@ def summary_markdown(report: dict[str, Any]) -> str:
     """The summary as a Markdown table (held-out test seeds), as pasted into the example's README."""
     t = report["timings_s"]
     lines = [
-        "| arm | env CE nats/token, start → final | nats/byte, final | success, start → final | "
-        "mean reward, start → final | checkpoint chosen on validation: step, test env CE, test success |",
-        "|---|---|---|---|---|---|",
+        "| arm | env CE nats/token, start → final | novel lines only, start → final | nats/byte, final | "
+        "success, start → final | mean reward, start → final | "
+        "checkpoint chosen on validation: step, test env CE, test success |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in report["summary"]:
         lines.append(
             f"| {r['label']} | {r['test_env_ce_start']:.3f} → {r['test_env_ce_final']:.3f} | "
-            f"{r['test_env_ce_per_byte_final']:.3f} | {r['test_success_start']:.3f} → {r['test_success_final']:.3f} | "
+            f"{r['test_novel_ce_start']:.3f} → {r['test_novel_ce_final']:.3f} | {r['test_env_ce_per_byte_final']:.3f} | {r['test_success_start']:.3f} → {r['test_success_final']:.3f} | "
             f"{r['test_mean_reward_start']:.3f} → {r['test_mean_reward_final']:.3f} | "
             f"{r['selected_step']}, {r['selected_test_env_ce']:.3f}, {r['selected_test_success']:.3f} |")
     phases = ", ".join(f"{k} {v:.0f} s" for k, v in t.items() if k != "total")

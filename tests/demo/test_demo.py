@@ -88,6 +88,9 @@ def test_echo_arms_lower_held_out_env_ce(quick_report: tuple[dict[str, Any], Pat
     ce = report["arms"]["grpo_echo"]["final"]["test"]["env_ce"]
     assert ce["tokens"] == report["data"]["env_ce_sets"]["test"]["env_tokens"]
     assert ce["nats_per_byte"] == pytest.approx(ce["nats_per_token"] * ce["tokens"] / ce["bytes"])
+    # the novel-line CE is a subset of the same targets: unseen lines exist in held-out machines and are scored
+    assert 0 < ce["novel_tokens"] == report["data"]["env_ce_sets"]["test"]["novel_line_tokens"] < ce["tokens"]
+    assert 0 < ce["novel_nats_per_token"] < 20
 
 
 # -- the sampler: KV-cached, batched, token-in-token-out ------------------------------------------------------
@@ -234,3 +237,31 @@ def test_verbatim_overlap_counts_lines_seen_in_training() -> None:
     assert stats["held_out_lines"] == 3
     assert stats["lines_seen_in_training"] == pytest.approx(2 / 3)
     assert stats["observations_seen_in_training"] == pytest.approx(1 / 2)
+
+
+def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
+    """Each env target token is flagged novel exactly when its line never occurs in training; tokens that split a
+    multi-byte character ('●' in `systemctl status`, unknown to a tokenizer trained on other text) are handled."""
+    from openenv_echo.demo.evaluate import build_ce_set, env_texts, novel_target_mask, training_lines
+    from openenv_echo.demo.rollout import env_server, expert_episodes
+    from openenv_echo.tokenize import build_tokenizer
+
+    tok = build_tokenizer("qwen")
+    with env_server() as (url, _):
+        train = expert_episodes(url, [1000, 1001, 1002], max_env_steps=8)
+        test = expert_episodes(url, [900000, 900001], max_env_steps=8)
+    text = "".join(x for t in test for x in env_texts(t))
+    assert any(ord(c) > 127 for c in text)  # the multi-byte path is exercised
+    seen = training_lines(train)
+    ce = build_ce_set("test", [900000, 900001], test, tok, seen)
+    assert 0 < ce.novel_tokens < ce.env_tokens
+    for seq, traj, novel in zip(ce.sequences, test, ce.novel, strict=True):
+        all_lines = training_lines([traj])
+        assert not bool(novel_target_mask(seq, traj, tok, all_lines).any())  # everything seen: nothing novel
+        everything = novel_target_mask(seq, traj, tok, set())
+        assert bool(everything.any()) and not bool((novel & ~everything).any())
+        # the novel tokens decode to text made only of novel lines' characters
+        decoded = tok.decode(seq.input_ids[novel.numpy()].tolist())
+        novel_lines = [line.strip() for x in env_texts(traj) for line in x.splitlines()
+                       if line.strip() and line.strip() not in seen]
+        assert decoded.split() == " ".join(novel_lines).split()
