@@ -32,7 +32,7 @@ def demo(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:
     """CPU reference demo: a small LM trained on real terminal-env rollouts; GRPO vs GRPO+ECHO vs verifier-free
-    ECHO; held-out env CE and success; writes OUT/report.json and OUT/echo_world_model.png."""
+    ECHO; held-out env CE and success; writes OUT/report.json, OUT/summary.md and OUT/echo_world_model.png."""
     from .run import run_demo, summary_markdown
 
     overrides = {

@@ -9,7 +9,7 @@ Phases (wall time of each goes into ``report.json``):
 4. for each arm (GRPO, GRPO + ECHO, verifier-free ECHO) from the same warm-start weights, with the same prompt
    seeds, sampler seed and budget: policy-sampled rollouts -> TITO sequences -> ``echo_loss`` -> AdamW;
    evaluate every ``eval_every`` steps on validation and test (env CE teacher-forced, greedy success);
-5. choose each arm's checkpoint on *validation* only; write ``report.json`` and the PNG.
+5. choose each arm's checkpoint on *validation* only; write ``report.json``, ``summary.md`` and the PNG.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def _choose(evals: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_demo(cfg: DemoConfig, command: str | None = None) -> dict[str, Any]:
-    """Run the demo; writes ``report.json`` and ``echo_world_model.png`` into ``cfg.out`` and returns the report."""
+    """Run the demo; writes ``report.json``, ``summary.md`` and ``echo_world_model.png`` into ``cfg.out``; returns
+    the report."""
     cfg.validate()
     with torch_settings(cfg.threads):
         return _run(cfg, command)
