@@ -92,8 +92,12 @@ def _start(kind: str, port: int) -> subprocess.Popen:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+WARMUP_STEPS = 50
 
 
 def steps_per_second(port: int, steps: int) -> float:
@@ -101,7 +105,7 @@ def steps_per_second(port: int, steps: int) -> float:
         ws.send(json.dumps({"type": "reset", "data": {}}))
         ws.recv()
         frame = json.dumps({"type": "step", "data": {"message": "hello world " * 4}})
-        for _ in range(50):  # warm-up
+        for _ in range(WARMUP_STEPS):
             ws.send(frame)
             ws.recv()
         start = time.perf_counter()
@@ -135,7 +139,8 @@ def main() -> None:
             for name, port in ports.items():
                 before = cpu_seconds(procs[name].pid)
                 rates[name].append(steps_per_second(port, args.steps))
-                cpu_us[name].append(1e6 * (cpu_seconds(procs[name].pid) - before) / (args.steps + 52))
+                frames = 1 + WARMUP_STEPS + args.steps  # every frame the server handled this round (reset first)
+                cpu_us[name].append(1e6 * (cpu_seconds(procs[name].pid) - before) / frames)
     finally:
         for p in procs.values():
             p.kill()

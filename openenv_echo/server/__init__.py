@@ -1,7 +1,7 @@
 """The server side of openenv-echo: environments, the FastAPI app and its limits."""
 
 from .app import create_app
-from .environment import EnvError, Environment, EpisodeDone, EpisodeNotStarted, ToolSpec
+from .environment import EnvError, Environment, EpisodeDone, EpisodeNotStarted, MaxSteps, ToolSpec
 from .limits import ServerLimits
 from .serve import serve, uvicorn_config
 
@@ -10,6 +10,7 @@ __all__ = [
     "EnvError",
     "EpisodeDone",
     "EpisodeNotStarted",
+    "MaxSteps",
     "ServerLimits",
     "ToolSpec",
     "create_app",

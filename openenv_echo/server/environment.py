@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,10 @@ from ..wire import Action, EnvironmentMetadata, ErrorCode, Observation, State
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
+
+
+MaxSteps = Annotated[int, Field(ge=1, le=1000, description="Steps before the episode ends without an answer.")]
+"""Type of the conventional ``max_steps`` reset option (bounds and description published in the reset schema)."""
 
 
 class EnvError(Exception):

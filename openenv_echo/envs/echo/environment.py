@@ -7,11 +7,7 @@ format warning for an empty message. Reward is the message length / 100 (capped 
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import Field
-
-from ...server.environment import Environment
+from ...server.environment import Environment, MaxSteps
 from ...wire import context, env_output, warning
 from .models import EchoAction, EchoObservation
 
@@ -30,7 +26,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation]):
         super().__init__()
         self._max_steps = 8
 
-    def _reset(self, seed: int | None, max_steps: Annotated[int, Field(ge=1, le=1000)] = 8) -> EchoObservation:
+    def _reset(self, seed: int | None, max_steps: MaxSteps = 8) -> EchoObservation:
         self._max_steps = max_steps
         return EchoObservation(segments=[context(PROMPT)])
 

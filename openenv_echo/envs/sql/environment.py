@@ -19,12 +19,12 @@ import random
 import sqlite3
 from typing import Any
 
-from ...server.environment import EnvError, Environment
+from ...server.environment import EnvError, Environment, MaxSteps
 from ...wire import ErrorCode, Segment, context, env_output, warning
 from .database import generate_database, schema_summary
 from .formatting import MAX_CELL, footer, long_cells, table_lines
 from .guard import Guard, GuardLimits, Refusal
-from .models import MaxSteps, SqlAction, SqlObservation, TemplateName
+from .models import SqlAction, SqlObservation, TemplateName
 from .tasks import TEMPLATE_NAMES, Task, check, make_task
 
 DEFAULT_MAX_STEPS = 20

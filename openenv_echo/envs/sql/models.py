@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -15,8 +15,6 @@ TemplateName = Literal["orders_by_country_year", "revenue_by_category_year", "to
                        "supplier_top_revenue"]
 """Reset option ``template``: force the question template (published as an enum in the OpenAPI reset schema)."""
 assert get_args(TemplateName) == TEMPLATE_NAMES
-
-MaxSteps = Annotated[int, Field(ge=1, le=1000, description="Steps before the episode ends without an answer.")]
 
 
 class SqlAction(Action):

@@ -18,11 +18,11 @@ import random
 import shlex
 from typing import Any
 
-from ...server.environment import EnvError, Environment
+from ...server.environment import EnvError, Environment, MaxSteps
 from ...wire import ErrorCode, Segment, context, env_output, warning
 from .machine import INCIDENT_KINDS, generate_machine
 from .model import Machine
-from .models import IncidentKind, MaxSteps, TerminalAction, TerminalObservation
+from .models import IncidentKind, TerminalAction, TerminalObservation
 from .shell import MAX_COMMAND_CHARS, Shell
 from .tasks import login_banner, parse_submit, task_text, verify
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -13,8 +13,6 @@ IncidentKind = Literal["disk_full", "oom_killed", "bad_config", "cert_expired", 
                        "port_conflict"]
 """Reset option ``incident``: force the kind of incident (published as an enum in the OpenAPI reset schema)."""
 assert get_args(IncidentKind) == INCIDENT_KINDS
-
-MaxSteps = Annotated[int, Field(ge=1, le=1000, description="Steps before the episode ends without an answer.")]
 
 
 class TerminalAction(Action):
