@@ -21,10 +21,16 @@ from openenv_echo.envs.echo import EchoAction, EchoEnvironment
 from openenv_echo.envs.sql import SqlAction, SqlEnvironment, expert_actions
 from openenv_echo.envs.terminal import TerminalAction, TerminalEnvironment, expert_commands
 
-WORST_TERMINAL = ["grep -r x /var/log | wc -l", "yes | sort", "cat /var/log/*/*-debug.log | grep -c q",
-                  "grep -r '' / | wc -l"]
-WORST_SQL = ["WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
-             "SELECT count(*) FROM order_items a, order_items b"]
+WORST_TERMINAL = [
+    "grep -r x /var/log | wc -l",
+    "yes | sort",
+    "cat /var/log/*/*-debug.log | grep -c q",
+    "grep -r '' / | wc -l",
+]
+WORST_SQL = [
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+    "SELECT count(*) FROM order_items a, order_items b",
+]
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -40,8 +46,9 @@ def _bench_seed(seed: int, rows: dict[str, dict[str, list[float]]]) -> None:
     rows["echo"]["step"] += [_timed(lambda m=m: echo.step(EchoAction(message=m))) for m in msgs]
     term = TerminalEnvironment()
     rows["terminal"]["reset"].append(_timed(lambda: term.reset(seed=seed, incident="disk_full", max_steps=100)))
-    rows["terminal"]["step"] += [_timed(lambda a=a: term.step(TerminalAction(**a)))
-                                 for a in expert_commands(seed, "disk_full")[:-1]]
+    rows["terminal"]["step"] += [
+        _timed(lambda a=a: term.step(TerminalAction(**a))) for a in expert_commands(seed, "disk_full")[:-1]
+    ]
     rows["terminal"]["worst"] += [_timed(lambda c=c: term.step(TerminalAction(command=c))) for c in WORST_TERMINAL]
     sql = SqlEnvironment()
     rows["sql"]["reset"].append(_timed(lambda: sql.reset(seed=seed, max_steps=100)))
@@ -54,8 +61,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
     args = ap.parse_args()
-    rows: dict[str, dict[str, list[float]]] = {k: {"reset": [], "step": [], "worst": []}
-                                               for k in ("echo", "terminal", "sql")}
+    rows: dict[str, dict[str, list[float]]] = {
+        k: {"reset": [], "step": [], "worst": []} for k in ("echo", "terminal", "sql")
+    }
     for seed in tqdm(range(args.seeds), desc="seeds"):
         _bench_seed(seed, rows)
     base = statistics.median(rows["echo"]["step"])
@@ -63,8 +71,10 @@ def main() -> None:
     for env, r in rows.items():
         med = {k: statistics.median(v) * 1000 if v else float("nan") for k, v in r.items()}
         worst_max = max(r["worst"]) * 1000 if r["worst"] else float("nan")
-        print(f"{env:<9} {med['reset']:>9.2f} {med['step']:>9.3f} {med['step'] / (base * 1000):>9.0f}x "
-              f"{med['worst']:>9.1f} {worst_max:>13.1f}")
+        print(
+            f"{env:<9} {med['reset']:>9.2f} {med['step']:>9.3f} {med['step'] / (base * 1000):>9.0f}x "
+            f"{med['worst']:>9.1f} {worst_max:>13.1f}"
+        )
 
 
 if __name__ == "__main__":

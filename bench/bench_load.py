@@ -34,8 +34,19 @@ ACTIONS = {
 def start_server(env: str, max_sessions: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "openenv_echo.cli", "serve", env, "--port", str(port), "--log-level", "error",
-         "--max-sessions", str(max_sessions)],
+        [
+            sys.executable,
+            "-m",
+            "openenv_echo.cli",
+            "serve",
+            env,
+            "--port",
+            str(port),
+            "--log-level",
+            "error",
+            "--max-sessions",
+            str(max_sessions),
+        ],
     )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -94,7 +105,9 @@ def main() -> None:
         for name, urls in targets:
             for n in args.sessions:
                 r = asyncio.run(run_load(urls, n, args.steps, ACTIONS[args.env])).row()
-                print(f"{name:15s} {n:4d} {r['steps']:7d} {r['steps_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['errors']:6d}")
+                print(
+                    f"{name:15s} {n:4d} {r['steps']:7d} {r['steps_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} {r['errors']:6d}"
+                )
                 print(json.dumps({"target": name, **r}), file=sys.stderr)
     finally:
         proc.kill()

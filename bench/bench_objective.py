@@ -45,7 +45,26 @@ from openenv_echo.objective import (
 )
 from openenv_echo.tokenize import TitoBuilder, build_tokenizer, collate
 
-WORDS = "ls cat grep error warning file data config server port user retry disk full ok done log line".split()
+WORDS = [
+    "ls",
+    "cat",
+    "grep",
+    "error",
+    "warning",
+    "file",
+    "data",
+    "config",
+    "server",
+    "port",
+    "user",
+    "retry",
+    "disk",
+    "full",
+    "ok",
+    "done",
+    "log",
+    "line",
+]
 
 
 def make_batch(tok: Any, n: int, turns: int, seed: int) -> tuple[dict[str, torch.Tensor], EchoBatch]:
@@ -73,14 +92,24 @@ def build_model(vocab: int, hidden: int, layers: int) -> torch.nn.Module:
 
     torch.manual_seed(0)
     cfg = Qwen2Config(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
     )
     return Qwen2ForCausalLM(cfg).float().train()
 
 
 def step_fn(
-    kind: str, model: torch.nn.Module, opt: torch.optim.Optimizer, coll: dict[str, torch.Tensor], batch: EchoBatch,
+    kind: str,
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    coll: dict[str, torch.Tensor],
+    batch: EchoBatch,
     lam: float,
 ) -> Callable[[], float]:
     ids, attn = coll["input_ids"], coll["attention_mask"]
@@ -132,7 +161,10 @@ def main() -> None:
 
     tok = build_tokenizer("qwen")
     coll, batch = make_batch(tok, args.batch, args.turns, seed=0)
-    counts = {r: int((coll["role_ids"] == c).sum()) for r, c in (("context", 0), ("action", 1), ("env_output", 2), ("warning", 3))}
+    counts = {
+        r: int((coll["role_ids"] == c).sum())
+        for r, c in (("context", 0), ("action", 1), ("env_output", 2), ("warning", 3))
+    }
     base = build_model(len(tok), args.hidden, args.layers)
     kinds = ["vanilla", "echo", "second_forward"]
     steps = {}
@@ -158,18 +190,22 @@ def main() -> None:
         f"\nbatch {tuple(coll['input_ids'].shape)}  tokens per role {counts}  model Qwen2 hidden={args.hidden} "
         f"layers={args.layers} vocab={len(tok)}  threads={args.threads}  rounds={args.rounds}"
     )
-    print(f"{'variant':<16}{'median step (s)':>16}{'ratio of medians':>18}{'paired wall ratio':>19}{'paired CPU ratio':>18}")
+    print(
+        f"{'variant':<16}{'median step (s)':>16}{'ratio of medians':>18}{'paired wall ratio':>19}{'paired CPU ratio':>18}"
+    )
     for k in kinds:
-        print(
-            f"{k:<16}{med[k]:>16.4f}{med[k] / med['vanilla']:>17.3f}x{paired[k]:>18.3f}x{cpu_ratio[k]:>17.3f}x"
-        )
+        print(f"{k:<16}{med[k]:>16.4f}{med[k] / med['vanilla']:>17.3f}x{paired[k]:>18.3f}x{cpu_ratio[k]:>17.3f}x")
     ratio = cpu_ratio["echo"]
     print(
         f"\nECHO (same forward) / vanilla = {ratio:.3f}x CPU, {paired['echo']:.3f}x wall "
         f"(target <= 1.03x: {'PASS' if ratio <= 1.03 else 'FAIL'})"
     )
-    print(f"second forward      / vanilla = {cpu_ratio['second_forward']:.3f}x CPU, {paired['second_forward']:.3f}x wall")
-    print(f"loss function alone: {loss_ms(batch, coll, 0.0):.2f} ms (λ=0) vs {loss_ms(batch, coll, args.coeff):.2f} ms (λ>0)")
+    print(
+        f"second forward      / vanilla = {cpu_ratio['second_forward']:.3f}x CPU, {paired['second_forward']:.3f}x wall"
+    )
+    print(
+        f"loss function alone: {loss_ms(batch, coll, 0.0):.2f} ms (λ=0) vs {loss_ms(batch, coll, args.coeff):.2f} ms (λ>0)"
+    )
     if args.plot:
         import os
 

@@ -10,8 +10,8 @@ Run: ``python bench/bench_server.py [--steps 2000 --rounds 5]``.
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,7 +21,7 @@ import httpx
 from websockets.sync.client import connect
 
 
-def _ours_app():  # noqa: ANN202
+def _ours_app():
     from openenv_echo import Action, Observation, env_output
     from openenv_echo.server import Environment, ServerLimits, create_app
 
@@ -31,16 +31,16 @@ def _ours_app():  # noqa: ANN202
     class Echo(Environment):
         action_type = Msg
 
-        def _reset(self, seed):  # noqa: ANN001, ANN202
+        def _reset(self, seed):
             return Observation(segments=[env_output("ready")])
 
-        def _step(self, action):  # noqa: ANN001, ANN202
+        def _step(self, action):
             return Observation(segments=[env_output(action.message)], reward=0.0)
 
     return create_app(Echo, limits=ServerLimits(max_sessions=4))
 
 
-def _openenv_app():  # noqa: ANN202
+def _openenv_app():
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.interfaces import Environment
     from openenv.core.env_server.types import Action, Observation, State
@@ -56,16 +56,16 @@ def _openenv_app():  # noqa: ANN202
             super().__init__()
             self._state = State(step_count=0)
 
-        def reset(self, seed=None, episode_id=None, **kw):  # noqa: ANN001, ANN003, ANN201
+        def reset(self, seed=None, episode_id=None, **kw):
             self._state = State(episode_id=episode_id, step_count=0)
             return Obs(text="ready")
 
-        def step(self, action, timeout_s=None, **kw):  # noqa: ANN001, ANN003, ANN201
+        def step(self, action, timeout_s=None, **kw):
             self._state.step_count += 1
             return Obs(text=action.message, reward=0.0)
 
         @property
-        def state(self):  # noqa: ANN201
+        def state(self):
             return self._state
 
     return create_app(Echo, Msg, Obs, env_name="echo", max_concurrent_envs=1)
@@ -130,8 +130,10 @@ def main() -> None:
     from openenv_echo.server import free_port
 
     ports = {"openenv-echo": free_port(), "openenv create_app": free_port()}
-    procs = {"openenv-echo": _start("ours", ports["openenv-echo"]),
-             "openenv create_app": _start("openenv", ports["openenv create_app"])}
+    procs = {
+        "openenv-echo": _start("ours", ports["openenv-echo"]),
+        "openenv create_app": _start("openenv", ports["openenv create_app"]),
+    }
     try:
         rates: dict[str, list[float]] = {k: [] for k in ports}
         cpu_us: dict[str, list[float]] = {k: [] for k in ports}
@@ -147,11 +149,15 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in rates.items()}
     cpu = {k: statistics.median(v) for k, v in cpu_us.items()}
     for name, v in rates.items():
-        print(f"{name:20s} median {med[name]:8.0f} steps/s  server CPU {cpu[name]:6.0f} us/step   "
-              f"rounds: {', '.join(f'{x:.0f}' for x in v)}")
+        print(
+            f"{name:20s} median {med[name]:8.0f} steps/s  server CPU {cpu[name]:6.0f} us/step   "
+            f"rounds: {', '.join(f'{x:.0f}' for x in v)}"
+        )
     ours, theirs = "openenv-echo", "openenv create_app"
-    print(f"ratio openenv-echo / openenv create_app: {med[ours] / med[theirs]:.2f}x steps/s (wall), "
-          f"{cpu[theirs] / cpu[ours]:.2f}x steps per server CPU second")
+    print(
+        f"ratio openenv-echo / openenv create_app: {med[ours] / med[theirs]:.2f}x steps/s (wall), "
+        f"{cpu[theirs] / cpu[ours]:.2f}x steps per server CPU second"
+    )
 
 
 if __name__ == "__main__":

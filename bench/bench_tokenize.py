@@ -38,13 +38,18 @@ def episode(tok: Any, turns: int, seed: int) -> Trajectory:
     for _ in range(turns):
         cmd = r.choice(COMMANDS)
         out = "".join((_shell if r.random() < 0.7 else _json)(r) for _ in range(r.randint(1, 3)))
-        steps.append(StepRecord(
-            action={"command": cmd}, action_text=cmd, action_token_ids=codec.encode_content(cmd) + eot,
-            observation=ObservationRecord(segments=[warning(f"$ {cmd}\n"), env_output(out)], reward=0.0),
-        ))
+        steps.append(
+            StepRecord(
+                action={"command": cmd},
+                action_text=cmd,
+                action_token_ids=codec.encode_content(cmd) + eot,
+                observation=ObservationRecord(segments=[warning(f"$ {cmd}\n"), env_output(out)], reward=0.0),
+            )
+        )
     return Trajectory(
         messages=[ChatMessage(role="system", content="You are a shell agent. Find the failing test.")],
-        reset=ObservationRecord(segments=[env_output("Welcome to the sandbox.\n")]), steps=steps,
+        reset=ObservationRecord(segments=[env_output("Welcome to the sandbox.\n")]),
+        steps=steps,
     )
 
 
@@ -89,17 +94,23 @@ def main() -> None:
     s_off = best(lambda: tokenize_offline(long_, tok), reps) / best(lambda: tokenize_offline(short, tok), reps)
     s_plain = best(lambda: tok(rendered(tok, long_)), reps) / best(lambda: tok(rendered(tok, short)), reps)
 
-    print(f"family={args.family} episodes={args.episodes} turns={args.turns} tokens={n_tokens} chars={n_chars} "
-          f"(best of {args.repeat})")
+    print(
+        f"family={args.family} episodes={args.episodes} turns={args.turns} tokens={n_tokens} chars={n_chars} "
+        f"(best of {args.repeat})"
+    )
     print(f"{'method':<34}{'seconds':>9}{'tokens/s':>12}{'vs plain':>10}")
-    for name, t in [("tokenizer(text)  [plain, no masks]", t_plain), ("tokenize_trajectory  [TITO]", t_tito),
-                    ("tokenize_offline  [full render]", t_off)]:
+    for name, t in [
+        ("tokenizer(text)  [plain, no masks]", t_plain),
+        ("tokenize_trajectory  [TITO]", t_tito),
+        ("tokenize_offline  [full render]", t_off),
+    ]:
         print(f"{name:<34}{t:>9.4f}{n_tokens / t:>12,.0f}{t_plain / t:>9.2f}x")
-    print(f"100 vs 10 turns: TITO {s_tito:.2f}x, offline {s_off:.2f}x, plain tokenizer {s_plain:.2f}x "
-          "(target <= 11x)")
+    print(f"100 vs 10 turns: TITO {s_tito:.2f}x, offline {s_off:.2f}x, plain tokenizer {s_plain:.2f}x (target <= 11x)")
     ok = t_plain / t_tito >= 0.7 and s_tito <= 11
-    print(f"targets: TITO throughput >= 0.7x plain: {t_plain / t_tito:.2f}x; 100/10 turns <= 11x: {s_tito:.2f}x "
-          f"-> {'MET' if ok else 'NOT MET'}")
+    print(
+        f"targets: TITO throughput >= 0.7x plain: {t_plain / t_tito:.2f}x; 100/10 turns <= 11x: {s_tito:.2f}x "
+        f"-> {'MET' if ok else 'NOT MET'}"
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from importlib import import_module
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -14,17 +14,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
 
 
-def _limits(max_sessions: Optional[int], idle_timeout: Optional[float], max_message_bytes: Optional[int],
-            step_timeout: Optional[float]) -> Any:
+def _limits(
+    max_sessions: int | None, idle_timeout: float | None, max_message_bytes: int | None, step_timeout: float | None
+) -> Any:
     from .server import ServerLimits
 
     return ServerLimits.from_env(
-        max_sessions=max_sessions, idle_timeout_s=idle_timeout, max_message_bytes=max_message_bytes,
+        max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout,
+        max_message_bytes=max_message_bytes,
         step_timeout_s=step_timeout,
     )
 
 
-def _load_tokenizer(path: Optional[str]) -> Any:
+def _load_tokenizer(path: str | None) -> Any:
     if path is None:
         return None
     from .tokenize import load_tokenizer
@@ -38,11 +41,11 @@ def serve(
     host: str = typer.Option("127.0.0.1", help="Interface to bind (0.0.0.0 in containers)."),
     port: int = typer.Option(8000, help="TCP port."),
     mode: str = typer.Option("simulation", help="simulation (HTTP reset/step/state too) or production (WS only)."),
-    max_sessions: Optional[int] = typer.Option(None, help="Concurrent sessions [env OPENENV_ECHO_MAX_SESSIONS, 64]."),
-    idle_timeout: Optional[float] = typer.Option(None, help="Idle session timeout in s [600]."),
-    max_message_bytes: Optional[int] = typer.Option(None, help="Largest frame/body in bytes [1 MiB]."),
-    step_timeout: Optional[float] = typer.Option(None, help="Per reset/step timeout in s [30]."),
-    tokenizer: Optional[str] = typer.Option(
+    max_sessions: int | None = typer.Option(None, help="Concurrent sessions [env OPENENV_ECHO_MAX_SESSIONS, 64]."),
+    idle_timeout: float | None = typer.Option(None, help="Idle session timeout in s [600]."),
+    max_message_bytes: int | None = typer.Option(None, help="Largest frame/body in bytes [1 MiB]."),
+    step_timeout: float | None = typer.Option(None, help="Per reset/step timeout in s [30]."),
+    tokenizer: str | None = typer.Option(
         None, help="HF tokenizer (local dir, hub name when online, or local:<family>): enables return_tokens."
     ),
     log_level: str = typer.Option("info", help="uvicorn log level."),
@@ -73,9 +76,9 @@ def episode(
     url: str = typer.Argument(..., help="Base URL of a running server, e.g. http://127.0.0.1:8000."),
     action: list[str] = typer.Option([], "--action", "-a", help="Action as JSON or plain text (repeatable)."),
     field: str = typer.Option("message", help="Action field that plain-text actions go to (e.g. command, query)."),
-    seed: Optional[int] = typer.Option(None, help="Reset seed."),
+    seed: int | None = typer.Option(None, help="Reset seed."),
     interactive: bool = typer.Option(False, "--interactive", "-i", help="Type actions at a prompt."),
-    out: Optional[Path] = typer.Option(None, help="Append the trajectory to this JSONL file."),
+    out: Path | None = typer.Option(None, help="Append the trajectory to this JSONL file."),
 ) -> None:
     """Run one episode (scripted with --action, or --interactive) and print it colored by role."""
     from .client import EnvClient, ServerError
@@ -132,9 +135,9 @@ def quickstart(
 @app.command()
 def show(
     file: Path = typer.Argument(..., help="Tokenized .jsonl/.parquet, or a trajectory JSONL (then give --tokenizer)."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write an HTML rendering here."),
-    tokenizer: Optional[str] = typer.Option(None, help="Tokenizer for trajectory files (dir, hub name, local:<family>)."),
-    index: Optional[int] = typer.Option(None, help="Show only this record."),
+    html: Path | None = typer.Option(None, "--html", help="Also write an HTML rendering here."),
+    tokenizer: str | None = typer.Option(None, help="Tokenizer for trajectory files (dir, hub name, local:<family>)."),
+    index: int | None = typer.Option(None, help="Show only this record."),
     limit: int = typer.Option(3, help="At most this many records."),
     method: str = typer.Option("auto", help="auto | tito | offline assembly for trajectory files."),
     observation_role: str = typer.Option("tool", help="Chat role observations are rendered in."),
@@ -142,14 +145,22 @@ def show(
     """Show tokenized trajectories colored by role, with per-role token counts."""
     from .tokenize import show as show_tokenized
 
-    show_tokenized(file, html_out=html, tokenizer=tokenizer, index=index, limit=limit, method=method,
-                   observation_role=observation_role, console=console)
+    show_tokenized(
+        file,
+        html_out=html,
+        tokenizer=tokenizer,
+        index=index,
+        limit=limit,
+        method=method,
+        observation_role=observation_role,
+        console=console,
+    )
 
 
 @app.command("validate-runtime")
 def validate_runtime(
     env: str = typer.Argument(..., help="Environment name (echo, terminal, sql)."),
-    base_image: Optional[str] = typer.Option(None, help="Base image for the build (default: the Dockerfile's)."),
+    base_image: str | None = typer.Option(None, help="Base image for the build (default: the Dockerfile's)."),
 ) -> None:
     """Build ENV's image and run OpenEnv's runtime graders on it with OpenEnv's hardened launcher (needs Docker)."""
     from .providers.validation import validate_runtime as run_validation

@@ -33,7 +33,7 @@ class Role(str, Enum):
         return _CODES[self]
 
     @classmethod
-    def from_code(cls, code: int) -> "Role":
+    def from_code(cls, code: int) -> Role:
         return _BY_CODE[code]
 
 

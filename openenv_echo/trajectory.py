@@ -102,7 +102,7 @@ class Trajectory(BaseModel):
         return self.model_dump_json()
 
     @classmethod
-    def from_json(cls, line: str | bytes) -> "Trajectory":
+    def from_json(cls, line: str | bytes) -> Trajectory:
         return cls.model_validate_json(line)
 
 
@@ -147,7 +147,7 @@ class TrajectoryWriter:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> "TrajectoryWriter":
+    def __enter__(self) -> TrajectoryWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -66,7 +66,7 @@ class ObservationTokens(BaseModel):
     roles: list[Role]
 
     @model_validator(mode="after")
-    def _aligned(self) -> "ObservationTokens":
+    def _aligned(self) -> ObservationTokens:
         if len(self.ids) != len(self.roles):
             raise ValueError(f"tokens.ids has {len(self.ids)} entries but tokens.roles has {len(self.roles)}")
         return self
@@ -110,7 +110,7 @@ class Observation(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _text_matches_segments(self) -> "Observation":
+    def _text_matches_segments(self) -> Observation:
         joined = join_segments(self.segments)
         if not self.text:
             self.__dict__["text"] = joined

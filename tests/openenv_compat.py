@@ -56,7 +56,10 @@ class LoopbackProvider:
 def validate_url(base_url: str) -> tuple[int, dict]:
     """``openenv validate --url URL --json``: exit code and report."""
     proc = subprocess.run(
-        [OPENENV_CLI, "validate", "--url", base_url, "--json"], capture_output=True, text=True, timeout=120,
+        [OPENENV_CLI, "validate", "--url", base_url, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PATH": "/usr/bin:/bin", "NO_PROXY": "*", "HOME": "/tmp"},
     )
     return proc.returncode, json.loads(proc.stdout)
@@ -106,7 +109,10 @@ validation:
     context: .
 """
     )
-    plan = {"plan_schema_version": "1", "reset": {"episode_id": "validate-ep-1", "seed": 7, "options": {}},
-            "actions": actions}
+    plan = {
+        "plan_schema_version": "1",
+        "reset": {"episode_id": "validate-ep-1", "seed": 7, "options": {}},
+        "actions": actions,
+    }
     (root / "validation" / "runtime.json").write_text(json.dumps(plan))
     return root

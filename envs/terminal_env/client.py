@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from openenv_echo.client import EnvClient, StepResult
-
 from openenv_echo.envs.terminal import TerminalAction
 
 
@@ -16,7 +15,6 @@ class TerminalEnv(EnvClient):
     ...     env.reset(seed=1)
     ...     env.run_command(...)
     """
-
 
     def __init__(self, base_url: str, **kwargs: Any) -> None:
         kwargs.setdefault("env_name", "terminal")

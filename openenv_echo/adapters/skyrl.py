@@ -234,7 +234,9 @@ def compute_aux_policy_loss(
     ctx = aux_policy_loss_context or {}
     if mask is None:
         if echo_config.coeff_at(step) != 0.0:
-            raise KeyError("ECHO is on but experience.extras has no world_loss_mask (add it via world_training_tensors)")
+            raise KeyError(
+                "ECHO is on but experience.extras has no world_loss_mask (add it via world_training_tensors)"
+            )
         return None, {}
     return compute_world_loss(
         action_log_probs,
@@ -257,7 +259,9 @@ def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
     ``max_seq_len``, ``world_loss_target``, ``world_model_coeff_schedule`` and its fields, ``wm_filter_*``)."""
     a = dict(algorithm)
     reduction = a.get("loss_reduction", "token_mean")
-    norm = {"token_mean": "token_mean", "sequence_mean": "sequence_mean", "seq_mean_token_sum_norm": "constant"}.get(reduction)
+    norm = {"token_mean": "token_mean", "sequence_mean": "sequence_mean", "seq_mean_token_sum_norm": "constant"}.get(
+        reduction
+    )
     if norm is None:
         raise ValueError(f"unknown SkyRL loss_reduction {reduction!r}")
     seq = {"selected_tokens": "selected", "full_observation_tokens": "full_observation"}[
@@ -266,9 +270,17 @@ def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
     schedule: dict[str, Any] = {"kind": "constant"}
     kind = a.get("world_model_coeff_schedule", "constant")
     if kind == "linear_decay":
-        schedule = {"kind": "linear_decay", "end_coeff": a["world_model_coeff_end"], "decay_steps": a["total_training_steps"]}
+        schedule = {
+            "kind": "linear_decay",
+            "end_coeff": a["world_model_coeff_end"],
+            "decay_steps": a["total_training_steps"],
+        }
     elif kind == "step_decay":
-        schedule = {"kind": "step", "boundaries": list(a["world_model_coeff_steps"]), "values": list(a["world_model_coeff_values"])}
+        schedule = {
+            "kind": "step",
+            "boundaries": list(a["world_model_coeff_steps"]),
+            "values": list(a["world_model_coeff_values"]),
+        }
     target = a.get("world_loss_target", "env_only")
     if target == "full_observation":
         target = "all"

@@ -260,12 +260,16 @@ def echo_datum_loss(
     return policy + world, {"custom/policy_loss:sum": policy, "custom/world_loss:sum": world}
 
 
-def echo_custom_loss(data: list[types.Datum], logprobs_list: list[torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+def echo_custom_loss(
+    data: list[types.Datum], logprobs_list: list[torch.Tensor]
+) -> tuple[torch.Tensor, dict[str, float]]:
     """``forward_backward_custom`` callable: :func:`echo_datum_loss` summed over datums."""
     total: torch.Tensor | None = None
     sums = {"custom/policy_loss:sum": 0.0, "custom/world_loss:sum": 0.0}
     for datum, lp in zip(data, logprobs_list, strict=True):
-        inputs = [datum.loss_fn_inputs[k].to_torch().to(lp.dtype) for k in ("advantages", "sampling_logprobs", "env_weights")]
+        inputs = [
+            datum.loss_fn_inputs[k].to_torch().to(lp.dtype) for k in ("advantages", "sampling_logprobs", "env_weights")
+        ]
         loss, metrics = echo_datum_loss(lp, *inputs)
         total = loss if total is None else total + loss
         for k, v in metrics.items():

@@ -183,7 +183,9 @@ def history_role_ids(
     rows = [history[i] for i in range(history.batch_size[0])] if history.ndim > 1 else [history]
     out: list[torch.Tensor] = []
     for conv in rows:
-        out.append(_conversation_roles(conv, tokenizer, chat_template, chat_template_name, observation_roles, policy_roles))
+        out.append(
+            _conversation_roles(conv, tokenizer, chat_template, chat_template_name, observation_roles, policy_roles)
+        )
     width = max(len(r) for r in out)
     padded = torch.full((len(out), width), PAD_ROLE_CODE, dtype=torch.long)
     for i, r in enumerate(out):

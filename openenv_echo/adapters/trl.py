@@ -33,9 +33,9 @@ from trl import GRPOTrainer
 from ..objective import (
     METRIC_KEYS,
     EchoBatch,
-    connected_zero,
     EchoConfig,
     RolloutStats,
+    connected_zero,
     echo_metrics,
     select_tokens,
     world_filter,
@@ -60,11 +60,24 @@ STATS_KEYS = {
 _WORLD_TOKENS_KEY = "echo_world_tokens"
 _WORLD_SEQS_KEY = "echo_world_sequences"
 _REQUIRED_HOOKS = ("_get_per_token_logps_and_entropies", "_compute_loss", "_generate_and_score_completions")
-_LOGIT_SCALING_ATTRS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
-_NOT_LOGGED = frozenset({  # TRL logs its own policy loss, clipping and KL
-    "echo/loss", "echo/policy_loss", "echo/tokens/policy", "echo/rollouts/verifier_free",
-    "policy/clip_fraction", "policy/ratio_mean", "policy/kl",
-})
+_LOGIT_SCALING_ATTRS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
+_NOT_LOGGED = frozenset(
+    {  # TRL logs its own policy loss, clipping and KL
+        "echo/loss",
+        "echo/policy_loss",
+        "echo/tokens/policy",
+        "echo/rollouts/verifier_free",
+        "policy/clip_fraction",
+        "policy/ratio_mean",
+        "policy/kl",
+    }
+)
 _LOGGED_KEYS = tuple(k for k in METRIC_KEYS if k not in _NOT_LOGGED)
 """Metric keys this trainer logs every step (identical with and without env tokens)."""
 
@@ -312,7 +325,9 @@ class EchoGRPOTrainer(GRPOTrainer):
         for (a, b), round_msgs in zip(runs, rounds):
             suffix = list(ids[a:b])
             if self._get_tool_suffix_ids(round_msgs) != suffix:
-                warnings.warn("ECHO: a tool turn does not re-render to its token ids; treated as scaffold", stacklevel=2)
+                warnings.warn(
+                    "ECHO: a tool turn does not re-render to its token ids; treated as scaffold", stacklevel=2
+                )
                 continue
             for j, msg in enumerate(round_msgs):
                 if not isinstance(msg.get("content"), str) or not msg["content"]:
@@ -549,4 +564,3 @@ __all__ = [
     "rollout_output",
     "split_at_first_action",
 ]
-

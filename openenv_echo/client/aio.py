@@ -98,7 +98,7 @@ class AsyncEnvClient:
             self._recorder.writer.close()
             self._recorder.writer = None
 
-    async def __aenter__(self) -> "AsyncEnvClient":
+    async def __aenter__(self) -> AsyncEnvClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -154,7 +154,9 @@ class AsyncEnvClient:
     async def _request(self, frame: str, reconnect: bool = False) -> str | bytes:
         if self._ws is None:
             if not reconnect and self._recorder.trajectory is not None:
-                raise ConnectionLostError("not connected (the connection was lost): call reset() to start a new episode")
+                raise ConnectionLostError(
+                    "not connected (the connection was lost): call reset() to start a new episode"
+                )
             self._ws = await self._connect()
         try:
             try:

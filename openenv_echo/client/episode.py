@@ -18,9 +18,9 @@ def ws_url(base_url: str) -> str:
     """``http(s)://host:port[/prefix]`` -> ``ws(s)://host:port[/prefix]/ws``."""
     url = base_url.rstrip("/")
     if url.startswith("https://"):
-        url = "wss://" + url[len("https://"):]
+        url = "wss://" + url[len("https://") :]
     elif url.startswith("http://"):
-        url = "ws://" + url[len("http://"):]
+        url = "ws://" + url[len("http://") :]
     elif not url.startswith(("ws://", "wss://")):
         url = "ws://" + url
     return url + "/ws"
@@ -62,14 +62,19 @@ class EpisodeRecorder:
         self, action: dict[str, Any] | BaseModel, action_text: str | None, action_token_ids: list[int] | None
     ) -> str:
         if self.trajectory is None:
-            raise EpisodeNotStartedError("step before reset: call reset() first (a lost connection also ends the episode)")
+            raise EpisodeNotStartedError(
+                "step before reset: call reset() first (a lost connection also ends the episode)"
+            )
         payload = action.model_dump(exclude_defaults=True) if isinstance(action, BaseModel) else dict(action)
         self._pending = (payload, action_text, list(action_token_ids) if action_token_ids is not None else None)
         return json.dumps({"type": "step", "data": payload})
 
     # -- replies ----------------------------------------------------------------------------------------
     def on_reset_reply(
-        self, reply: str | bytes, episode_id: str, messages: list[dict[str, Any] | ChatMessage] | None,
+        self,
+        reply: str | bytes,
+        episode_id: str,
+        messages: list[dict[str, Any] | ChatMessage] | None,
         metadata: dict[str, Any] | None = None,
     ) -> StepResult:
         result = self._observation(reply)

@@ -95,9 +95,18 @@ class EnvTimeoutError(EnvClientError):
 _BY_CODE: dict[str, type[ServerError]] = {
     cls.code.value: cls  # type: ignore[union-attr]
     for cls in (
-        InvalidJSONError, UnknownTypeError, ActionValidationError, ExecutionError, CapacityReachedError,
-        FactoryError, SessionError, MessageTooLargeError, EpisodeNotStartedError, EpisodeDoneError,
-        StepTimeoutError, TokenizerUnavailableError,
+        InvalidJSONError,
+        UnknownTypeError,
+        ActionValidationError,
+        ExecutionError,
+        CapacityReachedError,
+        FactoryError,
+        SessionError,
+        MessageTooLargeError,
+        EpisodeNotStartedError,
+        EpisodeDoneError,
+        StepTimeoutError,
+        TokenizerUnavailableError,
     )
 }
 

@@ -41,8 +41,11 @@ class LoadReport:
 
     def row(self) -> dict[str, Any]:
         return {
-            "sessions": self.sessions, "steps": self.steps, "steps_per_s": round(self.steps_per_s, 1),
-            "p50_ms": round(self.percentile_ms(0.50), 2), "p99_ms": round(self.percentile_ms(0.99), 2),
+            "sessions": self.sessions,
+            "steps": self.steps,
+            "steps_per_s": round(self.steps_per_s, 1),
+            "p50_ms": round(self.percentile_ms(0.50), 2),
+            "p99_ms": round(self.percentile_ms(0.99), 2),
             "errors": self.error_count,
         }
 
@@ -56,7 +59,10 @@ def echo_action(session: int, step: int) -> dict[str, Any]:
 
 
 async def run_load(
-    urls: list[str], sessions: int, steps: int, action: ActionFn = echo_action,
+    urls: list[str],
+    sessions: int,
+    steps: int,
+    action: ActionFn = echo_action,
     reset_options: dict[str, Any] | None = None,
 ) -> LoadReport:
     """Each session resets, then steps ``steps`` times (resetting whenever an episode ends)."""

@@ -58,8 +58,12 @@ class StepResult:
     def record(self) -> ObservationRecord:
         fields = {k: v for k, v in self.observation.items() if k not in _ENVELOPE_KEYS}
         return ObservationRecord(
-            segments=self.segments, tokens=self.tokens, reward=self.reward, done=self.done,
-            metadata=self.metadata, fields=fields,
+            segments=self.segments,
+            tokens=self.tokens,
+            reward=self.reward,
+            done=self.done,
+            metadata=self.metadata,
+            fields=fields,
         )
 
 

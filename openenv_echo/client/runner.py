@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -26,8 +26,8 @@ class PolicyStep:
     token_ids: list[int] | None = None
 
 
-PolicyOutput = Union[dict[str, Any], PolicyStep]
-Policy = Callable[[StepResult, Trajectory], Union[PolicyOutput, Awaitable[PolicyOutput]]]
+PolicyOutput = dict[str, Any] | PolicyStep
+Policy = Callable[[StepResult, Trajectory], PolicyOutput | Awaitable[PolicyOutput]]
 """Called with the last observation and the trajectory so far; returns the next action."""
 
 
@@ -57,8 +57,13 @@ def run_episode(
 
 
 async def run_episode_async(
-    client: AsyncEnvClient, policy: Policy, *, seed: int | None = None, max_steps: int = 64,
-    messages: list[dict[str, Any]] | None = None, **reset_options: Any,
+    client: AsyncEnvClient,
+    policy: Policy,
+    *,
+    seed: int | None = None,
+    max_steps: int = 64,
+    messages: list[dict[str, Any]] | None = None,
+    **reset_options: Any,
 ) -> Trajectory:
     result = await client.reset(seed=seed, messages=messages, **reset_options)
     for _ in range(max_steps):
@@ -73,8 +78,15 @@ async def run_episode_async(
 
 
 async def run_episodes_async(
-    base_url: str, policy: Policy, seeds: Sequence[int], *, concurrency: int = 8, max_steps: int = 64,
-    writer: TrajectoryWriter | str | Path | None = None, progress: bool = True, **client_kwargs: Any,
+    base_url: str,
+    policy: Policy,
+    seeds: Sequence[int],
+    *,
+    concurrency: int = 8,
+    max_steps: int = 64,
+    writer: TrajectoryWriter | str | Path | None = None,
+    progress: bool = True,
+    **client_kwargs: Any,
 ) -> list[Trajectory]:
     """One episode per seed over ``concurrency`` concurrent sessions; results in seed order."""
     own = writer is not None and not isinstance(writer, TrajectoryWriter)

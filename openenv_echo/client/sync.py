@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -12,8 +12,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from ..trajectory import ChatMessage, Trajectory, TrajectoryWriter
-from .episode import EpisodeRecorder, http_url, open_writer, ws_url
 from ..wire import CLOSING_CODES
+from .episode import EpisodeRecorder, http_url, open_writer, ws_url
 from .errors import ConnectionLostError, EnvClientError, EnvTimeoutError, ServerError, error_from_payload
 from .results import PlainTextRule, SegmentRule, StepResult
 
@@ -55,7 +55,7 @@ class EnvClient:
         self._provider = provider
 
     @classmethod
-    def from_provider(cls, provider: Any, **kwargs: Any) -> "EnvClient":
+    def from_provider(cls, provider: Any, **kwargs: Any) -> EnvClient:
         """Start ``provider`` (local process or Docker) and connect to it; ``close`` stops it again."""
         return cls(provider.start(), provider=provider, **kwargs)
 
@@ -119,7 +119,7 @@ class EnvClient:
             self._provider.stop()
             self._provider = None
 
-    def __enter__(self) -> "EnvClient":
+    def __enter__(self) -> EnvClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -177,7 +177,9 @@ class EnvClient:
     def _request(self, frame: str, reconnect: bool = False) -> str | bytes:
         if self._ws is None:
             if not reconnect and self._recorder.trajectory is not None:
-                raise ConnectionLostError("not connected (the connection was lost): call reset() to start a new episode")
+                raise ConnectionLostError(
+                    "not connected (the connection was lost): call reset() to start a new episode"
+                )
             self._ws = self._connect()
         try:
             try:

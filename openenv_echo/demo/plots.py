@@ -22,13 +22,22 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     arms: dict[str, Any] = report["arms"]
     for arm, data in arms.items():
         # dashed: with no reward variance, verifier-free ECHO and GRPO + ECHO take identical steps and overlap
-        kw = {"color": COLORS.get(arm), "label": ARM_LABELS.get(arm, arm),
-              "linestyle": "--" if arm == "verifier_free" else "-"}
+        kw = {
+            "color": COLORS.get(arm),
+            "label": ARM_LABELS.get(arm, arm),
+            "linestyle": "--" if arm == "verifier_free" else "-",
+        }
         ev = data["evals"]
         steps = [e["step"] for e in ev]
         ax[0, 0].plot(steps, [e["test"]["env_ce"]["nats_per_token"] for e in ev], marker="o", **kw)
-        ax[0, 0].plot(steps, [e["test"]["env_ce"]["novel_nats_per_token"] for e in ev], marker=".", alpha=0.5,
-                      color=kw["color"], linestyle=":")
+        ax[0, 0].plot(
+            steps,
+            [e["test"]["env_ce"]["novel_nats_per_token"] for e in ev],
+            marker=".",
+            alpha=0.5,
+            color=kw["color"],
+            linestyle=":",
+        )
         ax[0, 1].plot(steps, [e["test"]["policy"]["success"] for e in ev], marker="o", **kw)
         ax[0, 2].plot(steps, [e["test"]["policy"]["mean_reward"] for e in ev], marker="o", **kw)
         tr = data["train"]
@@ -37,8 +46,14 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
         ax[1, 1].plot(ts, [t["reward_mean"] for t in tr], **kw)
         sel = data.get("selected")
         if sel is not None:
-            ax[0, 0].scatter([sel["step"]], [sel["test"]["env_ce"]["nats_per_token"]], s=140, facecolors="none",
-                             edgecolors=kw["color"], linewidths=1.5)
+            ax[0, 0].scatter(
+                [sel["step"]],
+                [sel["test"]["env_ce"]["nats_per_token"]],
+                s=140,
+                facecolors="none",
+                edgecolors=kw["color"],
+                linewidths=1.5,
+            )
     ws = report["warm_start"]["losses"]
     ax[1, 2].plot(range(1, len(ws) + 1), ws, color="black")
     titles = [
@@ -57,8 +72,11 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
         a.tick_params(labelsize=8)
     for a in (ax[0, 1], ax[0, 2]):
         a.set_ylim(-0.03, 1.03)
-    ax[0, 0].legend(fontsize=8, title="open circle: checkpoint chosen on validation\n"
-                    "dotted: novel lines only (never in training)", title_fontsize=7)
+    ax[0, 0].legend(
+        fontsize=8,
+        title="open circle: checkpoint chosen on validation\ndotted: novel lines only (never in training)",
+        title_fontsize=7,
+    )
     m = report["model"]
     fig.suptitle(
         f"openenv-echo reference demo ({report['config']['mode']}): {m['kind']} Llama {m['parameters'] / 1e6:.1f}M "

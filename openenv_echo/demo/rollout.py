@@ -51,8 +51,9 @@ def messages() -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}]
 
 
-def expert_episodes(url: str, seeds: list[int], max_env_steps: int, *, progress: bool = False,
-                    desc: str = "expert") -> list[Trajectory]:
+def expert_episodes(
+    url: str, seeds: list[int], max_env_steps: int, *, progress: bool = False, desc: str = "expert"
+) -> list[Trajectory]:
     """One scripted expert episode per seed, recorded by the client (actions carry their text, no token ids)."""
     from tqdm.auto import tqdm
 
@@ -62,7 +63,7 @@ def expert_episodes(url: str, seeds: list[int], max_env_steps: int, *, progress:
     with EnvClient(url, env_name=ENV_NAME) as client:
         for seed in tqdm(seeds, desc=desc, disable=not progress, leave=False):
             result = client.reset(seed=seed, messages=messages(), max_steps=max_env_steps)
-            for action in expert_commands(seed)[: max_env_steps]:
+            for action in expert_commands(seed)[:max_env_steps]:
                 result = client.step(action, action_text=action["command"])
                 if result.done:
                     break
@@ -76,8 +77,12 @@ def answer(traj: Trajectory) -> dict[str, Any]:
     reward = traj.total_reward
     last = traj.steps[-1].observation if traj.steps else None
     meta = last.metadata if last is not None else {}
-    return {"reward": reward, "submitted": "answer" in meta, "answer": meta.get("answer"),
-            "expected": meta.get("expected")}
+    return {
+        "reward": reward,
+        "submitted": "answer" in meta,
+        "answer": meta.get("answer"),
+        "expected": meta.get("expected"),
+    }
 
 
 # -- policy rollouts ----------------------------------------------------------------------------------------
@@ -120,8 +125,16 @@ class RolloutResult:
 class PolicyRunner:
     """Runs batches of policy episodes against the env server (one client session per episode)."""
 
-    def __init__(self, url: str, tokenizer: Any, *, max_env_steps: int, max_context: int, max_action_tokens: int,
-                 workers: int = 4) -> None:
+    def __init__(
+        self,
+        url: str,
+        tokenizer: Any,
+        *,
+        max_env_steps: int,
+        max_context: int,
+        max_action_tokens: int,
+        workers: int = 4,
+    ) -> None:
         self.url = url
         self.tokenizer = tokenizer
         self.max_env_steps = max_env_steps
@@ -137,13 +150,16 @@ class PolicyRunner:
 
     # -- one batch -------------------------------------------------------------------------------------------
     @torch.no_grad()
-    def run(self, model: torch.nn.Module, seeds: list[int], *, temperature: float,
-            generator: torch.Generator | None) -> list[RolloutResult]:
+    def run(
+        self, model: torch.nn.Module, seeds: list[int], *, temperature: float, generator: torch.Generator | None
+    ) -> list[RolloutResult]:
         """Play one episode per seed (seeds may repeat: a GRPO group); ``temperature=0`` is greedy."""
         was_training = model.training
         model.eval()
-        episodes = [Episode(seed=s, client=EnvClient(self.url, env_name=ENV_NAME), builder=TitoBuilder(self.tokenizer))
-                    for s in seeds]
+        episodes = [
+            Episode(seed=s, client=EnvClient(self.url, env_name=ENV_NAME), builder=TitoBuilder(self.tokenizer))
+            for s in seeds
+        ]
         try:
             list(self.pool.map(self._reset, episodes))
             for _turn in range(self.max_env_steps):
@@ -180,18 +196,27 @@ class PolicyRunner:
 
     def _finish(self, e: Episode) -> RolloutResult:
         if e.fed + e.pending != e.builder.ids:
-            raise AssertionError("token-in-token-out violated: the ids fed to the sampler differ from the "
-                                 "assembled sequence")
+            raise AssertionError(
+                "token-in-token-out violated: the ids fed to the sampler differ from the assembled sequence"
+            )
         seq = e.builder.finish(reward=e.reward)
         if len(seq) > self.max_context:  # the last observation overflowed: train on the first max_context tokens
             seq = seq.truncate(self.max_context)
         assert e.client.trajectory is not None
-        return RolloutResult(seed=e.seed, sequence=seq, trajectory=e.client.trajectory.model_copy(deep=True),
-                             reward=e.reward, end=e.end or "step_limit", turns=e.turns, submitted=e.submitted)
+        return RolloutResult(
+            seed=e.seed,
+            sequence=seq,
+            trajectory=e.client.trajectory.model_copy(deep=True),
+            reward=e.reward,
+            end=e.end or "step_limit",
+            turns=e.turns,
+            submitted=e.submitted,
+        )
 
     # -- batched sampling with per-episode KV caches -------------------------------------------------------
-    def _sample_turn(self, model: torch.nn.Module, live: list[Episode], temperature: float,
-                     generator: torch.Generator | None) -> None:
+    def _sample_turn(
+        self, model: torch.nn.Module, live: list[Episode], temperature: float, generator: torch.Generator | None
+    ) -> None:
         """Feed each episode's pending ids, then sample its action ids until an end-of-turn id or the cap."""
         from transformers import DynamicCache
 
@@ -211,20 +236,20 @@ class PolicyRunner:
                 for i, e in enumerate(live):
                     if e.kv:
                         n = e.kv[li][0].shape[1]
-                        k[i, :, past - n:] = e.kv[li][0]
-                        v[i, :, past - n:] = e.kv[li][1]
+                        k[i, :, past - n :] = e.kv[li][0]
+                        v[i, :, past - n :] = e.kv[li][1]
                 layers.append((k, v))
             cache = DynamicCache(ddp_cache_data=layers)
             for i, e in enumerate(live):
                 if e.kv:
-                    valid[i, past - e.kv[0][0].shape[1]:past] = 1
+                    valid[i, past - e.kv[0][0].shape[1] : past] = 1
         ids = torch.full((b, chunk), self.pad_id, dtype=torch.long)
         pos = torch.zeros((b, chunk), dtype=torch.long)
         for i, e in enumerate(live):
             n = len(e.pending)
-            ids[i, chunk - n:] = torch.tensor(e.pending, dtype=torch.long)
-            pos[i, chunk - n:] = torch.arange(e.pos, e.pos + n)
-            valid[i, past + chunk - n:] = 1
+            ids[i, chunk - n :] = torch.tensor(e.pending, dtype=torch.long)
+            pos[i, chunk - n :] = torch.arange(e.pos, e.pos + n)
+            valid[i, past + chunk - n :] = 1
             e.fed.extend(e.pending)
             e.pending = []
             e.action = []
@@ -252,8 +277,13 @@ class PolicyRunner:
             feed = torch.where(generating, nxt, torch.full_like(nxt, self.pad_id))
             step_pos = torch.tensor([e.pos for e in live], dtype=torch.long)
             valid = torch.cat([valid, generating.long().unsqueeze(1)], dim=1)
-            out = model(input_ids=feed[:, None], attention_mask=valid, position_ids=step_pos[:, None],
-                        past_key_values=cache, use_cache=True)
+            out = model(
+                input_ids=feed[:, None],
+                attention_mask=valid,
+                position_ids=step_pos[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
             cache, logits = out.past_key_values, out.logits[:, -1, :]
             for i in torch.nonzero(generating).flatten().tolist():
                 live[i].fed.append(int(nxt[i]))
@@ -261,6 +291,7 @@ class PolicyRunner:
         mask = valid.bool()
         for i, e in enumerate(live):
             keep = torch.nonzero(mask[i]).flatten()
-            e.kv = [(layer.keys[i].index_select(1, keep), layer.values[i].index_select(1, keep))
-                    for layer in cache.layers]
+            e.kv = [
+                (layer.keys[i].index_select(1, keep), layer.values[i].index_select(1, keep)) for layer in cache.layers
+            ]
             assert e.kv[0][0].shape[1] == len(e.fed), "KV cache and fed ids disagree"

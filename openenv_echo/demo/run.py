@@ -21,8 +21,8 @@ import platform
 import random
 import sys
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -79,29 +79,44 @@ def build_policy(cfg: DemoConfig, train_episodes: list[Any]) -> tuple[torch.nn.M
         corpus = corpus_of(train_episodes)
         tok = build_tokenizer("qwen", corpus=corpus, vocab_size=cfg.vocab_size)
         model = build_scratch_model(cfg.model, tok, max_positions=cfg.max_context + 64, seed=cfg.seed)
-        tok_info = {"family": "qwen (ChatML byte-level BPE, openenv_echo.tokenize.build_tokenizer)",
-                    "trained_on": f"text of the {len(train_episodes)} train-seed expert episodes only",
-                    "corpus_chars": sum(map(len, corpus)), "requested_vocab": cfg.vocab_size}
+        tok_info = {
+            "family": "qwen (ChatML byte-level BPE, openenv_echo.tokenize.build_tokenizer)",
+            "trained_on": f"text of the {len(train_episodes)} train-seed expert episodes only",
+            "corpus_chars": sum(map(len, corpus)),
+            "requested_vocab": cfg.vocab_size,
+        }
     ident = tokenizer_identity(tok)
     c = model.config
     info = {
         "kind": cfg.model,
         "class": type(model).__name__,
         "parameters": count_parameters(model),
-        "hidden_size": c.hidden_size, "layers": c.num_hidden_layers, "heads": c.num_attention_heads,
-        "intermediate_size": c.intermediate_size, "vocab_size": c.vocab_size,
-        "tokenizer": {**tok_info, "vocab": len(tok), "fingerprint": ident.fingerprint,
-                      "chat_template": "ChatML; observations as tool messages"},
+        "hidden_size": c.hidden_size,
+        "layers": c.num_hidden_layers,
+        "heads": c.num_attention_heads,
+        "intermediate_size": c.intermediate_size,
+        "vocab_size": c.vocab_size,
+        "tokenizer": {
+            **tok_info,
+            "vocab": len(tok),
+            "fingerprint": ident.fingerprint,
+            "chat_template": "ChatML; observations as tool messages",
+        },
     }
     return model, tok, info
 
 
 def _choose(evals: list[dict[str, Any]]) -> dict[str, Any]:
     """Checkpoint chosen on validation only: best val mean reward, then lowest val env CE, then earliest."""
-    best = min(evals, key=lambda e: (-e["val"]["policy"]["mean_reward"], e["val"]["env_ce"]["nats_per_token"],
-                                     e["step"]))
-    return {"step": best["step"], "rule": "max validation mean reward, then min validation env CE, then earliest",
-            "val": best["val"], "test": best["test"]}
+    best = min(
+        evals, key=lambda e: (-e["val"]["policy"]["mean_reward"], e["val"]["env_ce"]["nats_per_token"], e["step"])
+    )
+    return {
+        "step": best["step"],
+        "rule": "max validation mean reward, then min validation env CE, then earliest",
+        "val": best["val"],
+        "test": best["test"],
+    }
 
 
 def run_demo(cfg: DemoConfig, command: str | None = None) -> dict[str, Any]:
@@ -143,10 +158,18 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     report: dict[str, Any] = {
         "command": command or " ".join(["openenv-echo", "demo", *sys.argv[1:]]),
         "config": cfg.to_dict(),
-        "seeds": {"train": seeds.train, "validation": seeds.val, "test": seeds.test,
-                  "note": "disjoint ranges; a machine is a pure function of its seed"},
-        "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "transformers": __import__("transformers").__version__, "platform": platform.platform()},
+        "seeds": {
+            "train": seeds.train,
+            "validation": seeds.val,
+            "test": seeds.test,
+            "note": "disjoint ranges; a machine is a pure function of its seed",
+        },
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "transformers": __import__("transformers").__version__,
+            "platform": platform.platform(),
+        },
     }
     with env_server(cfg.docker) as (url, server_desc):
         clock.lap("server_start")
@@ -164,28 +187,54 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
         clock.lap("tokenizer_and_model")
         lengths = [len(s) for s in train_seqs]
         report["environment"] = {
-            "name": "terminal", "server": server_desc, "transport": "EnvClient over WebSocket",
-            "reset_options": {"max_steps": cfg.max_env_steps}, "system_prompt": messages()[0]["content"],
+            "name": "terminal",
+            "server": server_desc,
+            "transport": "EnvClient over WebSocket",
+            "reset_options": {"max_steps": cfg.max_env_steps},
+            "system_prompt": messages()[0]["content"],
         }
         report["model"] = model_info
         report["data"] = {
             "expert_episodes": {"train": len(train_ex), "validation": len(val_ex), "test": len(test_ex)},
             "expert_test_reward": sum(t.total_reward for t in test_ex) / len(test_ex),
             "train_tokens_per_episode": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
-            "env_ce_sets": {c.name: {"episodes": len(c.sequences), "env_tokens": c.env_tokens,
-                                     "novel_line_tokens": c.novel_tokens, "env_bytes": c.env_bytes}
-                            for c in (ce_val, ce_test)},
+            "env_ce_sets": {
+                c.name: {
+                    "episodes": len(c.sequences),
+                    "env_tokens": c.env_tokens,
+                    "novel_line_tokens": c.novel_tokens,
+                    "env_bytes": c.env_bytes,
+                }
+                for c in (ce_val, ce_test)
+            },
             "novelty_of_test_observations": verbatim_overlap(train_ex, test_ex),
         }
-        console.print(f"model [bold]{cfg.model}[/]: {model_info['parameters'] / 1e6:.2f}M params, vocab "
-                      f"{model_info['vocab_size']}; expert episodes ~{sum(lengths) / len(lengths):.0f} tokens")
+        console.print(
+            f"model [bold]{cfg.model}[/]: {model_info['parameters'] / 1e6:.2f}M params, vocab "
+            f"{model_info['vocab_size']}; expert episodes ~{sum(lengths) / len(lengths):.0f} tokens"
+        )
 
-        runner = PolicyRunner(url, tok, max_env_steps=cfg.max_env_steps, max_context=cfg.max_context,
-                              max_action_tokens=cfg.max_action_tokens)
+        runner = PolicyRunner(
+            url,
+            tok,
+            max_env_steps=cfg.max_env_steps,
+            max_context=cfg.max_context,
+            max_action_tokens=cfg.max_action_tokens,
+        )
         try:
             # -- warm start -------------------------------------------------------------------------------
-            sft = warm_start(model, train_seqs, tok, steps=cfg.sft_steps, batch_size=cfg.sft_batch, lr=cfg.sft_lr,
-                             warmup=cfg.sft_warmup, micro_batch=cfg.micro_batch, seed=cfg.seed, progress=progress)
+            sft = warm_start(
+                model,
+                train_seqs,
+                tok,
+                steps=cfg.sft_steps,
+                batch_size=cfg.sft_batch,
+                lr=cfg.sft_lr,
+                warmup=cfg.sft_warmup,
+                micro_batch=cfg.micro_batch,
+                seed=cfg.seed,
+                progress=progress,
+            )
             clock.lap("warm_start")
 
             def evaluate(step: int) -> dict[str, Any]:
@@ -199,14 +248,21 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             ev0 = evaluate(0)
             clock.lap("eval_after_warm_start")
             report["warm_start"] = {
-                "steps": cfg.sft_steps, "batch": cfg.sft_batch, "lr": cfg.sft_lr, "losses": sft.losses,
-                "tokens_seen": sft.tokens, "action_tokens_trained": sft.action_tokens, "env_tokens_trained": 0,
+                "steps": cfg.sft_steps,
+                "batch": cfg.sft_batch,
+                "lr": cfg.sft_lr,
+                "losses": sft.losses,
+                "tokens_seen": sft.tokens,
+                "action_tokens_trained": sft.action_tokens,
+                "env_tokens_trained": 0,
                 "trains": "action tokens only (env tokens are inputs, never targets)",
                 "after": ev0,
             }
-            console.print(f"warm start done: test env CE {ev0['test']['env_ce']['nats_per_token']:.3f} nats/token, "
-                          f"test success {ev0['test']['policy']['success']:.2f}, "
-                          f"mean reward {ev0['test']['policy']['mean_reward']:.2f}")
+            console.print(
+                f"warm start done: test env CE {ev0['test']['env_ce']['nats_per_token']:.3f} nats/token, "
+                f"test success {ev0['test']['policy']['success']:.2f}, "
+                f"mean reward {ev0['test']['policy']['mean_reward']:.2f}"
+            )
             start_state = copy.deepcopy(model.state_dict())
             rng = random.Random(cfg.seed)
             schedule = [rng.sample(seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
@@ -221,17 +277,33 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 torch.manual_seed(cfg.seed + 2)
                 train_log: list[dict[str, Any]] = []
                 evals = [ev0]
-                bar = tqdm(range(1, cfg.rl_steps + 1), desc=f"RL {ARM_LABELS[arm]}", disable=not progress,
-                           leave=False)
+                bar = tqdm(range(1, cfg.rl_steps + 1), desc=f"RL {ARM_LABELS[arm]}", disable=not progress, leave=False)
                 for step in bar:
                     batch_seeds = [s for s in schedule[step - 1] for _ in range(cfg.rl_group)]
                     results = runner.run(model, batch_seeds, temperature=cfg.temperature, generator=gen)
-                    stats = rl_step(model, opt, [r.sequence for r in results], [r.reward for r in results],
-                                    cfg.rl_group, objective, tok, micro_batch=cfg.micro_batch, step=step - 1,
-                                    temperature=cfg.temperature, advantage=cfg.advantage)
+                    stats = rl_step(
+                        model,
+                        opt,
+                        [r.sequence for r in results],
+                        [r.reward for r in results],
+                        cfg.rl_group,
+                        objective,
+                        tok,
+                        micro_batch=cfg.micro_batch,
+                        step=step - 1,
+                        temperature=cfg.temperature,
+                        advantage=cfg.advantage,
+                    )
                     out_stats = outcome_stats(results)
-                    train_log.append({"step": step, "seeds": schedule[step - 1], "reward_mean": out_stats["mean_reward"],
-                                      **{k: v for k, v in out_stats.items() if k != "mean_reward"}, **stats})
+                    train_log.append(
+                        {
+                            "step": step,
+                            "seeds": schedule[step - 1],
+                            "reward_mean": out_stats["mean_reward"],
+                            **{k: v for k, v in out_stats.items() if k != "mean_reward"},
+                            **stats,
+                        }
+                    )
                     bar.set_postfix(reward=f"{out_stats['mean_reward']:.2f}", env_ce=f"{stats['env_ce']:.2f}")
                     if step % cfg.eval_every == 0 or step == cfg.rl_steps:
                         evals.append(evaluate(step))
@@ -246,11 +318,13 @@ def _run(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 }
                 clock.lap(f"rl_{arm}")
                 ft = final["test"]
-                console.print(f"{ARM_LABELS[arm]:>20}: test env CE {ev0['test']['env_ce']['nats_per_token']:.3f} -> "
-                              f"{ft['env_ce']['nats_per_token']:.3f} nats/token, success "
-                              f"{ev0['test']['policy']['success']:.2f} -> {ft['policy']['success']:.2f}, "
-                              f"mean reward {ev0['test']['policy']['mean_reward']:.2f} -> "
-                              f"{ft['policy']['mean_reward']:.2f}")
+                console.print(
+                    f"{ARM_LABELS[arm]:>20}: test env CE {ev0['test']['env_ce']['nats_per_token']:.3f} -> "
+                    f"{ft['env_ce']['nats_per_token']:.3f} nats/token, success "
+                    f"{ev0['test']['policy']['success']:.2f} -> {ft['policy']['success']:.2f}, "
+                    f"mean reward {ev0['test']['policy']['mean_reward']:.2f} -> "
+                    f"{ft['policy']['mean_reward']:.2f}"
+                )
         finally:
             runner.close()
     report["arms"] = arms
@@ -273,22 +347,25 @@ def summary_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         start = a["evals"][0]["test"]
         fin = a["final"]["test"]
         sel = a["selected"]
-        rows.append({
-            "arm": arm, "label": a["label"],
-            "test_env_ce_start": start["env_ce"]["nats_per_token"],
-            "test_env_ce_final": fin["env_ce"]["nats_per_token"],
-            "test_env_ce_per_byte_final": fin["env_ce"]["nats_per_byte"],
-            "test_novel_ce_start": start["env_ce"]["novel_nats_per_token"],
-            "test_novel_ce_final": fin["env_ce"]["novel_nats_per_token"],
-            "test_success_start": start["policy"]["success"],
-            "test_success_final": fin["policy"]["success"],
-            "test_mean_reward_start": start["policy"]["mean_reward"],
-            "test_mean_reward_final": fin["policy"]["mean_reward"],
-            "selected_step": sel["step"],
-            "selected_test_env_ce": sel["test"]["env_ce"]["nats_per_token"],
-            "selected_test_success": sel["test"]["policy"]["success"],
-            "selected_test_mean_reward": sel["test"]["policy"]["mean_reward"],
-        })
+        rows.append(
+            {
+                "arm": arm,
+                "label": a["label"],
+                "test_env_ce_start": start["env_ce"]["nats_per_token"],
+                "test_env_ce_final": fin["env_ce"]["nats_per_token"],
+                "test_env_ce_per_byte_final": fin["env_ce"]["nats_per_byte"],
+                "test_novel_ce_start": start["env_ce"]["novel_nats_per_token"],
+                "test_novel_ce_final": fin["env_ce"]["novel_nats_per_token"],
+                "test_success_start": start["policy"]["success"],
+                "test_success_final": fin["policy"]["success"],
+                "test_mean_reward_start": start["policy"]["mean_reward"],
+                "test_mean_reward_final": fin["policy"]["mean_reward"],
+                "selected_step": sel["step"],
+                "selected_test_env_ce": sel["test"]["env_ce"]["nats_per_token"],
+                "selected_test_success": sel["test"]["policy"]["success"],
+                "selected_test_mean_reward": sel["test"]["policy"]["mean_reward"],
+            }
+        )
     return rows
 
 
@@ -306,7 +383,8 @@ def summary_markdown(report: dict[str, Any]) -> str:
             f"| {r['label']} | {r['test_env_ce_start']:.3f} → {r['test_env_ce_final']:.3f} | "
             f"{r['test_novel_ce_start']:.3f} → {r['test_novel_ce_final']:.3f} | {r['test_env_ce_per_byte_final']:.3f} | {r['test_success_start']:.3f} → {r['test_success_final']:.3f} | "
             f"{r['test_mean_reward_start']:.3f} → {r['test_mean_reward_final']:.3f} | "
-            f"{r['selected_step']}, {r['selected_test_env_ce']:.3f}, {r['selected_test_success']:.3f} |")
+            f"{r['selected_step']}, {r['selected_test_env_ce']:.3f}, {r['selected_test_success']:.3f} |"
+        )
     phases = ", ".join(f"{k} {v:.0f} s" for k, v in t.items() if k != "total")
     lines += ["", f"`{report['command']}`: wall time {t['total']:.0f} s ({phases})."]
     return "\n".join(lines) + "\n"

@@ -34,8 +34,12 @@ from ..tokenize import TokenizedTrajectory, collate
 
 def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """(B, T, V) logits of a collated batch (its own position ids, no KV cache)."""
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                position_ids=batch["position_ids"], use_cache=False)
+    out = model(
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        use_cache=False,
+    )
     return out.logits
 
 
@@ -45,7 +49,7 @@ def forward_logps(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tor
 
 
 def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def arm_config(arm: str, lam: float) -> EchoConfig:
@@ -67,9 +71,19 @@ class SftResult:
     action_tokens: int
 
 
-def warm_start(model: torch.nn.Module, sequences: list[TokenizedTrajectory], tokenizer: Any, *, steps: int,
-               batch_size: int, lr: float, warmup: int, micro_batch: int, seed: int,
-               progress: bool = False) -> SftResult:
+def warm_start(
+    model: torch.nn.Module,
+    sequences: list[TokenizedTrajectory],
+    tokenizer: Any,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    warmup: int,
+    micro_batch: int,
+    seed: int,
+    progress: bool = False,
+) -> SftResult:
     """SFT on the expert's action tokens only (token mean over the batch; env and context tokens are inputs)."""
     from tqdm.auto import tqdm
 
@@ -115,9 +129,20 @@ def warm_start(model: torch.nn.Module, sequences: list[TokenizedTrajectory], tok
 
 
 # -- RL ---------------------------------------------------------------------------------------------------
-def rl_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sequences: list[TokenizedTrajectory],
-            rewards: list[float], group_size: int, cfg: EchoConfig, tokenizer: Any, *, micro_batch: int,
-            step: int, temperature: float = 1.0, advantage: str = "grpo") -> dict[str, float]:
+def rl_step(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    sequences: list[TokenizedTrajectory],
+    rewards: list[float],
+    group_size: int,
+    cfg: EchoConfig,
+    tokenizer: Any,
+    *,
+    micro_batch: int,
+    step: int,
+    temperature: float = 1.0,
+    advantage: str = "grpo",
+) -> dict[str, float]:
     """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
 
     The policy term uses the log-probs of the distribution that sampled (logits / ``temperature``); the world term
@@ -135,8 +160,7 @@ def rl_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sequences: list[
     for lo in range(0, len(sequences), micro_batch):
         rows = slice(lo, lo + micro_batch)
         b = collate(sequences[rows], tokenizer=tokenizer)
-        eb = EchoBatch(role_ids=b["role_ids"], advantages=None if adv is None else adv[rows],
-                       obs_count=b["obs_count"])
+        eb = EchoBatch(role_ids=b["role_ids"], advantages=None if adv is None else adv[rows], obs_count=b["obs_count"])
         logits = forward_logits(model, b)
         lp = token_logps(logits, b["input_ids"], temperature)
         lp_env = token_logps(logits, b["input_ids"]) if temperature != 1.0 else None

@@ -55,7 +55,7 @@ class EchoBatch:
     def shape(self) -> tuple[int, int]:
         return tuple(self.role_ids.shape)  # type: ignore[return-value]
 
-    def rows(self, index: slice | torch.Tensor) -> "EchoBatch":
+    def rows(self, index: slice | torch.Tensor) -> EchoBatch:
         """The sub-batch of the given rows (micro-batching, data-parallel sharding)."""
         updates = {}
         for f in fields(self):

@@ -46,10 +46,9 @@ class CoeffSchedule(BaseModel):
     values: list[float] = Field(default_factory=list, description="step: λ from each boundary on.")
 
     @model_validator(mode="after")
-    def _check(self) -> "CoeffSchedule":
-        if self.kind == "linear_decay":
-            if self.end_coeff is None or self.decay_steps is None:
-                raise ValueError("schedule kind 'linear_decay' needs end_coeff and decay_steps")
+    def _check(self) -> CoeffSchedule:
+        if self.kind == "linear_decay" and (self.end_coeff is None or self.decay_steps is None):
+            raise ValueError("schedule kind 'linear_decay' needs end_coeff and decay_steps")
         if self.kind == "step":
             if not self.boundaries or len(self.boundaries) != len(self.values):
                 raise ValueError("schedule kind 'step' needs boundaries and values of the same non-zero length")
@@ -100,7 +99,7 @@ class PolicyLossConfig(BaseModel):
     constant_denominator: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
-    def _check(self) -> "PolicyLossConfig":
+    def _check(self) -> PolicyLossConfig:
         if self.normalization == "constant" and self.constant_denominator is None:
             raise ValueError("policy normalization 'constant' needs constant_denominator (e.g. max completion length)")
         return self
@@ -202,7 +201,7 @@ class EchoConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "EchoConfig":
+    def _check(self) -> EchoConfig:
         selected = TARGET_ROLES[self.world_loss_target]
         extra = set(self.role_coeffs) - selected
         if extra:

@@ -69,14 +69,14 @@ def max_incorrect_kept(n_correct: int, theta: float) -> int | None:
         return None
     if theta >= 1.0:
         return 0
-    return int(math.floor(n_correct * (1.0 - theta) / theta + 1e-9))
+    return math.floor(n_correct * (1.0 - theta) / theta + 1e-9)
 
 
 def world_filter(stats: RolloutStats, group_ids: torch.Tensor | int, cfg: RolloutFilterConfig, n: int) -> FilterResult:
     """Apply the configured filters per group; returns the (n,) keep mask and counts."""
     idx = group_index(group_ids, n)
     keep = torch.ones(n, dtype=torch.bool)
-    metrics = {k: 0.0 for k in FILTER_METRIC_KEYS}
+    metrics = dict.fromkeys(FILTER_METRIC_KEYS, 0.0)
     metrics["filter/rollouts"] = float(n)
     if cfg.min_valid_tool_call_share is not None:
         bad = _share(stats, "valid_tool_call_share", n).cpu() < cfg.min_valid_tool_call_share

@@ -103,9 +103,7 @@ class EchoLossOutput:
         return {k: float(v) for k, v in self.metrics.items()}
 
 
-def world_token_weights(
-    selection: Selection, cfg: EchoConfig, denominators: Denominators
-) -> torch.Tensor:
+def world_token_weights(selection: Selection, cfg: EchoConfig, denominators: Denominators) -> torch.Tensor:
     """(B, T) world weights w (without λ): ``c_{i,t} · s_i / D`` for the configured normalization."""
     return term_weights(
         selection.coeffs,
@@ -271,7 +269,8 @@ def echo_metrics(
             "echo/world_loss_unscaled": world_unscaled.detach().float(),
             "echo/world_model_coeff": torch.tensor(lam, dtype=torch.float32, device=lp_env.device),
             "echo/env_ce_per_token": nll.sum() / n_sel.clamp(min=1),
-            "echo/world_policy_loss_ratio": world.detach().float().abs() / policy.detach().float().abs().clamp(min=1e-8),
+            "echo/world_policy_loss_ratio": world.detach().float().abs()
+            / policy.detach().float().abs().clamp(min=1e-8),
             "echo/tokens/selected": n_sel.float(),
             "echo/tokens/policy": sel.action.sum().float(),
             "echo/rollouts/total": sel.real_rows.sum().float(),
@@ -294,8 +293,8 @@ __all__ = [
     "connected_zero",
     "echo_loss",
     "echo_metrics",
-    "policy_loss",
     "local_denominators",
+    "policy_loss",
     "policy_token_weights",
     "select_tokens",
     "target_positions",

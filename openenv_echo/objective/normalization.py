@@ -9,8 +9,8 @@ world terms get independent denominators, so env tokens never dilute the policy 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import torch
 
@@ -30,7 +30,7 @@ class Denominators:
     world_tokens: float
     world_sequences: float
 
-    def __add__(self, other: "Denominators") -> "Denominators":
+    def __add__(self, other: Denominators) -> Denominators:
         return Denominators(
             self.policy_tokens + other.policy_tokens,
             self.policy_sequences + other.policy_sequences,
@@ -38,7 +38,7 @@ class Denominators:
             self.world_sequences + other.world_sequences,
         )
 
-    def per_rank(self, world_size: int) -> "Denominators":
+    def per_rank(self, world_size: int) -> Denominators:
         """Denominators for data parallelism with *mean*-reduced gradients (DDP/FSDP average over ranks).
 
         Each rank's loss is its share of the global sum divided by ``D / world_size``, so the average over ranks
@@ -59,7 +59,7 @@ class Denominators:
         )
 
     @classmethod
-    def from_tensor(cls, t: torch.Tensor) -> "Denominators":
+    def from_tensor(cls, t: torch.Tensor) -> Denominators:
         v = [float(x) for x in t.tolist()]
         if len(v) != 4:
             raise ValueError(f"expected 4 values, got {len(v)}")

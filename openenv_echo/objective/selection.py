@@ -51,9 +51,7 @@ def after_first_action(role_ids: torch.Tensor) -> torch.Tensor:
     return (is_action.cumsum(dim=1) - is_action) > 0
 
 
-def env_token_coeffs(
-    role_ids: torch.Tensor, cfg: EchoConfig, includes_sequence_start: bool = True
-) -> torch.Tensor:
+def env_token_coeffs(role_ids: torch.Tensor, cfg: EchoConfig, includes_sequence_start: bool = True) -> torch.Tensor:
     """(B, T) float64: the per-role coefficient c_t of each world-model target token, 0 elsewhere.
 
     Selected roles come from ``cfg.world_loss_target`` with ``cfg.role_coeffs`` multipliers. Tokens before the
@@ -74,9 +72,7 @@ def env_token_coeffs(
     return coeffs
 
 
-def observation_counts(
-    role_ids: torch.Tensor, cfg: EchoConfig, includes_sequence_start: bool = True
-) -> torch.Tensor:
+def observation_counts(role_ids: torch.Tensor, cfg: EchoConfig, includes_sequence_start: bool = True) -> torch.Tensor:
     """(B,) float: |O_i|, the observation *body* tokens (env_output + warning) of each row that could be targets.
 
     Same eligibility as :func:`env_token_coeffs` (after the first action unless

@@ -8,4 +8,11 @@ from .base import ProviderError, ServerProvider
 from .docker import DockerProvider, docker_client, engine_available
 from .local import LocalProcessProvider
 
-__all__ = ["DockerProvider", "LocalProcessProvider", "ProviderError", "ServerProvider", "docker_client", "engine_available"]
+__all__ = [
+    "DockerProvider",
+    "LocalProcessProvider",
+    "ProviderError",
+    "ServerProvider",
+    "docker_client",
+    "engine_available",
+]

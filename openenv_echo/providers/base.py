@@ -135,7 +135,7 @@ class ServerProvider(ABC):
         )
 
     @contextmanager
-    def reporting(self) -> Iterator["ServerProvider"]:
+    def reporting(self) -> Iterator[ServerProvider]:
         """``with provider.reporting(): client.step(...)`` re-raises any error as a ``ProviderError`` with logs."""
         try:
             yield self
@@ -149,7 +149,7 @@ class ServerProvider(ABC):
         if status is not None:
             raise ProviderError(f"{self.label} {what}: {status}", logs=self.logs(), source=self.label)
 
-    def __enter__(self) -> "ServerProvider":
+    def __enter__(self) -> ServerProvider:
         self.start()
         return self
 

@@ -27,7 +27,7 @@ LABEL = "io.openenv-echo.provider"
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
 LOCAL_BASE_IMAGE = "openenv-echo/base:bookworm-py311"  # scripts/docker/build-base-image.sh
 _BUILD_TAIL = 200
-_LIVE: "weakref.WeakSet[DockerProvider]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[DockerProvider] = weakref.WeakSet()
 
 
 @atexit.register
@@ -167,7 +167,7 @@ class DockerProvider(ServerProvider):
         tag: str | None = None,
         build: bool = True,
         **kwargs: Any,
-    ) -> "DockerProvider":
+    ) -> DockerProvider:
         """The image of a bundled env (``echo``, ``terminal``, ``sql``), built from the checkout's
         ``envs/<env>_env/server/Dockerfile`` with the repo root as context. ``base_image`` (else env var
         ``BASE_IMAGE``, else the Dockerfile's default python:3.11-slim) becomes the ``BASE_IMAGE`` build arg."""
@@ -229,7 +229,9 @@ class DockerProvider(ServerProvider):
             raise
         except Exception as e:
             raise ProviderError(
-                f"docker build of {self.image} failed: {e}", logs="\n".join(self.build_log), source=f"build of {self.image}"
+                f"docker build of {self.image} failed: {e}",
+                logs="\n".join(self.build_log),
+                source=f"build of {self.image}",
             ) from e
         self.image_id = self.client.api.inspect_image(self.image)["Id"]
         return self.image_id
@@ -314,7 +316,9 @@ class DockerProvider(ServerProvider):
         deadline = time.monotonic() + 5.0
         while True:
             self._container.reload()
-            bindings = (self._container.attrs.get("NetworkSettings", {}).get("Ports") or {}).get(f"{CONTAINER_PORT}/tcp")
+            bindings = (self._container.attrs.get("NetworkSettings", {}).get("Ports") or {}).get(
+                f"{CONTAINER_PORT}/tcp"
+            )
             if bindings:
                 return int(bindings[0]["HostPort"])
             self._raise_if_dead("exited before its port was published")

@@ -21,7 +21,7 @@ from ..server.background import free_port
 from ..server.limits import ServerLimits
 from .base import DEFAULT_TAIL, ProviderError, ServerProvider, tail_lines
 
-_LIVE: "weakref.WeakSet[LocalProcessProvider]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[LocalProcessProvider] = weakref.WeakSet()
 _PORT_RETRIES = 3
 
 

@@ -6,8 +6,8 @@ from .limits import ServerLimits
 from .serve import serve, uvicorn_config
 
 __all__ = [
-    "Environment",
     "EnvError",
+    "Environment",
     "EpisodeDone",
     "EpisodeNotStarted",
     "MaxSteps",
@@ -18,6 +18,6 @@ __all__ = [
     "uvicorn_config",
 ]
 
-from .background import BackgroundServer, free_port  # noqa: E402
+from .background import BackgroundServer, free_port
 
 __all__ += ["BackgroundServer", "free_port"]

@@ -20,14 +20,20 @@ from ..wire import (
     SchemaResponse,
 )
 from . import mcp
-from .http_routes import add_stateless_routes
 from .environment import Environment
+from .http_routes import add_stateless_routes
 from .limits import ServerLimits
 from .protocol import Protocol, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
 
 OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
-_FRAME_KEYS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"type"}, "close": {"type"}, "mcp": {"type", "data"}}
+_FRAME_KEYS = {
+    "reset": {"type", "data"},
+    "step": {"type", "data"},
+    "state": {"type"},
+    "close": {"type"},
+    "mcp": {"type", "data"},
+}
 _HTTP_STATUS = {
     ErrorCode.VALIDATION_ERROR: 422,
     ErrorCode.EPISODE_NOT_STARTED: 409,
@@ -50,7 +56,9 @@ class ErrorResponse(BaseModel):
 
 def _error_response(e: ProtocolError) -> JSONResponse:
     payload = e.payload()
-    return JSONResponse({**payload, "detail": payload.get("errors", e.message)}, status_code=_HTTP_STATUS.get(e.code, 400))
+    return JSONResponse(
+        {**payload, "detail": payload.get("errors", e.message)}, status_code=_HTTP_STATUS.get(e.code, 400)
+    )
 
 
 class _BodyLimit:
@@ -133,9 +141,7 @@ def create_app(
     app.state.limits = limits
     app.state.env_cls = env_cls
     app.add_middleware(_BodyLimit, max_bytes=limits.max_message_bytes)
-    errors = {
-        c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)
-    }
+    errors = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -143,7 +149,11 @@ def create_app(
         first = errs[0] if errs else {}
         where = ".".join(str(x) for x in first.get("loc", ()))
         return JSONResponse(
-            {"code": "VALIDATION_ERROR", "message": f"invalid request: {where}: {first.get('msg', '')}", "detail": errs},
+            {
+                "code": "VALIDATION_ERROR",
+                "message": f"invalid request: {where}: {first.get('msg', '')}",
+                "detail": errs,
+            },
             status_code=422,
         )
 
@@ -151,7 +161,8 @@ def create_app(
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "INVALID_JSON" if exc.status_code == 400 else f"HTTP_{exc.status_code}"
         return JSONResponse(
-            {"code": code, "message": str(exc.detail), "detail": exc.detail}, status_code=exc.status_code,
+            {"code": code, "message": str(exc.detail), "detail": exc.detail},
+            status_code=exc.status_code,
             headers=getattr(exc, "headers", None),
         )
 
@@ -216,7 +227,9 @@ def _decode(message: dict, max_bytes: int) -> Any:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is not valid UTF-8 (byte {e.start})") from None
-    elif len(text) > max_bytes or (4 * len(text) > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes):
+    elif len(text) > max_bytes or (
+        4 * len(text) > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
+    ):
         raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"frame exceeds {max_bytes} bytes")
     try:
         frame = json.loads(text)
@@ -233,7 +246,9 @@ def _decode(message: dict, max_bytes: int) -> Any:
         )
     extra = set(frame) - allowed
     if extra:
-        raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"unexpected key(s) {sorted(extra)} in a {frame['type']!r} frame")
+        raise ProtocolError(
+            ErrorCode.VALIDATION_ERROR, f"unexpected key(s) {sorted(extra)} in a {frame['type']!r} frame"
+        )
     if frame["type"] in ("step", "mcp") and "data" not in frame:
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, f"a {frame['type']!r} frame needs 'data'")
     return frame
@@ -244,14 +259,16 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
     try:
         session = sessions.open()
     except CapacityReached as e:
-        await _send_error(
-            ws, ErrorCode.CAPACITY_REACHED, str(e), active_sessions=e.active, max_sessions=e.limit
-        )
+        await _send_error(ws, ErrorCode.CAPACITY_REACHED, str(e), active_sessions=e.active, max_sessions=e.limit)
         await ws.close(code=1013)
         return
     except Exception as e:
-        await _send_error(ws, ErrorCode.FACTORY_ERROR, f"could not create the environment: {type(e).__name__}: {e}",
-                          factory_name=protocol.env_cls.__name__)
+        await _send_error(
+            ws,
+            ErrorCode.FACTORY_ERROR,
+            f"could not create the environment: {type(e).__name__}: {e}",
+            factory_name=protocol.env_cls.__name__,
+        )
         await ws.close(code=1011)
         return
 

@@ -146,6 +146,7 @@ class Environment(ABC, Generic[ActT, ObsT]):
     def get_metadata(cls) -> EnvironmentMetadata:
         doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
         return EnvironmentMetadata(
-            name=cls.env_name(), description=cls.description or doc or f"{cls.env_name()} environment",
+            name=cls.env_name(),
+            description=cls.description or doc or f"{cls.env_name()} environment",
             version=cls.version,
         )

@@ -6,10 +6,9 @@ exactly what the server accepts. Episodes need the WebSocket: ``/step`` on a fre
 (No ``from __future__ import annotations`` here: FastAPI must see the generated models as real annotations.)
 """
 
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import Body, FastAPI
-
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..wire import StepResponse
@@ -22,7 +21,7 @@ def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
         f"{env_cls.__name__}StepRequest",
         __config__=ConfigDict(extra="forbid"),
         action=(env_cls.action_type, Field(description="The action; its fields are the env's action model.")),
-        request_id=(Optional[str], Field(default=None, max_length=255, description="Free-form, ignored.")),
+        request_id=(str | None, Field(default=None, max_length=255, description="Free-form, ignored.")),
     )
 
 
@@ -40,7 +39,7 @@ def add_stateless_routes(
             env.close()
 
     @app.post("/reset", response_model=StepResponse, responses=errors, tags=["simulation"])
-    async def reset(body: Optional[reset_model] = Body(default=None)) -> Any:  # type: ignore[valid-type]
+    async def reset(body: reset_model | None = Body(default=None)) -> Any:  # type: ignore[valid-type]
         data = body.model_dump(exclude_unset=True) if body is not None else {}
 
         async def run(env: Environment) -> Any:
@@ -70,6 +69,3 @@ def add_stateless_routes(
             return env.state.model_dump()
         finally:
             env.close()
-
-
-

@@ -30,7 +30,7 @@ class ServerLimits(BaseModel):
     )
 
     @classmethod
-    def from_env(cls, **overrides: object) -> "ServerLimits":
+    def from_env(cls, **overrides: object) -> ServerLimits:
         """Defaults, then ``OPENENV_ECHO_<FIELD>`` variables, then explicit ``overrides`` (None values ignored)."""
         values: dict[str, object] = {}
         for name in cls.model_fields:

@@ -44,9 +44,7 @@ def handle(request: Any, env: Environment) -> dict[str, Any]:
     method = request["method"]
     try:
         if method == "tools/list":
-            tools = [
-                {"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in env.tools()
-            ]
+            tools = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in env.tools()]
             return {"jsonrpc": "2.0", "id": id_, "result": {"tools": tools}}
         if method == "tools/call":
             name = params.get("name")

@@ -125,11 +125,12 @@ class Protocol:
         except ValidationError as e:
             accepted = sorted(self.reset_model.model_fields)
             raise ProtocolError(
-                ErrorCode.VALIDATION_ERROR, f"invalid reset: {_summary(e)} (accepted options: {accepted})",
+                ErrorCode.VALIDATION_ERROR,
+                f"invalid reset: {_summary(e)} (accepted options: {accepted})",
                 errors=validation_errors(e),
             ) from None
         kwargs = {k: v for k, v in request if k not in _RESET_RESERVED and k in data}
-        kwargs.update({k: v for k, v in (request.model_extra or {}).items()})
+        kwargs.update(dict((request.model_extra or {}).items()))
         return request.seed, request.episode_id, request.return_tokens, kwargs
 
     async def reset(self, env: Environment, data: Any) -> tuple[Observation, bool]:

@@ -106,20 +106,37 @@ def compare_assemblies(a: TokenizedTrajectory, b: TokenizedTrajectory, tokenizer
                     special = any(i in codec.special_ids for i in ids)
                     reason = (
                         "same token, different role: a special token inside content is context in a full render"
-                        if special else
-                        "same token, different role: the other side's character span straddles a role boundary "
+                        if special
+                        else "same token, different role: the other side's character span straddles a role boundary "
                         "or the role policy differs"
                     )
-                    out.differences.append(Difference(
-                        ROLE, (lo, hi), (blo, bhi), codec.decode(ids), codec.decode(bi[blo:bhi]),
-                        _role_names(a, lo, hi), _role_names(b, blo, bhi), reason,
-                    ))
+                    out.differences.append(
+                        Difference(
+                            ROLE,
+                            (lo, hi),
+                            (blo, bhi),
+                            codec.decode(ids),
+                            codec.decode(bi[blo:bhi]),
+                            _role_names(a, lo, hi),
+                            _role_names(b, blo, bhi),
+                            reason,
+                        )
+                    )
                     start = None
             continue
         at, bt = codec.decode(ai[a0:a1]), codec.decode(bi[b0:b1])
         kind, reason = _reason(at, bt, codec, ai[a0:a1], bi[b0:b1])
-        out.differences.append(Difference(
-            kind, (a0, a1), (b0, b1), at, bt, _role_names(a, a0, a1), _role_names(b, b0, b1), reason,
-        ))
+        out.differences.append(
+            Difference(
+                kind,
+                (a0, a1),
+                (b0, b1),
+                at,
+                bt,
+                _role_names(a, a0, a1),
+                _role_names(b, b0, b1),
+                reason,
+            )
+        )
     out.identical_roles = out.identical_ids and not out.differences
     return out

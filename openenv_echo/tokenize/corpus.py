@@ -16,27 +16,209 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-WORDS = (
-    "the of and to in is that for it as with was on be by this are or from at an not have which but all "
-    "file files directory path user root home data config value error warning info debug output input "
-    "system process service server client request response status code test tests build release version "
-    "python shell command table query select insert update delete where order group count sum "
-    "agent environment observation action reward episode step model token tokens train loss world "
-    "alpha beta gamma delta epsilon red green blue small large fast slow first last next previous new old "
-    "read write open close start stop run running done failed success timeout retry connect network "
-    "report result results summary total average number numbers string list dict key keys item items"
-).split()
-UNICODE_WORDS = (
-    "café naïve résumé über straße façade jalapeño smörgåsbord Ελληνικά русский язык 日本語 中文 한국어 "
-    "العربية हिन्दी emoji 🙂 🚀 ✓ → ← ± µs °C €100 £5 ¥300 …"
-).split()
+WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "was",
+    "on",
+    "be",
+    "by",
+    "this",
+    "are",
+    "or",
+    "from",
+    "at",
+    "an",
+    "not",
+    "have",
+    "which",
+    "but",
+    "all",
+    "file",
+    "files",
+    "directory",
+    "path",
+    "user",
+    "root",
+    "home",
+    "data",
+    "config",
+    "value",
+    "error",
+    "warning",
+    "info",
+    "debug",
+    "output",
+    "input",
+    "system",
+    "process",
+    "service",
+    "server",
+    "client",
+    "request",
+    "response",
+    "status",
+    "code",
+    "test",
+    "tests",
+    "build",
+    "release",
+    "version",
+    "python",
+    "shell",
+    "command",
+    "table",
+    "query",
+    "select",
+    "insert",
+    "update",
+    "delete",
+    "where",
+    "order",
+    "group",
+    "count",
+    "sum",
+    "agent",
+    "environment",
+    "observation",
+    "action",
+    "reward",
+    "episode",
+    "step",
+    "model",
+    "token",
+    "tokens",
+    "train",
+    "loss",
+    "world",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "red",
+    "green",
+    "blue",
+    "small",
+    "large",
+    "fast",
+    "slow",
+    "first",
+    "last",
+    "next",
+    "previous",
+    "new",
+    "old",
+    "read",
+    "write",
+    "open",
+    "close",
+    "start",
+    "stop",
+    "run",
+    "running",
+    "done",
+    "failed",
+    "success",
+    "timeout",
+    "retry",
+    "connect",
+    "network",
+    "report",
+    "result",
+    "results",
+    "summary",
+    "total",
+    "average",
+    "number",
+    "numbers",
+    "string",
+    "list",
+    "dict",
+    "key",
+    "keys",
+    "item",
+    "items",
+]
+UNICODE_WORDS = [
+    "café",
+    "naïve",
+    "résumé",
+    "über",
+    "straße",
+    "façade",
+    "jalapeño",
+    "smörgåsbord",
+    "Ελληνικά",
+    "русский",
+    "язык",
+    "日本語",
+    "中文",
+    "한국어",
+    "العربية",
+    "हिन्दी",
+    "emoji",
+    "🙂",
+    "🚀",
+    "✓",
+    "→",
+    "←",
+    "±",
+    "µs",
+    "°C",
+    "€100",
+    "£5",
+    "¥300",
+    "…",
+]
 STDLIB_FILES = (
-    "textwrap.py", "shlex.py", "string.py", "csv.py", "json/__init__.py", "json/decoder.py",
-    "json/encoder.py", "fnmatch.py", "glob.py", "posixpath.py", "difflib.py", "argparse.py",
-    "heapq.py", "bisect.py", "queue.py", "sched.py", "calendar.py", "base64.py", "colorsys.py",
-    "dataclasses.py", "enum.py", "functools.py", "operator.py", "pprint.py", "reprlib.py", "statistics.py",
-    "contextlib.py", "abc.py", "copy.py", "secrets.py", "shutil.py", "tempfile.py", "tokenize.py",
-    "sqlite3/__init__.py", "sqlite3/dump.py", "logging/__init__.py", "http/__init__.py", "ipaddress.py",
+    "textwrap.py",
+    "shlex.py",
+    "string.py",
+    "csv.py",
+    "json/__init__.py",
+    "json/decoder.py",
+    "json/encoder.py",
+    "fnmatch.py",
+    "glob.py",
+    "posixpath.py",
+    "difflib.py",
+    "argparse.py",
+    "heapq.py",
+    "bisect.py",
+    "queue.py",
+    "sched.py",
+    "calendar.py",
+    "base64.py",
+    "colorsys.py",
+    "dataclasses.py",
+    "enum.py",
+    "functools.py",
+    "operator.py",
+    "pprint.py",
+    "reprlib.py",
+    "statistics.py",
+    "contextlib.py",
+    "abc.py",
+    "copy.py",
+    "secrets.py",
+    "shutil.py",
+    "tempfile.py",
+    "tokenize.py",
+    "sqlite3/__init__.py",
+    "sqlite3/dump.py",
+    "logging/__init__.py",
+    "http/__init__.py",
+    "ipaddress.py",
 )
 _DIRS = ("src", "docs", "tests", "data", "logs", "etc", "bin", "lib", "tmp", "var", "notes", "build")
 _EXTS = (".py", ".txt", ".md", ".json", ".log", ".csv", ".cfg", ".sh", ".toml", ".yaml")
@@ -72,17 +254,23 @@ def _shell(r: random.Random) -> str:
         name = _name(r)
         return f"$ cat {cwd}/{name}\ncat: {cwd}/{name}: No such file or directory\n"
     if kind == 2:
-        return "".join(f"{r.choice(WORDS)}={r.choice([str(r.randint(0, 9999)), _word(r), 'true'])}\n"
-                       for _ in range(r.randint(2, 8)))
+        return "".join(
+            f"{r.choice(WORDS)}={r.choice([str(r.randint(0, 9999)), _word(r), 'true'])}\n"
+            for _ in range(r.randint(2, 8))
+        )
     if kind == 3:
-        return "".join(f"{r.choice(['INFO', 'WARN', 'ERROR', 'DEBUG'])} {r.randint(2020, 2026)}-"
-                       f"{r.randint(1, 12):02d}-{r.randint(1, 28):02d} {_sentence(r)}\n"
-                       for _ in range(r.randint(2, 6)))
+        return "".join(
+            f"{r.choice(['INFO', 'WARN', 'ERROR', 'DEBUG'])} {r.randint(2020, 2026)}-"
+            f"{r.randint(1, 12):02d}-{r.randint(1, 28):02d} {_sentence(r)}\n"
+            for _ in range(r.randint(2, 6))
+        )
     if kind == 4:
         return f"$ wc -l {_name(r)}\n{r.randint(0, 5000)} {_name(r)}\n$ echo $?\n{r.choice([0, 0, 1, 2, 127])}\n"
     if kind == 5:
-        return (f"Traceback (most recent call last):\n  File \"{cwd}/{_name(r)}\", line {r.randint(1, 400)}, in "
-                f"{r.choice(WORDS)}\n    {r.choice(WORDS)}({r.choice(WORDS)})\nKeyError: '{r.choice(WORDS)}'\n")
+        return (
+            f'Traceback (most recent call last):\n  File "{cwd}/{_name(r)}", line {r.randint(1, 400)}, in '
+            f"{r.choice(WORDS)}\n    {r.choice(WORDS)}({r.choice(WORDS)})\nKeyError: '{r.choice(WORDS)}'\n"
+        )
     cols = r.sample(WORDS, 3)
     rows = "\n".join(" | ".join(str(r.randint(0, 999)) for _ in cols) for _ in range(r.randint(1, 5)))
     return f"sqlite> SELECT {', '.join(cols)} FROM {r.choice(WORDS)};\n{' | '.join(cols)}\n{rows}\n"

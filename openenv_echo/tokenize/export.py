@@ -51,17 +51,19 @@ def from_row(row: dict[str, Any]) -> TokenizedTrajectory:
     tok = None
     if row.get("tokenizer_fingerprint"):
         tok = TokenizerIdentity(name=row.get("tokenizer_name") or "", fingerprint=row["tokenizer_fingerprint"])
-    return TokenizedTrajectory.from_dict({
-        "input_ids": list(row["input_ids"]),
-        "role_ids": list(row["role_ids"]),
-        "obs_count": row.get("obs_count", 0),
-        "num_truncated": row.get("num_truncated", 0),
-        "method": row.get("method", "tito"),
-        "tokenizer": None if tok is None else tok.model_dump(),
-        "episode_id": row.get("episode_id"),
-        "reward": row.get("reward"),
-        "stats": json.loads(stats) if isinstance(stats, str) else stats,
-    })
+    return TokenizedTrajectory.from_dict(
+        {
+            "input_ids": list(row["input_ids"]),
+            "role_ids": list(row["role_ids"]),
+            "obs_count": row.get("obs_count", 0),
+            "num_truncated": row.get("num_truncated", 0),
+            "method": row.get("method", "tito"),
+            "tokenizer": None if tok is None else tok.model_dump(),
+            "episode_id": row.get("episode_id"),
+            "reward": row.get("reward"),
+            "stats": json.loads(stats) if isinstance(stats, str) else stats,
+        }
+    )
 
 
 def write_jsonl(items: Iterable[TokenizedTrajectory], path: str | os.PathLike[str]) -> int:
@@ -108,8 +110,10 @@ def _schema() -> Any:
             ("reward", pa.float64()),
             ("stats", pa.string()),
         ],
-        metadata={"openenv_echo.format": FORMAT_VERSION, "openenv_echo.role_codes": json.dumps(
-            {r.value: r.code for r in Role})},
+        metadata={
+            "openenv_echo.format": FORMAT_VERSION,
+            "openenv_echo.role_codes": json.dumps({r.value: r.code for r in Role}),
+        },
     )
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 _LOCK = threading.Lock()
-_CACHE: dict[int, tuple[weakref.ref, "FragmentCodec"]] = {}
+_CACHE: dict[int, tuple[weakref.ref, FragmentCodec]] = {}
 
 
 def backend_of(tokenizer: Any) -> Any:
@@ -122,8 +122,8 @@ def special_affixes(backend: Any) -> tuple[list[int], list[int]]:
     full = backend.encode("a", add_special_tokens=True).ids
     n = len(plain)
     for start in range(len(full) - n + 1):
-        if full[start:start + n] == plain:
-            return full[:start], full[start + n:]
+        if full[start : start + n] == plain:
+            return full[:start], full[start + n :]
     return [], []  # a post-processor that rewrites the ids themselves: add nothing
 
 

@@ -63,17 +63,36 @@ _QWEN_ADDED = ("<tool_response>", "</tool_response>", "<think>", "</think>")
 
 FAMILIES: dict[str, FamilySpec] = {
     "qwen": FamilySpec(
-        "bytelevel", CHATML_TEMPLATE, _CHATML_SPECIALS, _QWEN_ADDED, None, "<|im_end|>", "<|endoftext|>", None,
+        "bytelevel",
+        CHATML_TEMPLATE,
+        _CHATML_SPECIALS,
+        _QWEN_ADDED,
+        None,
+        "<|im_end|>",
+        "<|endoftext|>",
+        None,
         "byte-level BPE, ChatML (Qwen2.5-style) template",
     ),
     "llama": FamilySpec(
-        "metaspace", LLAMA3_TEMPLATE,
-        ("<unk>", "<s>", "</s>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"), (),
-        "<s>", "<|eot_id|>", None, "<unk>",
+        "metaspace",
+        LLAMA3_TEMPLATE,
+        ("<unk>", "<s>", "</s>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+        (),
+        "<s>",
+        "<|eot_id|>",
+        None,
+        "<unk>",
         "SentencePiece-style BPE (Metaspace, byte fallback), <s> BOS post-processor, Llama-3 header template",
     ),
     "qwen3": FamilySpec(
-        "bytelevel", QWEN3_TEMPLATE, _CHATML_SPECIALS, _QWEN_ADDED, None, "<|im_end|>", "<|endoftext|>", None,
+        "bytelevel",
+        QWEN3_TEMPLATE,
+        _CHATML_SPECIALS,
+        _QWEN_ADDED,
+        None,
+        "<|im_end|>",
+        "<|endoftext|>",
+        None,
         "byte-level BPE, Qwen3-style template that drops past <think> blocks (not prefix-stable)",
     ),
 }
@@ -97,7 +116,7 @@ def build_tokenizer(
     corpus: list[str] | None = None,
     vocab_size: int = DEFAULT_VOCAB_SIZE,
     cache_dir: str | os.PathLike[str] | None = None,
-) -> "PreTrainedTokenizerFast":
+) -> PreTrainedTokenizerFast:
     """A real HF fast tokenizer of ``family`` (see ``FAMILIES``) with its chat template, cached on disk.
 
     ``corpus`` defaults to ``synthetic_corpus()``. The cache key covers the family spec, vocab size, corpus
@@ -143,8 +162,10 @@ def _train_and_save(spec: FamilySpec, corpus: list[str], vocab_size: int, target
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    backend = _train_bytelevel(spec, corpus, vocab_size) if spec.model == "bytelevel" else _train_metaspace(
-        spec, corpus, vocab_size
+    backend = (
+        _train_bytelevel(spec, corpus, vocab_size)
+        if spec.model == "bytelevel"
+        else _train_metaspace(spec, corpus, vocab_size)
     )
     if spec.added_tokens:
         from tokenizers import AddedToken
@@ -153,7 +174,11 @@ def _train_and_save(spec: FamilySpec, corpus: list[str], vocab_size: int, target
     assert isinstance(backend, Tokenizer)
     named = {spec.bos, spec.eos, spec.pad, spec.unk}
     hf = PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token=spec.bos, eos_token=spec.eos, pad_token=spec.pad, unk_token=spec.unk,
+        tokenizer_object=backend,
+        bos_token=spec.bos,
+        eos_token=spec.eos,
+        pad_token=spec.pad,
+        unk_token=spec.unk,
         extra_special_tokens=[t for t in spec.special_tokens if t not in named],
     )
     hf.chat_template = spec.chat_template
@@ -227,7 +252,7 @@ def _train_metaspace(spec: FamilySpec, corpus: list[str], vocab_size: int) -> An
     return tok
 
 
-def _load_saved(path: Path) -> "PreTrainedTokenizerFast":
+def _load_saved(path: Path) -> PreTrainedTokenizerFast:
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast.from_pretrained(str(path))
@@ -246,7 +271,7 @@ def load_tokenizer(name_or_path: str | os.PathLike[str], **kwargs: Any) -> Any:
     """
     name = str(name_or_path)
     if name.startswith(LOCAL_PREFIX):
-        family = name[len(LOCAL_PREFIX):]
+        family = name[len(LOCAL_PREFIX) :]
         return build_tokenizer(family)
     from transformers import AutoTokenizer
 
@@ -257,8 +282,5 @@ def load_tokenizer(name_or_path: str | os.PathLike[str], **kwargs: Any) -> Any:
         return AutoTokenizer.from_pretrained(name, **kwargs)
     except (OSError, ValueError) as e:
         where = "a local directory" if Path(name).exists() else "not a local path"
-        hint = (
-            " HF_HUB_OFFLINE is set, so only local files and the local hub cache are used."
-            if offline else ""
-        )
+        hint = " HF_HUB_OFFLINE is set, so only local files and the local hub cache are used." if offline else ""
         raise OSError(f"cannot load tokenizer {name!r} ({where}).{hint} Cause: {e}") from e

@@ -61,7 +61,7 @@ class TaggedMessage:
         return "".join(s.text for s in self.segments)
 
     @classmethod
-    def coerce(cls, m: "TaggedMessage | Mapping[str, Any]") -> "TaggedMessage":
+    def coerce(cls, m: TaggedMessage | Mapping[str, Any]) -> TaggedMessage:
         """From a ``TaggedMessage`` or a dict with ``role`` and ``segments`` (or plain ``content`` = context)."""
         if isinstance(m, TaggedMessage):
             return m
@@ -128,7 +128,7 @@ def char_roles(
     for m in messages:
         if mark in m.content:
             raise ValueError("message content contains the placeholder marker; retry")
-    kw = dict(chat_template=chat_template, template_kwargs=template_kwargs)
+    kw = {"chat_template": chat_template, "template_kwargs": template_kwargs}
     ph_msgs = [{**m.extra, "role": m.role, "content": f"{mark}{i}\ue001"} for i, m in enumerate(messages)]
     ph_text = render(tokenizer, ph_msgs, add_generation_prompt=add_generation_prompt, **kw)
     eot = assistant_eot_text(tokenizer, **kw)
@@ -138,7 +138,7 @@ def char_roles(
     after_action = False
     ctx = Role.CONTEXT.code
     for match in re.finditer(re.escape(mark) + r"(\d+)\ue001", ph_text):
-        scaffold = ph_text[pos:match.start()]
+        scaffold = ph_text[pos : match.start()]
         _append_scaffold(pieces, roles, scaffold, eot if after_action else "")
         m = messages[int(match.group(1))]
         for seg in m.segments:
@@ -148,14 +148,18 @@ def char_roles(
         pos = match.end()
     _append_scaffold(pieces, roles, ph_text[pos:], eot if after_action else "")
     subst = "".join(pieces)
-    real = render(tokenizer, [{**m.extra, "role": m.role, "content": m.content} for m in messages],
-                  add_generation_prompt=add_generation_prompt, **kw)
+    real = render(
+        tokenizer,
+        [{**m.extra, "role": m.role, "content": m.content} for m in messages],
+        add_generation_prompt=add_generation_prompt,
+        **kw,
+    )
     if real == subst:
         return real, roles, False
     aligned = bytearray(bytes((ctx,)) * len(real))
     sm = difflib.SequenceMatcher(None, subst, real, autojunk=False)
     for a, b, size in sm.get_matching_blocks():
-        aligned[b:b + size] = roles[a:a + size]
+        aligned[b : b + size] = roles[a : a + size]
     return real, aligned, True
 
 
@@ -183,7 +187,9 @@ def tokenize_offline(
         episode_id = conversation.episode_id
         reward = conversation.total_reward if conversation.steps else None
         messages = conversation_from_trajectory(
-            conversation, tokenizer=tokenizer, observation_role=observation_role,
+            conversation,
+            tokenizer=tokenizer,
+            observation_role=observation_role,
             action_text_fallback=action_text_fallback,
         )
     else:
@@ -191,13 +197,17 @@ def tokenize_offline(
     if not messages:
         raise ValueError("nothing to tokenize: the conversation has no messages")
     text, croles, rewritten = char_roles(
-        tokenizer, messages, add_generation_prompt=add_generation_prompt, chat_template=chat_template,
+        tokenizer,
+        messages,
+        add_generation_prompt=add_generation_prompt,
+        chat_template=chat_template,
         template_kwargs=template_kwargs,
     )
     if rewritten:
         warnings.warn(
             "the chat template rewrote message content; character roles were aligned with difflib "
-            "(stats['content_rewritten']=1)", stacklevel=2,
+            "(stats['content_rewritten']=1)",
+            stacklevel=2,
         )
     backend = backend_of(tokenizer)
     codec = fragment_codec(tokenizer)
@@ -209,13 +219,19 @@ def tokenize_offline(
     if add_special_tokens and prefix and ids[: len(prefix)].tolist() != prefix:
         ids = np.concatenate([np.asarray(prefix, dtype=np.int64), ids])
         role_ids = np.concatenate([np.full(len(prefix), Role.CONTEXT.code, dtype=np.int8), role_ids])
-    if add_special_tokens and suffix and ids[len(ids) - len(suffix):].tolist() != suffix:
+    if add_special_tokens and suffix and ids[len(ids) - len(suffix) :].tolist() != suffix:
         ids = np.concatenate([ids, np.asarray(suffix, dtype=np.int64)])
         role_ids = np.concatenate([role_ids, np.full(len(suffix), Role.CONTEXT.code, dtype=np.int8)])
     obs_count = int(np.isin(role_ids, [r.code for r in OBSERVATION_ROLES]).sum())
     return TokenizedTrajectory(
-        input_ids=ids, role_ids=role_ids, obs_count=obs_count, method="offline",
-        tokenizer=tokenizer_identity(tokenizer), episode_id=episode_id, reward=reward, stats=stats,
+        input_ids=ids,
+        role_ids=role_ids,
+        obs_count=obs_count,
+        method="offline",
+        tokenizer=tokenizer_identity(tokenizer),
+        episode_id=episode_id,
+        reward=reward,
+        stats=stats,
     )
 
 

@@ -117,8 +117,12 @@ def renderables(tt: TokenizedTrajectory, tokenizer: Any, title: str = "") -> lis
         table.add_column(col, justify="left" if col == "role" else "right")
     total = max(len(tt), 1)
     for r in Role:
-        table.add_row(Text(r.value, style=ROLE_STYLES[r]), str(counts[r]), str(int(masks[f"{r.value}_mask"].sum())),
-                      f"{100 * counts[r] / total:.1f}%")
+        table.add_row(
+            Text(r.value, style=ROLE_STYLES[r]),
+            str(counts[r]),
+            str(int(masks[f"{r.value}_mask"].sum())),
+            f"{100 * counts[r] / total:.1f}%",
+        )
     table.add_row("total", str(len(tt)), "", "")
     stats = " ".join(f"{k}={v}" for k, v in sorted(tt.stats.items()) if v)
     head = Text.assemble(

@@ -25,7 +25,7 @@ from .fragment import backend_of, fragment_codec
 
 SENTINEL = "OEEsentinel"
 _LOCK = threading.Lock()
-_CACHE: dict[tuple, tuple[weakref.ref, "Scaffold"]] = {}
+_CACHE: dict[tuple, tuple[weakref.ref, Scaffold]] = {}
 
 
 class TemplateError(ValueError):
@@ -71,7 +71,7 @@ class Scaffold:
             last = action_ids[-1]
             for j, tid in enumerate(close):
                 if tid == last and tid in self.special_ids:
-                    return list(close[j + 1:]), True
+                    return list(close[j + 1 :]), True
         return list(close), False
 
 
@@ -129,7 +129,7 @@ def _divergence(a: str, b: str) -> str:
     while i < n and a[i] == b[i]:
         i += 1
     lo = max(0, i - 40)
-    return f"at char {i}: before {a[lo:i + 40]!r}, after {b[lo:i + 40]!r}"
+    return f"at char {i}: before {a[lo : i + 40]!r}, after {b[lo : i + 40]!r}"
 
 
 def _split_once(text: str, sentinel: str, what: str, name: str) -> tuple[str, str]:
@@ -158,8 +158,11 @@ def probe_template(
         raise ValueError(f"observation_role must be a non-empty string, got {observation_role!r}")
     tpl_text = _template_text(tokenizer, chat_template)
     key = (
-        id(tokenizer), hashlib.sha256(tpl_text.encode()).hexdigest(), observation_role,
-        json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str), check_thinking,
+        id(tokenizer),
+        hashlib.sha256(tpl_text.encode()).hexdigest(),
+        observation_role,
+        json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
+        check_thinking,
     )
     with _LOCK:
         hit = _CACHE.get(key)
@@ -185,8 +188,9 @@ def _probe(
     name = template_name(tokenizer, chat_template)
 
     def r(msgs: list[dict[str, str]], gen: bool) -> str:
-        return render(tokenizer, msgs, add_generation_prompt=gen, chat_template=chat_template,
-                      template_kwargs=template_kwargs)
+        return render(
+            tokenizer, msgs, add_generation_prompt=gen, chat_template=chat_template, template_kwargs=template_kwargs
+        )
 
     variants = [lambda s: s]
     if check_thinking:
@@ -220,17 +224,17 @@ def _probe(
                     f"an assistant message {_divergence(gen[k], plain[k + 1])}"
                 )
             content = conv[k]["content"]
-            after = plain[k + 1][len(gen[k]):]
+            after = plain[k + 1][len(gen[k]) :]
             if not after.startswith(content):
                 raise TemplateNotPrefixStable(
                     f"the {name} is not prefix-stable: it inserts text between the generation prompt and the "
                     f"assistant content ({after[:60]!r}), so sampled ids would not match its rendering"
                 )
-        g4, g6 = gen[4][len(plain[4]):], gen[6][len(plain[6]):]
-        close1 = plain[3][len(gen[2]) + len(conv[2]["content"]):]
-        close2 = plain[5][len(gen[4]) + len(conv[4]["content"]):]
-        o1_open, o1_close = _split_once(plain[4][len(plain[3]):], s["O1"], "observation", name)
-        o2_open, o2_close = _split_once(plain[6][len(plain[5]):], s["O2"], "observation", name)
+        g4, g6 = gen[4][len(plain[4]) :], gen[6][len(plain[6]) :]
+        close1 = plain[3][len(gen[2]) + len(conv[2]["content"]) :]
+        close2 = plain[5][len(gen[4]) + len(conv[4]["content"]) :]
+        o1_open, o1_close = _split_once(plain[4][len(plain[3]) :], s["O1"], "observation", name)
+        o2_open, o2_close = _split_once(plain[6][len(plain[5]) :], s["O2"], "observation", name)
         if (g4, close1, o1_open, o1_close) != (g6, close2, o2_open, o2_close):
             raise TemplateNotPrefixStable(
                 f"the {name} renders turn scaffolding differently in the second turn: "
@@ -279,8 +283,13 @@ def assistant_eot_text(
     """The special-token text a template puts right after assistant content (e.g. ``<|im_end|>``), found
     without requiring prefix stability; offline assembly marks it ``action`` (the model emits it)."""
     s = f"{SENTINEL}A"
-    text = render(tokenizer, [{"role": "user", "content": f"{SENTINEL}U"}, {"role": "assistant", "content": s}],
-                  add_generation_prompt=False, chat_template=chat_template, template_kwargs=template_kwargs)
+    text = render(
+        tokenizer,
+        [{"role": "user", "content": f"{SENTINEL}U"}, {"role": "assistant", "content": s}],
+        add_generation_prompt=False,
+        chat_template=chat_template,
+        template_kwargs=template_kwargs,
+    )
     if text.count(s) != 1:
         return ""
     close = text.split(s, 1)[1]

@@ -62,8 +62,11 @@ def observation_parts(obs: Any) -> tuple[list[Segment] | None, ObservationTokens
         segs = obs.get("segments")
         toks = obs.get("tokens")
         segments = None if segs is None else [s if isinstance(s, Segment) else Segment.model_validate(s) for s in segs]
-        tokens = None if toks is None else (toks if isinstance(toks, ObservationTokens)
-                                            else ObservationTokens.model_validate(toks))
+        tokens = (
+            None
+            if toks is None
+            else (toks if isinstance(toks, ObservationTokens) else ObservationTokens.model_validate(toks))
+        )
         if segments is None and tokens is None:
             raise ValueError("observation dict has neither 'segments' nor 'tokens'")
         return segments, tokens
@@ -105,7 +108,10 @@ class TitoBuilder:
     ) -> None:
         self.tokenizer = tokenizer
         self.scaffold = probe_template(
-            tokenizer, observation_role, chat_template=chat_template, template_kwargs=template_kwargs,
+            tokenizer,
+            observation_role,
+            chat_template=chat_template,
+            template_kwargs=template_kwargs,
             check_thinking=check_thinking,
         )
         self.codec = fragment_codec(tokenizer)
@@ -122,7 +128,9 @@ class TitoBuilder:
         self._gen_start: int | None = None
         self._pending_close: list[int] = []
         self.stats: dict[str, int] = {
-            "server_tokens_used": 0, "server_tokens_rejected": 0, "unterminated_actions": 0,
+            "server_tokens_used": 0,
+            "server_tokens_rejected": 0,
+            "unterminated_actions": 0,
             "actions_from_text": 0,
         }
 
@@ -160,15 +168,19 @@ class TitoBuilder:
         body_roles = bytearray()
         if reset is not None:
             body_ids, body_roles = self._body(reset, _encoded)
-            segments, tokens = observation_parts(reset)
+            segments, _tokens = observation_parts(reset)
             has_reset = bool(body_ids) or bool(segments)
         else:
             has_reset = False
         gp = self.scaffold.generation_prompt
         if has_reset:
-            text = render(self.tokenizer, msgs + [{"role": self.scaffold.observation_role, "content": SENTINEL}],
-                          add_generation_prompt=True, chat_template=self._chat_template,
-                          template_kwargs=self._template_kwargs)
+            text = render(
+                self.tokenizer,
+                msgs + [{"role": self.scaffold.observation_role, "content": SENTINEL}],
+                add_generation_prompt=True,
+                chat_template=self._chat_template,
+                template_kwargs=self._template_kwargs,
+            )
             if text.count(SENTINEL) != 1:
                 raise TemplateNotPrefixStable(
                     f"the {self.scaffold.template_name} renders the reset observation "
@@ -176,8 +188,13 @@ class TitoBuilder:
                 )
             pre, post = text.split(SENTINEL)
         elif msgs:
-            pre = render(self.tokenizer, msgs, add_generation_prompt=True, chat_template=self._chat_template,
-                         template_kwargs=self._template_kwargs)
+            pre = render(
+                self.tokenizer,
+                msgs,
+                add_generation_prompt=True,
+                chat_template=self._chat_template,
+                template_kwargs=self._template_kwargs,
+            )
             post = None
         else:  # nothing to render (transformers refuses empty conversations): just the generation prompt
             pre, post = gp, None
@@ -272,10 +289,10 @@ class TitoBuilder:
         if self._state == "awaiting_observation":
             self._extend(self._pending_close, _CTX)
         elif not final_generation_prompt and self._gen_start is not None:
-            del self._ids[self._gen_start:]
-            del self._roles[self._gen_start:]
+            del self._ids[self._gen_start :]
+            del self._roles[self._gen_start :]
         suffix = self.codec.suffix_ids
-        if self.add_special_tokens and suffix and self._ids[-len(suffix):] != suffix:
+        if self.add_special_tokens and suffix and self._ids[-len(suffix) :] != suffix:
             self._extend(suffix, _CTX)
         self._state = "finished"
         return TokenizedTrajectory(
@@ -312,7 +329,8 @@ class TitoBuilder:
             if self.stats["server_tokens_rejected"] == 0:
                 warnings.warn(
                     f"ignoring server tokens from a different tokenizer ({tokens.tokenizer.name!r}); "
-                    "re-encoding the segments", stacklevel=3,
+                    "re-encoding the segments",
+                    stacklevel=3,
                 )
             self.stats["server_tokens_rejected"] += 1
         segs = [s for s in (segments or []) if s.text]
@@ -356,8 +374,11 @@ def tokenize_trajectory(
     if action_text_fallback not in ("json", "error"):
         raise ValueError("action_text_fallback must be 'json' or 'error'")
     b = TitoBuilder(
-        tokenizer, observation_role=observation_role, chat_template=chat_template,
-        template_kwargs=template_kwargs, add_special_tokens=add_special_tokens,
+        tokenizer,
+        observation_role=observation_role,
+        chat_template=chat_template,
+        template_kwargs=template_kwargs,
+        add_special_tokens=add_special_tokens,
     )
     # Collect every text to encode, in order, for one batched call.
     texts: list[str] = []
@@ -383,7 +404,7 @@ def tokenize_trajectory(
     encoded = b.codec.encode_contents(texts)
 
     def body(p: Any) -> list[list[int]] | None:
-        return None if p is None else encoded[p[0]:p[0] + p[1]]
+        return None if p is None else encoded[p[0] : p[0] + p[1]]
 
     it = iter(plan)
     if traj.reset is not None:

@@ -91,7 +91,7 @@ class TokenizedTrajectory:
         counts = np.bincount(self.role_ids.astype(np.int64), minlength=4)
         return {r: int(counts[r.code]) for r in Role}
 
-    def truncate(self, max_length: int) -> "TokenizedTrajectory":
+    def truncate(self, max_length: int) -> TokenizedTrajectory:
         """Keep the first ``max_length`` tokens (ids and roles together); the cut tail adds to
         ``num_truncated``; ``obs_count`` stays the pre-truncation |O|."""
         if not isinstance(max_length, int) or max_length < 1:
@@ -128,7 +128,7 @@ class TokenizedTrajectory:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TokenizedTrajectory":
+    def from_dict(cls, d: Mapping[str, Any]) -> TokenizedTrajectory:
         missing = {"input_ids", "role_ids", "obs_count"} - set(d)
         if missing:
             raise ValueError(f"not a tokenized trajectory: missing {sorted(missing)}")
@@ -166,7 +166,7 @@ def collate(
     padding_side: str = "right",
     max_length: int | None = None,
     pad_to_multiple_of: int | None = None,
-) -> dict[str, "torch.Tensor"]:
+) -> dict[str, torch.Tensor]:
     """Pad (and first truncate, tail-first) a batch into torch tensors.
 
     Returns ``input_ids``, ``attention_mask``, ``position_ids`` (0.. over real tokens, 0 on padding),

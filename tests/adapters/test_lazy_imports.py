@@ -9,15 +9,15 @@ import pytest
 
 TRAINERS = ("trl", "torchrl", "tinker", "skyrl_train", "skyrl", "ray", "tensordict")
 
-CHECK = """
+CHECK = f"""
 import sys
 import openenv_echo, openenv_echo.objective, openenv_echo.adapters, openenv_echo.adapters.skyrl
-loaded = sorted({m.split('.')[0] for m in sys.modules} & set(%r))
+loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({TRAINERS!r}))
 assert not loaded, loaded
-heavy = sorted({m.split('.')[0] for m in sys.modules} & {"transformers", "datasets", "accelerate"})
+heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {{"transformers", "datasets", "accelerate"}})
 assert not heavy, heavy
 print("ok")
-""" % (TRAINERS,)
+"""
 
 
 def test_core_and_adapters_package_import_no_trainer() -> None:

@@ -127,9 +127,7 @@ def test_split_batches_with_global_denominators_match_one_call(episodes: list[To
     cfg = EchoConfig(world_model_coeff=LAM)
     whole = build_datums(ids, roles, adv, lps, cfg)
     parts = [slice(0, 1), slice(1, 4)]
-    dens = sum_denominators(
-        local_denominators(EchoBatch(_pad(roles[p])), cfg) for p in parts
-    )
+    dens = sum_denominators(local_denominators(EchoBatch(_pad(roles[p])), cfg) for p in parts)
     split = [build_datums(ids[p], roles[p], adv[p], lps[p], cfg, denominators=dens) for p in parts]
     env = [d for s in split for d in s.env]
     rl = [d for s in split for d in s.rl]
@@ -146,7 +144,8 @@ def _pad(rows: list[list[int]]) -> torch.Tensor:
 
 def _forward_output(logprobs: list[torch.Tensor]) -> types.ForwardBackwardOutput:
     return types.ForwardBackwardOutput(
-        loss_fn_output_type="offline", loss_fn_outputs=[{"logprobs": types.TensorData.from_torch(lp)} for lp in logprobs]
+        loss_fn_output_type="offline",
+        loss_fn_outputs=[{"logprobs": types.TensorData.from_torch(lp)} for lp in logprobs],
     )
 
 
@@ -174,7 +173,7 @@ def test_custom_loss_sends_exact_env_weights_through_the_sdk(episodes: list[Toke
                     assert w[t] == pytest.approx(expected, rel=1e-5)
                 else:
                     assert w[t] == 0.0
-    loss, metrics = run_loss_handle(handle, data, [c.clone().requires_grad_() for c in current])
+    _loss, metrics = run_loss_handle(handle, data, [c.clone().requires_grad_() for c in current])
     assert set(metrics) == {"custom/policy_loss:sum", "custom/world_loss:sum"}
 
 
@@ -220,7 +219,9 @@ def test_echo_step_sends_policy_then_env_then_one_optimizer_step(episodes: list[
         sig = inspect.signature(getattr(tinker.TrainingClient, name))
         assert all(p in sig.parameters for p in params)
     ids, roles, _ = datums_from_tokenized(episodes)
-    out = build_datums(ids, roles, [1.0, -1.0, 0.5, -0.5], _sampler_logprobs(episodes), EchoConfig(world_model_coeff=LAM))
+    out = build_datums(
+        ids, roles, [1.0, -1.0, 0.5, -0.5], _sampler_logprobs(episodes), EchoConfig(world_model_coeff=LAM)
+    )
     client = RecordingTrainingClient()
     echo_step(client, out, types.AdamParams(learning_rate=1e-5), rl_loss_fn="ppo")
     assert client.calls == [

@@ -10,30 +10,46 @@ import torch
 
 pytest.importorskip("torchrl")
 
-import tensordict  # noqa: E402
-from tensordict import TensorDict, lazy_stack  # noqa: E402
-from tensordict.tensorclass import MetaData  # noqa: E402
-from torchrl.data.llm import History  # noqa: E402
-from torchrl.modules.llm import TransformersWrapper  # noqa: E402
-from torchrl.modules.llm.policies.common import ChatHistory, Masks  # noqa: E402
-from torchrl.objectives.llm.grpo import GRPOLoss  # noqa: E402
+import tensordict
+from tensordict import TensorDict, lazy_stack
+from tensordict.tensorclass import MetaData
+from torchrl.data.llm import History
+from torchrl.modules.llm import TransformersWrapper
+from torchrl.modules.llm.policies.common import ChatHistory, Masks
+from torchrl.objectives.llm.grpo import GRPOLoss
 
-from openenv_echo.adapters.torchrl import (  # noqa: E402
+from openenv_echo.adapters.torchrl import (
     ROLE_IDS_KEY,
     EchoGRPOLoss,
     global_denominators,
     history_role_ids,
 )
-from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, token_logps, world_loss  # noqa: E402
-from openenv_echo.roles import Role  # noqa: E402
+from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, token_logps, world_loss
+from openenv_echo.roles import Role
 
-from .conftest import tiny_qwen2  # noqa: E402
+from .conftest import tiny_qwen2
 
 ROLES = ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
 CONVERSATIONS = [
     ["You are a shell.", "list files", "ls", "a.txt b.txt", "cat a.txt", "hello", "done"],
-    ["You are a shell, be brief.", "show me the notes", "cat notes.txt", "hello there, general kenobi", "wc -l notes.txt", "1 notes.txt", "ok"],
-    ["Be helpful.", "what is in the log?", "tail log", "ERROR disk full\nWARN retry", "df -h", "/dev/sda1 100%", "disk is full"],
+    [
+        "You are a shell, be brief.",
+        "show me the notes",
+        "cat notes.txt",
+        "hello there, general kenobi",
+        "wc -l notes.txt",
+        "1 notes.txt",
+        "ok",
+    ],
+    [
+        "Be helpful.",
+        "what is in the log?",
+        "tail log",
+        "ERROR disk full\nWARN retry",
+        "df -h",
+        "/dev/sda1 100%",
+        "disk is full",
+    ],
 ]
 
 
@@ -54,7 +70,12 @@ def _sample(tok: Any, contents: list[str], seed: int) -> TensorDict:
             "advantage": torch.randn(1, t, 1, generator=g),
             "history": hist,
             "tokens": toks,
-            "masks": Masks(all_attention_mask=torch.ones(1, t, dtype=torch.bool), all_assistant_mask=None, padded=MetaData(False), batch_size=(1,)),
+            "masks": Masks(
+                all_attention_mask=torch.ones(1, t, dtype=torch.bool),
+                all_assistant_mask=None,
+                padded=MetaData(False),
+                batch_size=(1,),
+            ),
             "log_probs": torch.zeros_like(toks, dtype=torch.float32),
             ROLE_IDS_KEY: history_role_ids(full, tok),
         },
@@ -122,7 +143,9 @@ def test_coeff_zero_is_bit_identical_to_grpo_loss(qwen_tokenizer: Any, strategy:
 def test_env_gradient_is_lambda_times_token_mean_ce(qwen_tokenizer: Any, strategy: str) -> None:
     lam = 0.3
     _, g_plain = _run(qwen_tokenizer, GRPOLoss, _batch(qwen_tokenizer), strategy)
-    out, g_echo = _run(qwen_tokenizer, EchoGRPOLoss, _batch(qwen_tokenizer), strategy, echo_config=EchoConfig(world_model_coeff=lam))
+    out, g_echo = _run(
+        qwen_tokenizer, EchoGRPOLoss, _batch(qwen_tokenizer), strategy, echo_config=EchoConfig(world_model_coeff=lam)
+    )
     ref = _reference_world_grads(qwen_tokenizer, lam)
     for name, g in ref.items():
         torch.testing.assert_close(g_echo[name] - g_plain[name], g, rtol=1e-4, atol=1e-7)
@@ -137,7 +160,9 @@ def test_micro_batches_with_global_denominators_equal_the_full_batch(qwen_tokeni
 
     def world_grads(parts: list[list[int]]) -> dict[str, torch.Tensor]:
         model = tiny_qwen2(len(qwen_tokenizer))
-        wrapper = TransformersWrapper(model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history")
+        wrapper = TransformersWrapper(
+            model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history"
+        )
         loss = EchoGRPOLoss(wrapper, echo_config=cfg)
         tds = [_batch(qwen_tokenizer, p) for p in parts]
         loss.echo_denominators = global_denominators(tds, loss)
@@ -154,7 +179,9 @@ def test_micro_batches_with_global_denominators_equal_the_full_batch(qwen_tokeni
 @pytest.mark.trainer
 def test_env_ce_falls_when_training(qwen_tokenizer: Any) -> None:
     model = tiny_qwen2(len(qwen_tokenizer))
-    wrapper = TransformersWrapper(model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history")
+    wrapper = TransformersWrapper(
+        model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history"
+    )
     loss = EchoGRPOLoss(wrapper, echo_config=EchoConfig(world_model_coeff=1.0))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     td = _batch(qwen_tokenizer)
@@ -174,7 +201,9 @@ def test_rollout_temperature_scales_only_the_env_logits(qwen_tokenizer: Any) -> 
     lam = 0.3
     _, g_plain = _run(qwen_tokenizer, GRPOLoss, _batch(qwen_tokenizer), "sft")
     cfg = EchoConfig(world_model_coeff=lam, env_temperature="rollout")
-    _, g_echo = _run(qwen_tokenizer, EchoGRPOLoss, _batch(qwen_tokenizer), "sft", echo_config=cfg, sampling_temperature=0.5)
+    _, g_echo = _run(
+        qwen_tokenizer, EchoGRPOLoss, _batch(qwen_tokenizer), "sft", echo_config=cfg, sampling_temperature=0.5
+    )
     ref = _reference_world_grads(qwen_tokenizer, lam, temperature=0.5)
     for name, g in ref.items():
         torch.testing.assert_close(g_echo[name] - g_plain[name], g, rtol=1e-4, atol=1e-7)
@@ -183,7 +212,13 @@ def test_rollout_temperature_scales_only_the_env_logits(qwen_tokenizer: Any) -> 
 @pytest.mark.trainer
 def test_verifier_free_is_the_pure_env_ce(qwen_tokenizer: Any) -> None:
     lam = 0.3
-    out, g = _run(qwen_tokenizer, EchoGRPOLoss, _batch(qwen_tokenizer), "sft", echo_config=EchoConfig(world_model_coeff=lam, verifier_free=True))
+    out, g = _run(
+        qwen_tokenizer,
+        EchoGRPOLoss,
+        _batch(qwen_tokenizer),
+        "sft",
+        echo_config=EchoConfig(world_model_coeff=lam, verifier_free=True),
+    )
     assert out.loss_objective.item() == 0.0
     ref = _reference_world_grads(qwen_tokenizer, lam)
     for name, r in ref.items():
@@ -210,7 +245,9 @@ def test_errors(qwen_tokenizer: Any) -> None:
     with pytest.raises(ValueError, match="prefix-stable"):
         history_role_ids(full, qwen_tokenizer, chat_template=QWEN3_TEMPLATE)
     model = tiny_qwen2(len(qwen_tokenizer))
-    wrapper = TransformersWrapper(model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history")
+    wrapper = TransformersWrapper(
+        model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history"
+    )
     td = _batch(qwen_tokenizer)
     no_roles = td.exclude(ROLE_IDS_KEY)
     with pytest.raises(KeyError, match="no role ids"):

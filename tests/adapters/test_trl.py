@@ -11,21 +11,21 @@ import torch
 
 pytest.importorskip("trl")
 
-from datasets import Dataset  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from datasets import Dataset
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
 
-from openenv_echo.adapters.trl import (  # noqa: E402
+from openenv_echo.adapters.trl import (
     ROLE_KEY,
     EchoGRPOTrainer,
     rollout_output,
     split_at_first_action,
 )
-from openenv_echo.objective import EchoBatch, EchoConfig, token_logps, world_loss  # noqa: E402
-from openenv_echo.roles import Role  # noqa: E402
+from openenv_echo.objective import EchoBatch, EchoConfig, token_logps, world_loss
+from openenv_echo.roles import Role
 
-from .conftest import tiny_qwen2  # noqa: E402
-from .trl_rollouts import EchoRollouts, env_reward  # noqa: E402
+from .conftest import tiny_qwen2
+from .trl_rollouts import EchoRollouts, env_reward
 
 PROMPT = [{"role": "user", "content": "Talk to the echo server."}]
 LOSS_TYPES = ["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"]
@@ -78,15 +78,15 @@ def _run(
 ) -> tuple[Any, GradCapture, EchoRollouts]:
     rollouts = rollouts or EchoRollouts(tokenizer)
     cb = GradCapture()
-    common = dict(
-        model=tiny_qwen2(len(tokenizer)),
-        reward_funcs=[env_reward],
-        args=_args(tmp_path, loss_type, gas, steps, **kw),
-        train_dataset=Dataset.from_list([{"prompt": PROMPT}] * 32),
-        processing_class=tokenizer,
-        rollout_func=rollouts,
-        callbacks=[cb],
-    )
+    common = {
+        "model": tiny_qwen2(len(tokenizer)),
+        "reward_funcs": [env_reward],
+        "args": _args(tmp_path, loss_type, gas, steps, **kw),
+        "train_dataset": Dataset.from_list([{"prompt": PROMPT}] * 32),
+        "processing_class": tokenizer,
+        "rollout_func": rollouts,
+        "callbacks": [cb],
+    }
     trainer = GRPOTrainer(**common) if echo is None else EchoGRPOTrainer(echo_config=echo, **common)
     cb.model = trainer.model
     trainer.train()
@@ -103,7 +103,7 @@ def _reference_env_grads(
         ids = torch.tensor([p + c])
         roles = torch.tensor([[Role.CONTEXT.code] * len(p) + r])
         rows.append((ids, roles))
-    total = sum(int(((roles == Role.ENV_OUTPUT.code)).sum()) for _, roles in rows)
+    total = sum(int((roles == Role.ENV_OUTPUT.code).sum()) for _, roles in rows)
     cfg = EchoConfig(world_model_coeff=lam)
     from openenv_echo.objective import Denominators
 
@@ -144,7 +144,9 @@ def test_split_at_first_action_and_rollout_output() -> None:
 @pytest.mark.trainer
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
 @pytest.mark.parametrize("gas", [1, 2])
-def test_coeff_zero_is_bit_identical_to_plain_grpo(tmp_path: Any, qwen_tokenizer: Any, loss_type: str, gas: int) -> None:
+def test_coeff_zero_is_bit_identical_to_plain_grpo(
+    tmp_path: Any, qwen_tokenizer: Any, loss_type: str, gas: int
+) -> None:
     plain_trainer, plain, _ = _run(tmp_path, qwen_tokenizer, None, loss_type, gas, steps=2)
     zero_trainer, zero, _ = _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.0), loss_type, gas, steps=2)
     assert plain.grads and zero.grads
@@ -186,7 +188,9 @@ def test_env_temperature(tmp_path: Any, qwen_tokenizer: Any, env_temperature: st
     _, echo, rollouts = _run(
         tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=lam, env_temperature=env_temperature), temperature=0.7
     )
-    ref = _reference_env_grads(qwen_tokenizer, rollouts.history[0], lam, temperature=1.0 if env_temperature == "one" else 0.7)
+    ref = _reference_env_grads(
+        qwen_tokenizer, rollouts.history[0], lam, temperature=1.0 if env_temperature == "one" else 0.7
+    )
     for name, g in ref.items():
         torch.testing.assert_close(echo.grads[name] - plain.grads[name], g, rtol=2e-4, atol=2e-7)
 
@@ -194,7 +198,9 @@ def test_env_temperature(tmp_path: Any, qwen_tokenizer: Any, env_temperature: st
 @pytest.mark.trainer
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
 def test_env_ce_falls_with_coeff(tmp_path: Any, qwen_tokenizer: Any, loss_type: str) -> None:
-    trainer, _, _ = _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=1.0), loss_type, steps=8, learning_rate=3e-3)
+    trainer, _, _ = _run(
+        tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=1.0), loss_type, steps=8, learning_rate=3e-3
+    )
     ce = [h["echo/env_ce_per_token"] for h in trainer.state.log_history if "echo/env_ce_per_token" in h]
     assert len(ce) == 8
     assert ce[-1] < ce[0] - 0.5, ce
@@ -207,7 +213,9 @@ def test_env_mask_without_roles_is_refused_unless_target_all(tmp_path: Any, qwen
         _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5), rollouts=rollouts)
     # target "all": every non-model token (TRL's 1 - tool_mask) is a CE target
     trainer, _, _ = _run(
-        tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5, world_loss_target="all"),
+        tmp_path,
+        qwen_tokenizer,
+        EchoConfig(world_model_coeff=0.5, world_loss_target="all"),
         rollouts=EchoRollouts(qwen_tokenizer, with_roles=False),
     )
     assert trainer.state.log_history[0]["echo/tokens/selected"] > trainer.state.log_history[0]["echo/tokens/env_output"]
@@ -235,7 +243,10 @@ def test_truncated_rows_carry_no_env_term(tmp_path: Any, qwen_tokenizer: Any) ->
             return out
 
     trainer, _, _ = _run(
-        tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5), rollouts=Truncating(qwen_tokenizer),
+        tmp_path,
+        qwen_tokenizer,
+        EchoConfig(world_model_coeff=0.5),
+        rollouts=Truncating(qwen_tokenizer),
         mask_truncated_completions=True,
     )
     logged = trainer.state.log_history[0]
@@ -247,9 +258,13 @@ def test_liger_is_refused(tmp_path: Any, qwen_tokenizer: Any) -> None:
     args.use_liger_kernel = True
     with pytest.raises(ValueError, match="liger"):
         EchoGRPOTrainer(
-            model=tiny_qwen2(len(qwen_tokenizer)), reward_funcs=[env_reward], args=args,
-            train_dataset=Dataset.from_list([{"prompt": PROMPT}] * 4), processing_class=qwen_tokenizer,
-            rollout_func=EchoRollouts(qwen_tokenizer), echo_config=EchoConfig(world_model_coeff=0.1),
+            model=tiny_qwen2(len(qwen_tokenizer)),
+            reward_funcs=[env_reward],
+            args=args,
+            train_dataset=Dataset.from_list([{"prompt": PROMPT}] * 4),
+            processing_class=qwen_tokenizer,
+            rollout_func=EchoRollouts(qwen_tokenizer),
+            echo_config=EchoConfig(world_model_coeff=0.1),
         )
 
 
@@ -335,7 +350,9 @@ def test_rollout_filters_and_zero_variance_rule(tmp_path: Any, qwen_tokenizer: A
     assert kept.state.log_history[0]["echo/world_loss"] > 0
     with pytest.warns(UserWarning, match="selects 0 tokens"):  # P26: never train nothing silently
         dropped, _, _ = _run(
-            tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5, keep_zero_variance_env=False),
+            tmp_path,
+            qwen_tokenizer,
+            EchoConfig(world_model_coeff=0.5, keep_zero_variance_env=False),
             rollouts=Flat(qwen_tokenizer),
         )
     assert dropped.state.log_history[0]["echo/rollouts/env_kept"] == 0

@@ -11,14 +11,14 @@ import torch
 
 pytest.importorskip("trl")
 
-from datasets import Dataset  # noqa: E402
-from trl import GRPOConfig  # noqa: E402
+from datasets import Dataset
+from trl import GRPOConfig
 
-from openenv_echo.adapters.trl import EchoGRPOTrainer, rollout_output, split_at_first_action  # noqa: E402
-from openenv_echo.objective import EchoConfig  # noqa: E402
-from openenv_echo.tokenize import TitoBuilder  # noqa: E402
+from openenv_echo.adapters.trl import EchoGRPOTrainer, rollout_output, split_at_first_action
+from openenv_echo.objective import EchoConfig
+from openenv_echo.tokenize import TitoBuilder
 
-from .conftest import tiny_qwen2  # noqa: E402
+from .conftest import tiny_qwen2
 
 
 class ServerRollouts:
@@ -64,12 +64,23 @@ class ServerRollouts:
 
 
 @pytest.mark.trainer
-def test_openenv_rollout_func_over_http_trains_env_bodies(tmp_path: Any, running_server: Any, qwen_tokenizer: Any) -> None:
+def test_openenv_rollout_func_over_http_trains_env_bodies(
+    tmp_path: Any, running_server: Any, qwen_tokenizer: Any
+) -> None:
     rollouts = ServerRollouts(running_server("echo"), qwen_tokenizer)
     args = GRPOConfig(
-        output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4, max_completion_length=128,
-        max_steps=2, learning_rate=1e-3, use_cpu=True, report_to="none", save_strategy="no", logging_steps=1,
-        bf16=False, seed=0,
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=128,
+        max_steps=2,
+        learning_rate=1e-3,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        bf16=False,
+        seed=0,
     )
     trainer = EchoGRPOTrainer(
         model=tiny_qwen2(len(qwen_tokenizer)),

@@ -32,7 +32,9 @@ def test_sync_episode_records_roles(running_server, tmp_path: Path) -> None:
     with EnvClient(url, writer=out, env_name="echo") as env:
         traj = run_episode(
             env,
-            lambda r, t: PolicyStep({"message": "hi"}, text="hi", token_ids=[5, 6]) if not t.steps else {"message": "bye"},
+            lambda r, t: (
+                PolicyStep({"message": "hi"}, text="hi", token_ids=[5, 6]) if not t.steps else {"message": "bye"}
+            ),
             seed=4,
             messages=[{"role": "system", "content": "Be brief."}],
         )
@@ -41,7 +43,10 @@ def test_sync_episode_records_roles(running_server, tmp_path: Path) -> None:
     assert traj.reset is not None and traj.reset.segments[0].role is Role.CONTEXT
     first = traj.steps[0]
     assert first.action == {"message": "hi"} and first.action_text == "hi" and first.action_token_ids == [5, 6]
-    assert first.observation.segments == [Segment(role=Role.WARNING, text="[echo] "), Segment(role=Role.ENV_OUTPUT, text="hi\n")]
+    assert first.observation.segments == [
+        Segment(role=Role.WARNING, text="[echo] "),
+        Segment(role=Role.ENV_OUTPUT, text="hi\n"),
+    ]
     assert first.observation.fields == {"message_length": 2}
     assert traj.total_reward == pytest.approx(0.05)
     assert read_trajectories(out) == [traj]  # written when it ended
@@ -80,7 +85,7 @@ def test_async_twin_many_sessions(running_server) -> None:
 def test_run_episodes_concurrently_in_seed_order(running_server, tmp_path: Path) -> None:
     url = running_server("echo", max_sessions=4)
 
-    async def policy(result, traj):  # noqa: ANN001, ANN202
+    async def policy(result, traj):
         await asyncio.sleep(0)
         return {"message": "bye"} if len(traj.steps) == 2 else {"message": f"{traj.episode_id[:4]}-{len(traj.steps)}"}
 
@@ -112,7 +117,8 @@ def test_custom_plain_text_rule(running_server) -> None:
 def _spawn_server(port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "openenv_echo.cli", "serve", "echo", "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -148,7 +154,8 @@ def test_server_killed_mid_episode_gives_typed_error_not_hang(tmp_path: Path) ->
             assert env.step({"message": "four"}).text == "[echo] four\n"
         got = read_trajectories(tmp_path / "e.jsonl")
         assert [(t.episode_id, [s.action["message"] for s in t.steps]) for t in got] == [
-            ("doomed", ["one"]), ("reborn", ["four"])
+            ("doomed", ["one"]),
+            ("reborn", ["four"]),
         ]
     finally:
         proc.kill()

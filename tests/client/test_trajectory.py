@@ -28,14 +28,18 @@ from openenv_echo import (
 )
 
 text = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)  # any unicode but lone surrogates
-json_leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | text
-json_value = st.recursive(json_leaf, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(text, kids, max_size=3), max_leaves=8)
+json_leaf = (
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | text
+)
+json_value = st.recursive(
+    json_leaf, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(text, kids, max_size=3), max_leaves=8
+)
 segments = st.lists(st.builds(Segment, role=st.sampled_from(list(Role)), text=text), max_size=5)
 reward = st.none() | st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 
 @st.composite
-def observation_records(draw) -> ObservationRecord:  # noqa: ANN001
+def observation_records(draw) -> ObservationRecord:
     segs = draw(segments)
     tokens = None
     if draw(st.booleans()):
@@ -46,7 +50,10 @@ def observation_records(draw) -> ObservationRecord:  # noqa: ANN001
             roles=draw(st.lists(st.sampled_from(list(Role)), min_size=n, max_size=n)),
         )
     return ObservationRecord(
-        segments=segs, tokens=tokens, reward=draw(reward), done=draw(st.booleans()),
+        segments=segs,
+        tokens=tokens,
+        reward=draw(reward),
+        done=draw(st.booleans()),
         metadata=draw(st.dictionaries(text, json_value, max_size=3)),
         fields=draw(st.dictionaries(text, json_value, max_size=3)),
     )

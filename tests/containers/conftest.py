@@ -72,8 +72,13 @@ def env_image(docker_engine: Any, base_image: str) -> Callable[[str], str]:
 
 def _compose_url(client: Any, project: str, service: str, index: int = 1) -> str | None:
     containers = client.containers.list(
-        filters={"label": [f"com.docker.compose.project={project}", f"com.docker.compose.service={service}",
-                           f"com.docker.compose.container-number={index}"]}  # fmt: skip
+        filters={
+            "label": [
+                f"com.docker.compose.project={project}",
+                f"com.docker.compose.service={service}",
+                f"com.docker.compose.container-number={index}",
+            ]
+        }
     )
     for c in containers:
         binding = (c.attrs["NetworkSettings"]["Ports"] or {}).get("8000/tcp")

@@ -41,9 +41,13 @@ def test_container_runs_hardened_and_is_removed_on_stop(docker_engine: Any, env_
     assert provider.exit_status() is not None and not provider.started
 
 
-def test_container_whose_command_exits_reports_its_last_log_lines(docker_engine: Any, env_image: Callable[[str], str]) -> None:
+def test_container_whose_command_exits_reports_its_last_log_lines(
+    docker_engine: Any, env_image: Callable[[str], str]
+) -> None:
     provider = DockerProvider(
-        env_image("echo"), client=docker_engine, command=["sh", "-c", "echo 'config missing: /etc/env.toml' >&2; exit 3"]
+        env_image("echo"),
+        client=docker_engine,
+        command=["sh", "-c", "echo 'config missing: /etc/env.toml' >&2; exit 3"],
     )
     with pytest.raises(ProviderError) as info:
         provider.start()
@@ -54,7 +58,9 @@ def test_container_whose_command_exits_reports_its_last_log_lines(docker_engine:
     assert _gone(docker_engine, provider.name)
 
 
-def test_unknown_env_in_container_reports_the_servers_error(docker_engine: Any, env_image: Callable[[str], str]) -> None:
+def test_unknown_env_in_container_reports_the_servers_error(
+    docker_engine: Any, env_image: Callable[[str], str]
+) -> None:
     provider = DockerProvider(env_image("echo"), client=docker_engine, env={"OPENENV_ECHO_ENV": "no_such_env"})
     with pytest.raises(ProviderError, match="exited with code 1") as info:
         provider.start()
@@ -81,9 +87,8 @@ def test_container_dying_later_is_reported_by_check_and_client_errors(
         with pytest.raises(ProviderError, match="code 9") as info:
             provider.check()
         assert "fatal: out of widgets" in info.value.logs
-        with pytest.raises(ProviderError, match="exited with code 9") as info:
-            with provider.reporting():
-                client.step({"message": "still there?"})
+        with pytest.raises(ProviderError, match="exited with code 9") as info, provider.reporting():
+            client.step({"message": "still there?"})
         assert "fatal: out of widgets" in info.value.logs
         client.close()
     assert _gone(docker_engine, provider.name)
@@ -102,9 +107,7 @@ def test_unpullable_image_is_a_provider_error(docker_engine: Any) -> None:
 
 
 def test_failing_build_reports_the_build_log(docker_engine: Any, base_image: str, tmp_path: Path) -> None:
-    (tmp_path / "Dockerfile").write_text(
-        f"FROM {base_image}\nRUN echo 'compiling the widget frobnicator' && exit 4\n"
-    )
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo 'compiling the widget frobnicator' && exit 4\n")
     provider = DockerProvider("openenv-echo/broken-build:test", build_context=tmp_path, client=docker_engine)
     with pytest.raises(ProviderError, match="docker build of openenv-echo/broken-build:test failed") as info:
         provider.start()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -78,7 +77,9 @@ def test_compose_config_is_accepted_by_docker_compose() -> None:
 
 
 def test_dockerignore_keeps_the_wheelhouse_and_drops_the_venv() -> None:
-    patterns = [l.strip() for l in (ROOT / ".dockerignore").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    patterns = [
+        l.strip() for l in (ROOT / ".dockerignore").read_text().splitlines() if l.strip() and not l.startswith("#")
+    ]
     assert ".venv" in patterns and ".git" in patterns and "tests" in patterns
     assert ".cache/*" in patterns and "!.cache/wheelhouse" in patterns
     assert "openenv_echo" not in patterns and "pyproject.toml" not in patterns

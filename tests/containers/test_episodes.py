@@ -38,12 +38,17 @@ def test_echo_episode_in_container(env_server: Callable[[str], str]) -> None:
         empty = client.step({"message": ""}, action_text="(nothing)")
         bye = client.step({"message": "bye"}, action_text="bye")
         trajectory = client.trajectory
-    assert [(s.role, s.text) for s in hello.segments] == [(Role.WARNING, "[echo] "), (Role.ENV_OUTPUT, "hello container\n")]
+    assert [(s.role, s.text) for s in hello.segments] == [
+        (Role.WARNING, "[echo] "),
+        (Role.ENV_OUTPUT, "hello container\n"),
+    ]
     assert _roles(empty.segments) == [Role.WARNING] and "empty message" in empty.segments[0].text
     assert bye.done and not hello.done
     assert trajectory is not None
     _check_conversation(trajectory, 3, [Role.CONTEXT])
-    assert trajectory.reset is not None and trajectory.reset.segments[0].text.startswith("You are talking to an echo server")
+    assert trajectory.reset is not None and trajectory.reset.segments[0].text.startswith(
+        "You are talking to an echo server"
+    )
     assert [s.observation.reward for s in trajectory.steps] == pytest.approx([0.15, 0.0, 0.03])
 
 
@@ -60,10 +65,12 @@ def test_terminal_episode_in_container(env_server: Callable[[str], str]) -> None
         trajectory = client.trajectory
     assert "on-call engineer" in reset.segments[0].text
     assert [(s.role, s.text) for s in echo.segments] == [
-        (Role.WARNING, "$ echo hello from the box\n"), (Role.ENV_OUTPUT, "hello from the box\n")
+        (Role.WARNING, "$ echo hello from the box\n"),
+        (Role.ENV_OUTPUT, "hello from the box\n"),
     ]
     assert [(s.role, s.text) for s in missing.segments] == [
-        (Role.WARNING, "$ cat /nonexistent\n"), (Role.ENV_OUTPUT, "cat: /nonexistent: No such file or directory\n")
+        (Role.WARNING, "$ cat /nonexistent\n"),
+        (Role.ENV_OUTPUT, "cat: /nonexistent: No such file or directory\n"),
     ]
     assert last.done and last.reward == 1.0
     assert _roles(last.segments) == [Role.WARNING, Role.WARNING] and "correct; reward 1" in last.segments[1].text
@@ -86,7 +93,8 @@ def test_sql_episode_in_container(env_server: Callable[[str], str]) -> None:
         trajectory = client.trajectory
     assert "read-only SQL access" in reset.segments[0].text
     assert [(s.role, s.text) for s in two.segments] == [
-        (Role.WARNING, "sqlite> SELECT 1 + 1 AS two\n"), (Role.ENV_OUTPUT, " two\n-----\n   2\n(1 row)\n")
+        (Role.WARNING, "sqlite> SELECT 1 + 1 AS two\n"),
+        (Role.ENV_OUTPUT, " two\n-----\n   2\n(1 row)\n"),
     ]
     assert _roles(typo.segments) == [Role.WARNING, Role.WARNING, Role.ENV_OUTPUT]
     assert typo.segments[2].text == 'near "SELEC": syntax error\n'  # the engine's own words are env_output

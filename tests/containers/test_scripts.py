@@ -44,7 +44,11 @@ def test_start_dockerd_fails_loudly_when_the_daemon_dies(tmp_path: Path) -> None
     log = tmp_path / "dockerd.log"
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "DOCKERD_LOG": str(log), "DOCKERD_WAIT_S": "5"}
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "docker" / "start-dockerd.sh")], capture_output=True, text=True, env=env, timeout=60
+        ["bash", str(ROOT / "scripts" / "docker" / "start-dockerd.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert proc.returncode == 1
     assert "DOCKER ENGINE UNAVAILABLE: dockerd exited during startup" in proc.stderr
@@ -61,7 +65,11 @@ def test_start_dockerd_fails_loudly_without_root(tmp_path: Path) -> None:
     _stub(fake, "id", "echo 1000")
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "DOCKERD_LOG": str(tmp_path / "d.log")}
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "docker" / "start-dockerd.sh")], capture_output=True, text=True, env=env, timeout=60
+        ["bash", str(ROOT / "scripts" / "docker" / "start-dockerd.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert proc.returncode == 1
     assert "DOCKER ENGINE UNAVAILABLE: no engine running and not root" in proc.stderr

@@ -32,8 +32,10 @@ def url_reports(env_server: Callable[[str], str]) -> dict[str, subprocess.Comple
     procs = {
         env: subprocess.Popen(
             [OPENENV_CLI, "validate", "--url", env_server(env), "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for env in ENVS
     }
     results = {}

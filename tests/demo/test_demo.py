@@ -34,8 +34,20 @@ def test_quick_mode_writes_report_and_plot(quick_report: tuple[dict[str, Any], P
     report, out = quick_report
     on_disk = json.loads((out / "report.json").read_text())
     assert on_disk["summary"] == json.loads(json.dumps(report["summary"]))
-    for key in ("command", "config", "seeds", "environment", "model", "data", "warm_start", "arms", "summary",
-                "timings_s", "plots", "versions"):
+    for key in (
+        "command",
+        "config",
+        "seeds",
+        "environment",
+        "model",
+        "data",
+        "warm_start",
+        "arms",
+        "summary",
+        "timings_s",
+        "plots",
+        "versions",
+    ):
         assert key in on_disk, key
     assert on_disk["config"]["mode"] == "quick"
     assert set(on_disk["arms"]) == set(ARMS)
@@ -44,8 +56,15 @@ def test_quick_mode_writes_report_and_plot(quick_report: tuple[dict[str, Any], P
     assert not set(seeds["train"]) & set(seeds["validation"])
     assert not set(seeds["validation"]) & set(seeds["test"])
     timings = on_disk["timings_s"]
-    for phase in ("server_start", "expert_episodes", "warm_start", "rl_grpo", "rl_grpo_echo", "rl_verifier_free",
-                  "total"):
+    for phase in (
+        "server_start",
+        "expert_episodes",
+        "warm_start",
+        "rl_grpo",
+        "rl_grpo_echo",
+        "rl_verifier_free",
+        "total",
+    ):
         assert timings[phase] >= 0, phase
     table = (out / "summary.md").read_text()
     for row in on_disk["summary"]:
@@ -169,9 +188,11 @@ def test_checkpoint_is_chosen_on_validation_not_test() -> None:
 
     def ev(step: int, val_reward: float, test_reward: float, val_ce: float = 5.0) -> dict[str, Any]:
         pol = {"success": 0.0, "mean_reward": 0.0}
-        return {"step": step,
-                "val": {"policy": {**pol, "mean_reward": val_reward}, "env_ce": {"nats_per_token": val_ce}},
-                "test": {"policy": {**pol, "mean_reward": test_reward}, "env_ce": {"nats_per_token": 1.0}}}
+        return {
+            "step": step,
+            "val": {"policy": {**pol, "mean_reward": val_reward}, "env_ce": {"nats_per_token": val_ce}},
+            "test": {"policy": {**pol, "mean_reward": test_reward}, "env_ce": {"nats_per_token": 1.0}},
+        }
 
     chosen = _choose([ev(0, 0.1, 0.9), ev(4, 0.5, 0.0), ev(8, 0.5, 0.2, val_ce=4.0)])
     assert chosen["step"] == 8  # best validation reward, then lower validation CE; test numbers ignored
@@ -212,9 +233,8 @@ def test_bad_mode_is_refused() -> None:
 
 
 def test_cli_rejects_bad_options(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
     import typer
+    from typer.testing import CliRunner
 
     from openenv_echo.demo.cli import demo
 
@@ -230,8 +250,14 @@ def test_verbatim_overlap_counts_lines_seen_in_training() -> None:
     from openenv_echo.demo.evaluate import verbatim_overlap
 
     def traj(*outputs: str) -> Trajectory:
-        return Trajectory(steps=[StepRecord(action={"command": "x"}, observation=ObservationRecord(
-            segments=[warning("$ x\n"), env_output(o)])) for o in outputs])
+        return Trajectory(
+            steps=[
+                StepRecord(
+                    action={"command": "x"}, observation=ObservationRecord(segments=[warning("$ x\n"), env_output(o)])
+                )
+                for o in outputs
+            ]
+        )
 
     stats = verbatim_overlap([traj("a\nb\n", "c\n")], [traj("a\nz\n", "c\n")])
     assert stats["held_out_lines"] == 3
@@ -262,6 +288,10 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
         assert bool(everything.any()) and not bool((novel & ~everything).any())
         # the novel tokens decode to text made only of novel lines' characters
         decoded = tok.decode(seq.input_ids[novel.numpy()].tolist())
-        novel_lines = [line.strip() for x in env_texts(traj) for line in x.splitlines()
-                       if line.strip() and line.strip() not in seen]
+        novel_lines = [
+            line.strip()
+            for x in env_texts(traj)
+            for line in x.splitlines()
+            if line.strip() and line.strip() not in seen
+        ]
         assert decoded.split() == " ".join(novel_lines).split()

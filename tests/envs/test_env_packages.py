@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"terminal": "terminal_env", "sql": "sql_env", "echo": "echo_env"}
@@ -106,7 +106,12 @@ def test_runtime_graders_pass_on_a_loopback_server(pkg, running_server):
 
     report = validation.run_validation(ROOT / "envs" / pkg, max_level=Level.RUNTIME, provider=Loopback())
     status = {r.check_id: r.status.value for r in report.results}
-    for check in ("static.manifest", "runtime.startup", "runtime.observation_schema", "runtime.reward_well_formed",
-                  "runtime.state_contract"):
+    for check in (
+        "static.manifest",
+        "runtime.startup",
+        "runtime.observation_schema",
+        "runtime.reward_well_formed",
+        "runtime.state_contract",
+    ):
         assert status[check] == "pass", (check, [(r.check_id, r.evidence) for r in report.results])
     assert "fail" not in status.values() and "error" not in status.values()

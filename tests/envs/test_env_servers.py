@@ -44,7 +44,8 @@ def test_terminal_episode_trajectory_roles(running_server):
     assert "output truncated" in s[1].observation.segments[2].text and s[1].observation.fields["truncated"] is True
     assert [(x.role, x.text) for x in s[2].observation.segments] == [
         (R.WARNING, "$ head -n 2 /nope\n"),
-        (R.ENV_OUTPUT, "head: cannot open '/nope' for reading: No such file or directory\n")]
+        (R.ENV_OUTPUT, "head: cannot open '/nope' for reading: No such file or directory\n"),
+    ]
     assert s[2].observation.fields["exit_code"] == 1
     assert _roles(s[3]) == [R.WARNING, R.WARNING]
     assert _roles(s[-1]) == [R.WARNING, R.WARNING] and s[-1].observation.reward == 1.0
@@ -69,17 +70,41 @@ def test_sql_episode_trajectory_roles(running_server):
     assert s[0].observation.segments[1].text.endswith("rows)\n")
     assert s[0].observation.fields["columns"] == ["status", "n"]
     assert _roles(s[1]) == [R.WARNING, R.ENV_OUTPUT, R.WARNING] and "first 50 rows" in s[1].observation.text
-    assert [(x.role, x.text) for x in s[2].observation.segments[1:]] == [(R.WARNING, "ERROR:  "),
-                                                                         (R.ENV_OUTPUT, "no such column: frm\n")]
+    assert [(x.role, x.text) for x in s[2].observation.segments[1:]] == [
+        (R.WARNING, "ERROR:  "),
+        (R.ENV_OUTPUT, "no such column: frm\n"),
+    ]
     assert _roles(s[3]) == [R.WARNING, R.WARNING] and "read-only" in s[3].observation.text
 
 
 TERMINAL_HOSTILE = [
-    "cat ../../../../etc/passwd", "cat /proc/self/environ", "ls /home/*/.ssh", "echo $(cat /etc/passwd)",
-    "echo `whoami`", "ls; rm -rf /", "true && shutdown -h now", "cat /etc/passwd > /tmp/leak", "yes",
-    "yes | grep -c y", "cat /var/log/*/*", "grep -E '(x+x+)+y' -r /", "find / -exec sh -c id \\;",
-    "cat " + "A" * 5000, "printf '%s' " + "B" * 3000, "cat /dev/zero", "ls -R /", "sudo su -", "/bin/sh -c id",
-    "exec /bin/bash", "echo \x1b[31mred", "cat\t/etc/hostname\n/etc/hosts", "'", "\"", "\\", "${", "$((1+1))",
+    "cat ../../../../etc/passwd",
+    "cat /proc/self/environ",
+    "ls /home/*/.ssh",
+    "echo $(cat /etc/passwd)",
+    "echo `whoami`",
+    "ls; rm -rf /",
+    "true && shutdown -h now",
+    "cat /etc/passwd > /tmp/leak",
+    "yes",
+    "yes | grep -c y",
+    "cat /var/log/*/*",
+    "grep -E '(x+x+)+y' -r /",
+    "find / -exec sh -c id \\;",
+    "cat " + "A" * 5000,
+    "printf '%s' " + "B" * 3000,
+    "cat /dev/zero",
+    "ls -R /",
+    "sudo su -",
+    "/bin/sh -c id",
+    "exec /bin/bash",
+    "echo \x1b[31mred",
+    "cat\t/etc/hostname\n/etc/hosts",
+    "'",
+    '"',
+    "\\",
+    "${",
+    "$((1+1))",
     "a" * 70000,
 ]
 
@@ -106,10 +131,18 @@ def test_terminal_hostile_input_never_escapes_or_stops_the_server(running_server
 
 
 SQL_HOSTILE = [
-    "DROP TABLE orders", "ATTACH DATABASE '/etc/passwd' AS p", "PRAGMA writable_schema = 1",
-    "SELECT load_extension('libc.so.6')", "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) "
-    "SELECT max(i) FROM r", "SELECT randomblob(2000000000)", "SELECT * FROM orders, order_items, customers",
-    "SELECT readfile('/etc/passwd')", "SELECT 1; SELECT 2", "SELECT '" + "x" * 5000 + "'", "", ")))",
+    "DROP TABLE orders",
+    "ATTACH DATABASE '/etc/passwd' AS p",
+    "PRAGMA writable_schema = 1",
+    "SELECT load_extension('libc.so.6')",
+    "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT max(i) FROM r",
+    "SELECT randomblob(2000000000)",
+    "SELECT * FROM orders, order_items, customers",
+    "SELECT readfile('/etc/passwd')",
+    "SELECT 1; SELECT 2",
+    "SELECT '" + "x" * 5000 + "'",
+    "",
+    ")))",
     "SELECT group_concat(email, '" + "-" * 900 + "') FROM customers",
 ]
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-from openenv_echo.envs.sql import (NON_EXPERTS, TEMPLATE_NAMES, SqlAction, SqlEnvironment, expert_actions,
-                                   generate_database)
+from openenv_echo.envs.sql import (
+    NON_EXPERTS,
+    TEMPLATE_NAMES,
+    SqlAction,
+    SqlEnvironment,
+    expert_actions,
+    generate_database,
+)
 from openenv_echo.envs.sql.tasks import check, make_task
 from openenv_echo.roles import Role
 from openenv_echo.server.environment import EnvError
@@ -53,40 +58,48 @@ def test_row_and_byte_caps_are_warnings(env):
 
 def test_engine_errors_split_prefix_and_message(env):
     obs = q(env, "SELEC * FROM orders")
-    assert [(s.role, s.text) for s in obs.segments[1:]] == [(Role.WARNING, "ERROR:  "),
-                                                            (Role.ENV_OUTPUT, 'near "SELEC": syntax error\n')]
+    assert [(s.role, s.text) for s in obs.segments[1:]] == [
+        (Role.WARNING, "ERROR:  "),
+        (Role.ENV_OUTPUT, 'near "SELEC": syntax error\n'),
+    ]
     assert obs.error and not obs.done
     assert q(env, "SELECT nope FROM orders").segments[2].text == "no such column: nope\n"
     assert q(env, "SELECT * FROM nowhere").segments[2].text == "no such table: nowhere\n"
 
 
-@pytest.mark.parametrize("sql,needle", [
-    ("INSERT INTO orders (order_id, customer_id, employee_id, order_date, status, freight) "
-     "VALUES (99999, 1, 1, '2024-01-01', 'shipped', 1)", "INSERT is not allowed"),
-    ("UPDATE orders SET freight = 0", "UPDATE is not allowed"),
-    ("DELETE FROM orders", "DELETE is not allowed"),
-    ("DROP TABLE orders", "DROP TABLE is not allowed"),
-    ("CREATE TABLE x (a)", "CREATE TABLE is not allowed"),
-    ("CREATE TEMP VIEW v AS SELECT 1", "CREATE TEMP is not allowed"),
-    ("ALTER TABLE orders ADD COLUMN x", "ALTER is not allowed"),
-    ("ATTACH DATABASE '/etc/passwd' AS host", "ATTACH is not allowed"),
-    ("ATTACH DATABASE 'file:/tmp/x.db?mode=rwc' AS host", "ATTACH is not allowed"),
-    ("PRAGMA query_only = 0", "PRAGMA query_only = 0 is not allowed"),
-    ("PRAGMA writable_schema = ON", "PRAGMA writable_schema"),
-    ("PRAGMA journal_mode = WAL", "PRAGMA journal_mode"),
-    ("SELECT load_extension('/tmp/evil.so')", "load_extension() is not available"),
-    ("BEGIN", "BEGIN is not allowed"),
-    ("VACUUM", "VACUUM is not allowed"),
-    ("VACUUM INTO '/tmp/copy.db'", "VACUUM is not allowed"),
-    ("SELECT 1; DROP TABLE orders", "one SQL statement per query"),
-    ("SELECT date('now')", "wall clock"),
-    ("SELECT CURRENT_TIMESTAMP", "wall clock"),
-    ("SELECT julianday()", "wall clock"),
-    ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", "work limit"),
-    ("SELECT count(*) FROM order_items a, order_items b, order_items c", "work limit"),
-    ("SELECT " + " + ".join(["1"] * 2000), "exceeds the 4000-character limit"),
-    ("SELECT 1\x00", "NUL"),
-])
+@pytest.mark.parametrize(
+    "sql,needle",
+    [
+        (
+            "INSERT INTO orders (order_id, customer_id, employee_id, order_date, status, freight) "
+            "VALUES (99999, 1, 1, '2024-01-01', 'shipped', 1)",
+            "INSERT is not allowed",
+        ),
+        ("UPDATE orders SET freight = 0", "UPDATE is not allowed"),
+        ("DELETE FROM orders", "DELETE is not allowed"),
+        ("DROP TABLE orders", "DROP TABLE is not allowed"),
+        ("CREATE TABLE x (a)", "CREATE TABLE is not allowed"),
+        ("CREATE TEMP VIEW v AS SELECT 1", "CREATE TEMP is not allowed"),
+        ("ALTER TABLE orders ADD COLUMN x", "ALTER is not allowed"),
+        ("ATTACH DATABASE '/etc/passwd' AS host", "ATTACH is not allowed"),
+        ("ATTACH DATABASE 'file:/tmp/x.db?mode=rwc' AS host", "ATTACH is not allowed"),
+        ("PRAGMA query_only = 0", "PRAGMA query_only = 0 is not allowed"),
+        ("PRAGMA writable_schema = ON", "PRAGMA writable_schema"),
+        ("PRAGMA journal_mode = WAL", "PRAGMA journal_mode"),
+        ("SELECT load_extension('/tmp/evil.so')", "load_extension() is not available"),
+        ("BEGIN", "BEGIN is not allowed"),
+        ("VACUUM", "VACUUM is not allowed"),
+        ("VACUUM INTO '/tmp/copy.db'", "VACUUM is not allowed"),
+        ("SELECT 1; DROP TABLE orders", "one SQL statement per query"),
+        ("SELECT date('now')", "wall clock"),
+        ("SELECT CURRENT_TIMESTAMP", "wall clock"),
+        ("SELECT julianday()", "wall clock"),
+        ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", "work limit"),
+        ("SELECT count(*) FROM order_items a, order_items b, order_items c", "work limit"),
+        ("SELECT " + " + ".join(["1"] * 2000), "exceeds the 4000-character limit"),
+        ("SELECT 1\x00", "NUL"),
+    ],
+)
 def test_hostile_queries_are_refused_and_nothing_changes(env, sql, needle):
     before = q(env, "SELECT COUNT(*), SUM(freight) FROM orders").segments[1].text
     obs = q(env, sql)
@@ -110,8 +123,14 @@ def test_server_side_functions_are_deterministic():
     def run() -> list[str]:
         e = SqlEnvironment()
         e.reset(seed=9)
-        out = [q(e, s).text for s in ("SELECT random(), hex(randomblob(8))", "SELECT random()",
-                                      "SELECT date('2024-02-28', '+1 day'), strftime('%Y', '2024-05-01')")]
+        out = [
+            q(e, s).text
+            for s in (
+                "SELECT random(), hex(randomblob(8))",
+                "SELECT random()",
+                "SELECT date('2024-02-28', '+1 day'), strftime('%Y', '2024-05-01')",
+            )
+        ]
         e.close()
         return out
 
@@ -206,8 +225,12 @@ def test_determinism_and_seed_variety():
     def episode(seed: int) -> list[str]:
         e = SqlEnvironment()
         out = [e.reset(seed=seed).model_dump_json()]
-        for s in ("SELECT * FROM customers LIMIT 5", "SELECT category, COUNT(*), ROUND(AVG(unit_price), 2) FROM "
-                  "products GROUP BY 1", "SELEC", "SELECT MIN(order_date), MAX(order_date) FROM orders"):
+        for s in (
+            "SELECT * FROM customers LIMIT 5",
+            "SELECT category, COUNT(*), ROUND(AVG(unit_price), 2) FROM products GROUP BY 1",
+            "SELEC",
+            "SELECT MIN(order_date), MAX(order_date) FROM orders",
+        ):
             out.append(q(e, s).model_dump_json())
         return out
 
@@ -220,10 +243,52 @@ def test_determinism_and_seed_variety():
     assert len(dumps) == 4
 
 
-SQL_WORDS = ["SELECT", "*", "FROM", "orders", "customers", "WHERE", "GROUP BY", "ORDER BY", "LIMIT", "1", "-1",
-             "count(*)", "sum(freight)", "(", ")", ",", "'x'", "\"now\"", "date(", "printf('%.*c',", "1e9", "UNION",
-             "WITH RECURSIVE", "c(x) AS", "JOIN", "ON", ";", "--", "/*", "PRAGMA", "ATTACH", "INSERT", "x'00'",
-             "zeroblob(", "randomblob(", "julianday(", "CAST(", "AS TEXT)", "?", ":p", "$x", "NULL", "é", "\t"]
+SQL_WORDS = [
+    "SELECT",
+    "*",
+    "FROM",
+    "orders",
+    "customers",
+    "WHERE",
+    "GROUP BY",
+    "ORDER BY",
+    "LIMIT",
+    "1",
+    "-1",
+    "count(*)",
+    "sum(freight)",
+    "(",
+    ")",
+    ",",
+    "'x'",
+    '"now"',
+    "date(",
+    "printf('%.*c',",
+    "1e9",
+    "UNION",
+    "WITH RECURSIVE",
+    "c(x) AS",
+    "JOIN",
+    "ON",
+    ";",
+    "--",
+    "/*",
+    "PRAGMA",
+    "ATTACH",
+    "INSERT",
+    "x'00'",
+    "zeroblob(",
+    "randomblob(",
+    "julianday(",
+    "CAST(",
+    "AS TEXT)",
+    "?",
+    ":p",
+    "$x",
+    "NULL",
+    "é",
+    "\t",
+]
 
 
 def test_random_queries_never_break_the_environment():
@@ -232,8 +297,9 @@ def test_random_queries_never_break_the_environment():
     e = SqlEnvironment()
     e.reset(seed=3, max_steps=1000)  # more steps than examples: the episode stays open
 
-    @hypothesis.settings(max_examples=200, deadline=None, derandomize=True,
-                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.settings(
+        max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(hypothesis.HealthCheck)
+    )
     @hypothesis.given(st.lists(st.sampled_from(SQL_WORDS), min_size=1, max_size=10), st.text(max_size=8))
     def check(words: list[str], noise: str) -> None:
         obs = e.step(SqlAction(query=" ".join(words) + noise))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openenv_echo.envs.terminal import (INCIDENT_KINDS, NON_EXPERTS, TerminalAction, TerminalEnvironment,
-                                        expert_commands)
+from openenv_echo.envs.terminal import INCIDENT_KINDS, NON_EXPERTS, TerminalAction, TerminalEnvironment, expert_commands
 from openenv_echo.roles import Role
 from openenv_echo.server.environment import EnvError
 
@@ -35,14 +34,18 @@ def test_step_roles_echo_output_notice():
     env = _env()
     obs = _step(env, "cat /etc/hostname")
     assert [(s.role, s.text) for s in obs.segments] == [
-        (Role.WARNING, "$ cat /etc/hostname\n"), (Role.ENV_OUTPUT, env.machine.hostname + "\n")]
+        (Role.WARNING, "$ cat /etc/hostname\n"),
+        (Role.ENV_OUTPUT, env.machine.hostname + "\n"),
+    ]
     assert (obs.exit_code, obs.reward, obs.done, obs.cwd) == (0, 0.0, False, "/root")
     obs = _step(env, "cat /var/log/nginx/access.log")
     assert [s.role for s in obs.segments] == [Role.WARNING, Role.ENV_OUTPUT, Role.WARNING]
     assert obs.truncated and obs.segments[2].text.lstrip("\n").startswith("[harness: output truncated")
     obs = _step(env, "nosuchcmd")
     assert [(s.role, s.text) for s in obs.segments] == [
-        (Role.WARNING, "$ nosuchcmd\n"), (Role.ENV_OUTPUT, "bash: nosuchcmd: command not found\n")]
+        (Role.WARNING, "$ nosuchcmd\n"),
+        (Role.ENV_OUTPUT, "bash: nosuchcmd: command not found\n"),
+    ]
     obs = _step(env, "echo $(id)")
     assert [s.role for s in obs.segments] == [Role.WARNING, Role.WARNING]
     assert obs.text == obs.segments[0].text + obs.segments[1].text

@@ -50,37 +50,55 @@ def test_realistic_errors(sh):
     assert sh.run("echo 'open").output == "bash: unexpected EOF while looking for matching `''\n"
 
 
-@pytest.mark.parametrize("cmd", [
-    "cat ../../../../etc/passwd", "cat /../../etc/passwd", "cat /etc/../../../etc/passwd",
-    "cd ../../../../../.. && cat etc/passwd", "cat ~/../../../etc/passwd",
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "cat ../../../../etc/passwd",
+        "cat /../../etc/passwd",
+        "cat /etc/../../../etc/passwd",
+        "cd ../../../../../.. && cat etc/passwd",
+        "cat ~/../../../etc/passwd",
+    ],
+)
 def test_path_traversal_stays_in_the_virtual_fs(sh, machine, cmd):
     out = sh.run(cmd).output
     assert out == machine.fs.get("/etc/passwd").text
     assert machine.ops_user in out  # the generated users, not the host's
 
 
-@pytest.mark.parametrize("path", ["/proc/self/environ", "/etc/shadow-", "/root/.ssh/id_rsa", "/home/runner/.bashrc",
-                                  "/proc/1/cmdline", "/sys/kernel/hostname"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/proc/self/environ",
+        "/etc/shadow-",
+        "/root/.ssh/id_rsa",
+        "/home/runner/.bashrc",
+        "/proc/1/cmdline",
+        "/sys/kernel/hostname",
+    ],
+)
 def test_host_only_paths_do_not_exist(sh, path):
     out = sh.run(f"cat {path}").output
     assert out.startswith(f"cat: {path}: ") and out.endswith(("No such file or directory\n", "Not a directory\n"))
 
 
-@pytest.mark.parametrize("cmd,needle", [
-    ("echo $(cat /etc/passwd)", "command substitution $(...)"),
-    ("echo `id`", "command substitution `...`"),
-    ("ls &", "background jobs"),
-    ("(cat /etc/passwd)", "subshells"),
-    ("cat <<EOF", "here-documents"),
-    ("diff <(ls) <(ls)", "process substitution"),
-    ("rm -rf /", "read-only triage session"),
-    ("systemctl restart nginx", "read-only triage session"),
-    ("python3 -c 'import os; os.system(\"id\")'", "not available"),
-    ("vim /etc/hosts", "interactive"),
-    ("find / -name x -exec cat {} \\;", "find -exec is disabled"),
-    ("grep -E '(a+)+$' /var/log/syslog", "backtrack catastrophically"),
-])
+@pytest.mark.parametrize(
+    "cmd,needle",
+    [
+        ("echo $(cat /etc/passwd)", "command substitution $(...)"),
+        ("echo `id`", "command substitution `...`"),
+        ("ls &", "background jobs"),
+        ("(cat /etc/passwd)", "subshells"),
+        ("cat <<EOF", "here-documents"),
+        ("diff <(ls) <(ls)", "process substitution"),
+        ("rm -rf /", "read-only triage session"),
+        ("systemctl restart nginx", "read-only triage session"),
+        ("python3 -c 'import os; os.system(\"id\")'", "not available"),
+        ("vim /etc/hosts", "interactive"),
+        ("find / -name x -exec cat {} \\;", "find -exec is disabled"),
+        ("grep -E '(a+)+$' /var/log/syslog", "backtrack catastrophically"),
+    ],
+)
 def test_shell_features_are_refused_by_the_harness(sh, cmd, needle):
     r = sh.run(cmd)
     assert r.output == ""  # nothing ran, nothing printed by the "machine"
@@ -116,13 +134,18 @@ def test_runaway_commands_hit_the_work_limit(sh):
         assert "work limit" in r.notices[-1]
 
 
-@pytest.mark.parametrize("cmd", [
-    "echo " + "ab" * 60 + "xc | grep -E '(a|b)*(a|b)*(a|b)*c'",
-    "echo " + "ab" * 1000 + "xc | grep -E '(a|b)*(a|b)*c'",
-    "yes " + "a" * 1000 + "xc | grep -E '(a|b)*c'",
-    "echo " + "a" * 3000 + "xc | grep -E '[ab]*[ab]*[ab]*c'",
-    "grep -P '(a|b)*\\1' /etc/hosts", "grep -E '(a?){30}a{30}' /etc/hosts", "grep -E '(ab?)+' /etc/hosts",
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        "echo " + "ab" * 60 + "xc | grep -E '(a|b)*(a|b)*(a|b)*c'",
+        "echo " + "ab" * 1000 + "xc | grep -E '(a|b)*(a|b)*c'",
+        "yes " + "a" * 1000 + "xc | grep -E '(a|b)*c'",
+        "echo " + "a" * 3000 + "xc | grep -E '[ab]*[ab]*[ab]*c'",
+        "grep -P '(a|b)*\\1' /etc/hosts",
+        "grep -E '(a?){30}a{30}' /etc/hosts",
+        "grep -E '(ab?)+' /etc/hosts",
+    ],
+)
 def test_backtracking_regexes_are_refused_or_stopped(sh, cmd):
     """Each of these would run for seconds to hours in a backtracking engine; here they end at once."""
     r = sh.run(cmd)
@@ -180,15 +203,32 @@ def test_every_incident_leaves_evidence():
             "dns_misconfig": sh.run("cat /etc/resolv.conf").output,
             "port_conflict": sh.run("ss -tlnp").output,
         }[kind]
-        expected = {"disk_full": "100%", "oom_killed": "Out of memory", "bad_config": "invalid configuration",
-                    "cert_expired": "Certificate will expire", "db_pool_exhausted": "timeout acquiring",
-                    "dns_misconfig": m.nameserver, "port_conflict": f":{m.services[svc].port}"}[kind]
+        expected = {
+            "disk_full": "100%",
+            "oom_killed": "Out of memory",
+            "bad_config": "invalid configuration",
+            "cert_expired": "Certificate will expire",
+            "db_pool_exhausted": "timeout acquiring",
+            "dns_misconfig": m.nameserver,
+            "port_conflict": f":{m.services[svc].port}",
+        }[kind]
         assert expected in text, (kind, text)
 
 
 def test_same_seed_same_bytes_different_seeds_different_machines():
-    cmds = ["ls -la /var/log", "ps aux", "df -h", "tail -n 5 /var/log/syslog", "systemctl --failed", "date",
-            "cat /etc/hosts", "grep -c . /var/log/nginx/access.log", "yes", "ss -tlnp", "free -h"]
+    cmds = [
+        "ls -la /var/log",
+        "ps aux",
+        "df -h",
+        "tail -n 5 /var/log/syslog",
+        "systemctl --failed",
+        "date",
+        "cat /etc/hosts",
+        "grep -c . /var/log/nginx/access.log",
+        "yes",
+        "ss -tlnp",
+        "free -h",
+    ]
     a, b = Shell(generate_machine(5)), Shell(generate_machine(5))
     outs = [a.run(c) for c in cmds]
     assert outs == [b.run(c) for c in cmds]
@@ -198,11 +238,75 @@ def test_same_seed_same_bytes_different_seeds_different_machines():
     assert len(hosts) >= 9
 
 
-WORDS = ["ls", "cat", "grep", "head", "tail", "wc", "find", "du", "df", "ps", "sort", "uniq", "cut", "echo", "cd",
-         "systemctl", "journalctl", "ss", "curl", "dig", "openssl", "x509", "status", "-n", "-5", "-la", "-rn", "-E",
-         "-c", "-v", "-h", "-u", "--max-depth=1", "/", "/var/log", "/etc/hosts", "..", "*", "*.log", "/var/log/*",
-         "~", "$HOME", "'a b'", '"$USER"', "|", ";", "&&", "||", ">", "2>&1", "<", "$(", "`", "\\", "(", ")", "&",
-         "nginx", "/proc/meminfo", "-f", "-k", "3", "x[", "[[:digit:]]", "(a|b)+", "\u00e9t\u00e9", "\t"]
+WORDS = [
+    "ls",
+    "cat",
+    "grep",
+    "head",
+    "tail",
+    "wc",
+    "find",
+    "du",
+    "df",
+    "ps",
+    "sort",
+    "uniq",
+    "cut",
+    "echo",
+    "cd",
+    "systemctl",
+    "journalctl",
+    "ss",
+    "curl",
+    "dig",
+    "openssl",
+    "x509",
+    "status",
+    "-n",
+    "-5",
+    "-la",
+    "-rn",
+    "-E",
+    "-c",
+    "-v",
+    "-h",
+    "-u",
+    "--max-depth=1",
+    "/",
+    "/var/log",
+    "/etc/hosts",
+    "..",
+    "*",
+    "*.log",
+    "/var/log/*",
+    "~",
+    "$HOME",
+    "'a b'",
+    '"$USER"',
+    "|",
+    ";",
+    "&&",
+    "||",
+    ">",
+    "2>&1",
+    "<",
+    "$(",
+    "`",
+    "\\",
+    "(",
+    ")",
+    "&",
+    "nginx",
+    "/proc/meminfo",
+    "-f",
+    "-k",
+    "3",
+    "x[",
+    "[[:digit:]]",
+    "(a|b)+",
+    "\u00e9t\u00e9",
+    "\t",
+]
 
 
 @pytest.fixture(scope="module")
@@ -214,8 +318,9 @@ def test_random_command_lines_never_break_the_shell(fuzz_shell):
     hypothesis = pytest.importorskip("hypothesis")
     st = hypothesis.strategies
 
-    @hypothesis.settings(max_examples=250, deadline=None, derandomize=True,
-                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.settings(
+        max_examples=250, deadline=None, derandomize=True, suppress_health_check=list(hypothesis.HealthCheck)
+    )
     @hypothesis.given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8), st.text(max_size=12))
     def check(words: list[str], noise: str) -> None:
         line = " ".join(words) + (" " + noise if noise.strip() else "")

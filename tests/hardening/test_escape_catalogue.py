@@ -99,8 +99,10 @@ def servers(canary: None) -> Iterator[dict[str, str]]:
     from openenv_echo.envs import load_env
     from openenv_echo.server import BackgroundServer, ServerLimits, create_app
 
-    running = {name: BackgroundServer(create_app(load_env(name), limits=ServerLimits(step_timeout_s=20)))
-               for name in ("terminal", "sql")}
+    running = {
+        name: BackgroundServer(create_app(load_env(name), limits=ServerLimits(step_timeout_s=20)))
+        for name in ("terminal", "sql")
+    }
     urls = {name: s.start() for name, s in running.items()}
     yield urls
     for s in running.values():
@@ -143,10 +145,14 @@ def test_sql_escape(servers: dict[str, str], name: str, query: str) -> None:
     _host_untouched()
     with EnvClient(url) as env:  # the database of the seed is intact afterwards
         env.reset(seed=5)
-        after = env.step({"query": "SELECT count(*) AS n, (SELECT count(*) FROM sqlite_master) AS t FROM customers"}).text
+        after = env.step(
+            {"query": "SELECT count(*) AS n, (SELECT count(*) FROM sqlite_master) AS t FROM customers"}
+        ).text
     with EnvClient(url) as env:
         env.reset(seed=5)
-        before = env.step({"query": "SELECT count(*) AS n, (SELECT count(*) FROM sqlite_master) AS t FROM customers"}).text
+        before = env.step(
+            {"query": "SELECT count(*) AS n, (SELECT count(*) FROM sqlite_master) AS t FROM customers"}
+        ).text
     assert after == before
     assert httpx.get(url + "/health", trust_env=False).status_code == 200
 

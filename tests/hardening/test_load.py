@@ -44,8 +44,10 @@ def test_memory_flat_over_many_episodes() -> None:
     from openenv_echo import EnvClient
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "openenv_echo.cli", "serve", "echo", "--port", str(port),
-                             "--log-level", "error"], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "openenv_echo.cli", "serve", "echo", "--port", str(port), "--log-level", "error"],
+        stdout=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):

@@ -18,9 +18,23 @@ ST = str(Path(sys.executable).with_name("st"))
 def test_openapi_fuzz(running_server, env: str, tmp_path: Path) -> None:
     url = running_server(env)
     proc = subprocess.run(
-        [ST, "run", f"{url}/openapi.json", "--checks", "all", "--max-examples", "60", "--seed", "20261121",
-         "--no-color"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "NO_PROXY": "*"},
+        [
+            ST,
+            "run",
+            f"{url}/openapi.json",
+            "--checks",
+            "all",
+            "--max-examples",
+            "60",
+            "--seed",
+            "20261121",
+            "--no-color",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "NO_PROXY": "*"},
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert "passed" in proc.stdout

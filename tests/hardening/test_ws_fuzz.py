@@ -17,7 +17,7 @@ CODES = {c.value for c in ErrorCode}
 FRAME_TYPES = ["reset", "step", "state", "close", "mcp", "", "RESET", "observation", "error", None, 3, [], {}]
 
 
-def _random_json(rng: random.Random, depth: int = 0):  # noqa: ANN202
+def _random_json(rng: random.Random, depth: int = 0):
     kind = rng.randrange(8 if depth < 4 else 5)
     if kind == 0:
         return None
@@ -31,8 +31,12 @@ def _random_json(rng: random.Random, depth: int = 0):  # noqa: ANN202
         return rng.choice(["message", "seed", "episode_id", "return_tokens", "max_steps", "type", "data"])
     if kind == 5:
         return [_random_json(rng, depth + 1) for _ in range(rng.randrange(4))]
-    return {_random_json(rng, 4) if rng.random() < 0.3 else rng.choice(["message", "seed", "type", "data", "x"]): _random_json(rng, depth + 1)
-            for _ in range(rng.randrange(4))}
+    return {
+        _random_json(rng, 4)
+        if rng.random() < 0.3
+        else rng.choice(["message", "seed", "type", "data", "x"]): _random_json(rng, depth + 1)
+        for _ in range(rng.randrange(4))
+    }
 
 
 def _random_frame(rng: random.Random) -> str | bytes:

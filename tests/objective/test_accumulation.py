@@ -61,9 +61,12 @@ def _full_batch_grads(cfg: EchoConfig) -> list[torch.Tensor]:
 
 
 @pytest.mark.parametrize(
-    "norm, pnorm", list(itertools.product(["token_mean", "sequence_mean", "constant"], ["token_mean", "sequence_mean", "constant"]))
+    "norm, pnorm",
+    list(itertools.product(["token_mean", "sequence_mean", "constant"], ["token_mean", "sequence_mean", "constant"])),
 )
-@pytest.mark.parametrize("chunks", [[slice(0, 1), slice(1, 4)], [slice(0, 2), slice(2, 4)], [slice(i, i + 1) for i in range(4)]])
+@pytest.mark.parametrize(
+    "chunks", [[slice(0, 1), slice(1, 4)], [slice(0, 2), slice(2, 4)], [slice(i, i + 1) for i in range(4)]]
+)
 def test_gradient_accumulation_equals_full_batch(norm: str, pnorm: str, chunks: list[slice]) -> None:
     cfg = _cfg(norm, pnorm)
     full = _full_batch_grads(cfg)

@@ -39,7 +39,17 @@ def test_valid_tool_call_and_parse_clean_thresholds() -> None:
 
 @pytest.mark.parametrize(
     "n_correct, theta, expected",
-    [(3, 0.0, None), (0, 0.0, None), (3, 1.0, 0), (0, 1.0, 0), (1, 0.5, 1), (2, 0.5, 2), (1, 0.25, 3), (0, 0.5, 0), (2, 1 / 3, 4)],
+    [
+        (3, 0.0, None),
+        (0, 0.0, None),
+        (3, 1.0, 0),
+        (0, 1.0, 0),
+        (1, 0.5, 1),
+        (2, 0.5, 2),
+        (1, 0.25, 3),
+        (0, 0.5, 0),
+        (2, 1 / 3, 4),
+    ],
 )
 def test_max_incorrect_kept(n_correct: int, theta: float, expected: int | None) -> None:
     assert max_incorrect_kept(n_correct, theta) == expected
@@ -83,7 +93,9 @@ def test_missing_or_bad_stats_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="valid_tool_call_share is missing"):
         world_filter(RolloutStats(), 2, _cfg(min_valid_tool_call_share=0.5), 4)
     with pytest.raises(ValueError, match="shares in"):
-        world_filter(RolloutStats(parse_clean_share=torch.tensor([1.5, 0, 0, 0])), 2, _cfg(min_parse_clean_share=0.5), 4)
+        world_filter(
+            RolloutStats(parse_clean_share=torch.tensor([1.5, 0, 0, 0])), 2, _cfg(min_parse_clean_share=0.5), 4
+        )
     with pytest.raises(ValueError, match="shape"):
         world_filter(RolloutStats(correct=torch.tensor([True])), 2, _cfg(min_correct_share=0.5), 4)
     with pytest.raises(ValueError, match="rewards"):

@@ -62,7 +62,9 @@ NORMALIZATIONS = [
 
 @pytest.mark.parametrize("norm, seq_den, const", NORMALIZATIONS)
 @pytest.mark.parametrize("target, coeffs", [("env_only", {}), ("warning_plus_env", {"warning": 0.5})])
-def test_env_gradient_is_the_analytic_constant(norm: str, seq_den: str, const: int | None, target: str, coeffs: dict) -> None:
+def test_env_gradient_is_the_analytic_constant(
+    norm: str, seq_den: str, const: int | None, target: str, coeffs: dict
+) -> None:
     rid = sample_role_ids()
     cfg = EchoConfig(
         world_model_coeff=LAM,
@@ -198,13 +200,17 @@ def test_advantages_missing_is_a_clear_error() -> None:
 def test_placeholders_on_env_positions_never_touch_the_env_gradient(garbage: float) -> None:
     # P3/P22: sampler log-probs of non-sampled tokens are placeholders; ratio/clip/KL must never see them
     rid = sample_role_ids()
-    env = (rid != A)
-    old = torch.where(env, torch.full(rid.shape, garbage, dtype=torch.float64), torch.full(rid.shape, -1.0, dtype=torch.float64))
+    env = rid != A
+    old = torch.where(
+        env, torch.full(rid.shape, garbage, dtype=torch.float64), torch.full(rid.shape, -1.0, dtype=torch.float64)
+    )
     ref = old.clone()
     cfg = EchoConfig(world_model_coeff=LAM, policy=PolicyLossConfig(kl_coeff=0.2))
     lp = _logps(rid.shape)
     lp.data[:, 0] = float("nan")  # token-0 placeholder (P4)
-    out = echo_loss(lp, EchoBatch(rid, advantages=torch.ones(4, dtype=torch.float64), old_logps=old, ref_logps=ref), cfg)
+    out = echo_loss(
+        lp, EchoBatch(rid, advantages=torch.ones(4, dtype=torch.float64), old_logps=old, ref_logps=ref), cfg
+    )
     assert torch.isfinite(out.loss)
     out.loss.backward()
     assert torch.isfinite(lp.grad).all()
@@ -217,7 +223,11 @@ def test_clipping_never_masks_env_tokens() -> None:
     rid = sample_role_ids()
     lp = _logps(rid.shape)
     old = lp.detach() - 5.0
-    out = echo_loss(lp, EchoBatch(rid, advantages=torch.ones(4, dtype=torch.float64), old_logps=old), EchoConfig(world_model_coeff=LAM))
+    out = echo_loss(
+        lp,
+        EchoBatch(rid, advantages=torch.ones(4, dtype=torch.float64), old_logps=old),
+        EchoConfig(world_model_coeff=LAM),
+    )
     out.loss.backward()
     assert lp.grad[rid == A].abs().max() == 0  # clipped: no policy gradient
     assert out.metrics["policy/clip_fraction"].item() == 1.0
@@ -253,7 +263,9 @@ def test_zero_variance_group_still_contributes_env_ce() -> None:
 def test_empty_selection_is_a_connected_zero_with_the_same_metric_keys() -> None:
     rid = roles([C, C, A, A, A], [C, A, A, C, A])  # no observation tokens at all
     lp = _logps(rid.shape)
-    out = echo_loss(lp, EchoBatch(rid, advantages=torch.tensor([1.0, -1.0], dtype=torch.float64)), EchoConfig(world_model_coeff=LAM))
+    out = echo_loss(
+        lp, EchoBatch(rid, advantages=torch.tensor([1.0, -1.0], dtype=torch.float64)), EchoConfig(world_model_coeff=LAM)
+    )
     assert out.world_loss.item() == 0.0 and out.world_loss.requires_grad
     out.loss.backward()
     assert set(out.metrics) == set(METRIC_KEYS)
@@ -270,7 +282,11 @@ def test_empty_selection_is_a_connected_zero_with_the_same_metric_keys() -> None
 def test_metric_keys_identical_with_and_without_env_tokens_and_coeff() -> None:
     batches = [sample_role_ids(), roles([C, A, A])]
     for rid, lam in itertools.product(batches, (0.0, LAM)):
-        out = echo_loss(_logps(rid.shape), EchoBatch(rid, advantages=torch.ones(rid.shape[0], dtype=torch.float64)), EchoConfig(world_model_coeff=lam))
+        out = echo_loss(
+            _logps(rid.shape),
+            EchoBatch(rid, advantages=torch.ones(rid.shape[0], dtype=torch.float64)),
+            EchoConfig(world_model_coeff=lam),
+        )
         assert tuple(sorted(out.metrics)) == tuple(sorted(METRIC_KEYS))
         assert all(v.dim() == 0 and not v.requires_grad for v in out.metrics.values())
 

@@ -81,7 +81,12 @@ def test_observation_counts_are_bodies_after_first_action() -> None:
 
 def test_role_counts() -> None:
     counts = role_counts(roles([C, A, E, W, P]))
-    assert {r: int(v) for r, v in counts.items()} == {Role.CONTEXT: 0, Role.ACTION: 1, Role.ENV_OUTPUT: 1, Role.WARNING: 1}
+    assert {r: int(v) for r, v in counts.items()} == {
+        Role.CONTEXT: 0,
+        Role.ACTION: 1,
+        Role.ENV_OUTPUT: 1,
+        Role.WARNING: 1,
+    }
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,12 @@ def test_for_env_points_at_the_checkout(no_engine: None) -> None:
 def test_limits_become_environment_variables(no_engine: None) -> None:
     provider = DockerProvider("img", max_sessions=2, idle_timeout_s=None, env={"X": "1"})
     env = provider._run_options()["environment"]
-    assert env == {"X": "1", "OPENENV_ECHO_MAX_SESSIONS": "2", "OPENENV_ECHO_IDLE_TIMEOUT_S": "none",
-                   "OPENENV_ECHO_MAX_MESSAGE_BYTES": "1048576", "OPENENV_ECHO_STEP_TIMEOUT_S": "30.0"}
+    assert env == {
+        "X": "1",
+        "OPENENV_ECHO_MAX_SESSIONS": "2",
+        "OPENENV_ECHO_IDLE_TIMEOUT_S": "none",
+        "OPENENV_ECHO_MAX_MESSAGE_BYTES": "1048576",
+        "OPENENV_ECHO_STEP_TIMEOUT_S": "30.0",
+    }
     with pytest.raises(ValueError):
         DockerProvider("img", max_sessions=0)

@@ -34,7 +34,10 @@ def test_echo_episode_through_local_process() -> None:
         assert pid is not None
         client.reset(seed=0, messages=[{"role": "user", "content": "echo me"}])
         result = client.step({"message": "hi there"}, action_text="hi there")
-        assert [(s.role, s.text) for s in result.segments] == [(Role.WARNING, "[echo] "), (Role.ENV_OUTPUT, "hi there\n")]
+        assert [(s.role, s.text) for s in result.segments] == [
+            (Role.WARNING, "[echo] "),
+            (Role.ENV_OUTPUT, "hi there\n"),
+        ]
         assert result.reward == pytest.approx(0.08)
         assert client.step({"message": "bye"}, action_text="bye").done
         trajectory = client.trajectory
@@ -132,7 +135,11 @@ def test_empty_env_name_is_rejected() -> None:
 def test_startup_timeout_reports_logs() -> None:
     # a server that never answers /health: python sleeping instead of serving
     provider = LocalProcessProvider("echo", startup_timeout_s=1.0)
-    provider.command = lambda: [provider.python, "-c", "print('sleeping instead of serving', flush=True); import time; time.sleep(60)"]  # type: ignore[method-assign]
+    provider.command = lambda: [
+        provider.python,
+        "-c",
+        "print('sleeping instead of serving', flush=True); import time; time.sleep(60)",
+    ]  # type: ignore[method-assign]
     with pytest.raises(ProviderError, match=r"did not return 200 within 1s") as info:
         provider.start()
     assert "sleeping instead of serving" in info.value.logs

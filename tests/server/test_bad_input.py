@@ -22,11 +22,11 @@ from openenv_echo.client import (
 from tests.server.faulty_envs import BrokenFactoryEnvironment, CrashEnvironment
 
 
-def ws(url: str):  # noqa: ANN201
+def ws(url: str):
     return connect(url.replace("http://", "ws://") + "/ws", proxy=None, compression=None, max_size=None)
 
 
-def call(sock, frame: object) -> dict:  # noqa: ANN001
+def call(sock, frame: object) -> dict:
     sock.send(frame if isinstance(frame, (str, bytes)) else json.dumps(frame))
     return json.loads(sock.recv(timeout=10))
 
@@ -38,7 +38,7 @@ def assert_error(reply: dict, code: str) -> dict:
     return reply["data"]
 
 
-def still_serving(sock) -> None:  # noqa: ANN001
+def still_serving(sock) -> None:
     """The same session still works after an error."""
     assert call(sock, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
     assert call(sock, {"type": "step", "data": {"message": "ok"}})["data"]["observation"]["text"] == "[echo] ok\n"
@@ -149,9 +149,8 @@ def test_env_exception_becomes_execution_error(running_server) -> None:
 
 def test_factory_error(running_server) -> None:
     url = running_server(BrokenFactoryEnvironment)
-    with EnvClient(url) as env:
-        with pytest.raises(FactoryError, match="no database file"):
-            env.reset()
+    with EnvClient(url) as env, pytest.raises(FactoryError, match="no database file"):
+        env.reset()
     assert httpx.get(url + "/health", trust_env=False).json() == {"status": "healthy"}
 
 
@@ -176,10 +175,22 @@ def test_typed_client_errors(echo_url: str) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "code"),
     [
-        ("post", "/reset", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 422, "VALIDATION_ERROR"),
+        (
+            "post",
+            "/reset",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+            422,
+            "VALIDATION_ERROR",
+        ),
         ("post", "/reset", {"json": {"seed": -1}}, 422, "VALIDATION_ERROR"),
         ("post", "/reset", {"json": {"seed": 1, "difficulty": "hard"}}, 422, "VALIDATION_ERROR"),
-        ("post", "/reset", {"content": b'{"seed": "\xff"}', "headers": {"content-type": "application/json"}}, 400, "INVALID_JSON"),
+        (
+            "post",
+            "/reset",
+            {"content": b'{"seed": "\xff"}', "headers": {"content-type": "application/json"}},
+            400,
+            "INVALID_JSON",
+        ),
         ("post", "/step", {"json": {}}, 422, "VALIDATION_ERROR"),
         ("get", "/no-such-route", {}, 404, "HTTP_404"),
         ("get", "/reset", {}, 405, "HTTP_405"),
@@ -188,7 +199,9 @@ def test_typed_client_errors(echo_url: str) -> None:
         ("post", "/step", {"json": {"action": {"message": "x" * 5000}}}, 413, "MESSAGE_TOO_LARGE"),
     ],
 )
-def test_http_errors_are_json_with_code(echo_url: str, method: str, path: str, kwargs: dict, status: int, code: str) -> None:
+def test_http_errors_are_json_with_code(
+    echo_url: str, method: str, path: str, kwargs: dict, status: int, code: str
+) -> None:
     response = getattr(httpx, method)(echo_url + path, trust_env=False, **kwargs)
     assert response.status_code == status, response.text
     body = response.json()
@@ -223,5 +236,7 @@ def test_mcp_always_answers_jsonrpc(echo_url: str, body: bytes, code: int) -> No
 
 
 def test_mcp_tools_list(echo_url: str) -> None:
-    data = httpx.post(echo_url + "/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, trust_env=False).json()
+    data = httpx.post(
+        echo_url + "/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, trust_env=False
+    ).json()
     assert data == {"jsonrpc": "2.0", "id": 7, "result": {"tools": []}}

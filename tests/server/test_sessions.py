@@ -66,14 +66,18 @@ def test_schema_publishes_the_role_spec(running_server) -> None:
 
 
 @pytest.fixture(scope="module")
-def bpe_tokenizer():  # noqa: ANN201
+def bpe_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=["<|endoftext|>"], show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+    )
     tok.train_from_iterator(["[echo] hello world\n", "echo server says hello"] * 50, trainer=trainer)
     from transformers import PreTrainedTokenizerFast
 

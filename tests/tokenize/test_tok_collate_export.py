@@ -24,12 +24,14 @@ from openenv_echo.tokenize import (
     write_parquet,
 )
 from openenv_echo.trajectory import TrajectoryWriter
+
 from .tokhelp import simple_trajectory
 
 
 def _tt(ids: list[int], roles: list[int], obs_count: int | None = None) -> TokenizedTrajectory:
-    return TokenizedTrajectory(np.array(ids), np.array(roles),
-                               obs_count=sum(r in (2, 3) for r in roles) if obs_count is None else obs_count)
+    return TokenizedTrajectory(
+        np.array(ids), np.array(roles), obs_count=sum(r in (2, 3) for r in roles) if obs_count is None else obs_count
+    )
 
 
 def test_masks_follow_the_target_convention() -> None:
@@ -92,9 +94,13 @@ def test_collate_options_and_errors() -> None:
     assert batch["num_truncated"].tolist() == [1, 0] and batch["obs_count"].tolist() == [2, 0]
     assert batch["lengths"].tolist() == [2, 1]
     assert collate([a])["input_ids"].tolist() == [[1, 2, 3]]
-    for kwargs, match in [({"padding_side": "middle"}, "padding_side"), ({"max_length": 0}, "max_length"),
-                          ({"pad_token_id": -1}, "pad_token_id"), ({"pad_token_id": True}, "pad_token_id"),
-                          ({"pad_to_multiple_of": 0}, "pad_to_multiple_of")]:
+    for kwargs, match in [
+        ({"padding_side": "middle"}, "padding_side"),
+        ({"max_length": 0}, "max_length"),
+        ({"pad_token_id": -1}, "pad_token_id"),
+        ({"pad_token_id": True}, "pad_token_id"),
+        ({"pad_to_multiple_of": 0}, "pad_to_multiple_of"),
+    ]:
         with pytest.raises(ValueError, match=match):
             collate([a, b], **kwargs)
     with pytest.raises(ValueError, match="empty batch"):
@@ -107,8 +113,10 @@ def test_jsonl_and_parquet_round_trip_and_datasets(toks: dict[str, Any], tmp_pat
     datasets = pytest.importorskip("datasets")
     tok = toks["qwen"]
     items = [tokenize_trajectory(simple_trajectory(), tok), tokenize_trajectory(simple_trajectory(), tok).truncate(20)]
-    for path, write, read in [(tmp_path / "t.jsonl", write_jsonl, read_jsonl),
-                              (tmp_path / "t.parquet", write_parquet, read_parquet)]:
+    for path, write, read in [
+        (tmp_path / "t.jsonl", write_jsonl, read_jsonl),
+        (tmp_path / "t.parquet", write_parquet, read_parquet),
+    ]:
         assert write(items, path) == 2
         back = read(path)
         for x, y in zip(items, back):
@@ -124,7 +132,7 @@ def test_jsonl_and_parquet_round_trip_and_datasets(toks: dict[str, Any], tmp_pat
     assert ds_json[1]["role_ids"] == items[1].role_ids.tolist()
     assert write_parquet([], tmp_path / "empty.parquet") == 0 and read_parquet(tmp_path / "empty.parquet") == []
     (tmp_path / "bad.jsonl").write_text(json.dumps({"x": 1}) + "\n")
-    with pytest.raises(ValueError, match="bad.jsonl:1"):
+    with pytest.raises(ValueError, match=r"bad\.jsonl:1"):
         read_jsonl(tmp_path / "bad.jsonl")
 
 

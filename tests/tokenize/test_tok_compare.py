@@ -9,15 +9,21 @@ from openenv_echo.tokenize import compare_assemblies, tokenize_offline, tokenize
 from openenv_echo.tokenize.compare import ROLE, SEGMENTATION, TEXT
 from openenv_echo.trajectory import ChatMessage, ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import env_output, warning
+
 from .tokhelp import simple_trajectory
 
 
 def _traj(bodies: list[str]) -> Trajectory:
     return Trajectory(
         messages=[ChatMessage(role="system", content="sys")],
-        steps=[StepRecord(action={}, action_text=f"cmd {k}",
-                          observation=ObservationRecord(segments=[warning("$ run\n"), env_output(b)]))
-               for k, b in enumerate(bodies)],
+        steps=[
+            StepRecord(
+                action={},
+                action_text=f"cmd {k}",
+                observation=ObservationRecord(segments=[warning("$ run\n"), env_output(b)]),
+            )
+            for k, b in enumerate(bodies)
+        ],
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 from openenv_echo.tokenize import fragment_codec
 from openenv_echo.tokenize.fragment import FragmentCodec, backend_of, special_affixes
 
-PIECES = ["hello", " world", "\n  x = {\"a\": 1}", "<|im_end|>", "日本語 🚀", "  ", "\t\n", "end"]
+PIECES = ["hello", " world", '\n  x = {"a": 1}', "<|im_end|>", "日本語 🚀", "  ", "\t\n", "end"]
 
 
 def test_fragments_concatenate_faithfully(any_tok: Any) -> None:

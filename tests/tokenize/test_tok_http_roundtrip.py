@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from openenv_echo.client import EnvClient
 from openenv_echo.roles import Role
@@ -22,7 +23,9 @@ def _rollout(base_url: str, tok: Any, path: Path, *, return_tokens: bool = False
         prompt = builder.start(system, reset=first)
         for msg in MESSAGES:
             ids = builder.codec.encode_content(msg) + list(builder.scaffold.eot_ids)  # "sampled" by the policy
-            assert prompt[-len(builder.scaffold.generation_prompt_ids):] == list(builder.scaffold.generation_prompt_ids)
+            assert prompt[-len(builder.scaffold.generation_prompt_ids) :] == list(
+                builder.scaffold.generation_prompt_ids
+            )
             builder.add_action(ids)
             result = client.step({"message": msg}, action_text=msg, action_token_ids=ids)
             prompt = prompt + ids + builder.add_observation(result)
@@ -60,8 +63,9 @@ def test_masks_survive_the_wire_round_trip(
         assert from_disk.role_text(tok, Role.WARNING).count("[echo] ") == len(MESSAGES) - 1
         assert "WARNING: empty message" in from_disk.role_text(tok, Role.WARNING)
         assert from_disk.role_text(tok, Role.ENV_OUTPUT) == "".join(m + "\n" for m in MESSAGES if m)
-        assert from_disk.role_text(tok, Role.ACTION).count(tok.convert_ids_to_tokens(
-            TitoBuilder(tok).scaffold.eot_ids[0])) == len(MESSAGES)
+        assert from_disk.role_text(tok, Role.ACTION).count(
+            tok.convert_ids_to_tokens(TitoBuilder(tok).scaffold.eot_ids[0])
+        ) == len(MESSAGES)
         # offline assembly of the same loaded episode differs only where BPE merged across a role boundary
         off = tokenize_offline(loaded, tok)
         cmp = compare_assemblies(from_disk, off, tok)

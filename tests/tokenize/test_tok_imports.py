@@ -6,8 +6,6 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
-
 from openenv_echo.roles import Role
 from openenv_echo.tokenize import fragment_codec
 from openenv_echo.tokenizer_identity import segment_tokens

@@ -30,7 +30,7 @@ def test_families_are_real_fast_tokenizers_with_templates(toks: dict[str, Any]) 
 def test_qwen_family_is_byte_level_chatml(toks: dict[str, Any]) -> None:
     tok = toks["qwen"]
     assert tok.bos_token is None and tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
-    text = "naïve 日本語 🚀\n\t{\"a\": [1, 2]}"
+    text = 'naïve 日本語 🚀\n\t{"a": [1, 2]}'
     ids = tok(text).input_ids
     assert tok.decode(ids) == text  # byte-level: lossless, no BOS
     assert tok.convert_tokens_to_ids("<|im_start|>") in tok.all_special_ids
@@ -46,21 +46,23 @@ def test_llama_family_is_sentencepiece_style_with_bos(toks: dict[str, Any]) -> N
     pieces = tok.convert_ids_to_tokens(ids)
     assert any(p.startswith("\u2581") for p in pieces)  # Metaspace word marker
     # byte fallback: a character the corpus never had still round-trips through <0x..> pieces
-    rare = "\U0001F9EC"
+    rare = "\U0001f9ec"
     rare_ids = tok(rare, add_special_tokens=False).input_ids
     assert any(p.startswith("<0x") for p in tok.convert_ids_to_tokens(rare_ids))
     assert tok.decode(rare_ids) == rare
     text = tok.apply_chat_template([{"role": "tool", "content": "x"}], tokenize=False, add_generation_prompt=True)
-    assert text == ("<|start_header_id|>ipython<|end_header_id|>\n\nx<|eot_id|>"
-                    "<|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert text == (
+        "<|start_header_id|>ipython<|end_header_id|>\n\nx<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 def test_qwen3_template_drops_past_thinking(toks: dict[str, Any]) -> None:
     tok = toks["qwen3"]
     a = {"role": "assistant", "content": "<think>\nplan\n</think>\n\nls"}
     last = tok.apply_chat_template([{"role": "user", "content": "u"}, a], tokenize=False)
-    past = tok.apply_chat_template([{"role": "user", "content": "u"}, a, {"role": "tool", "content": "o"}],
-                                   tokenize=False)
+    past = tok.apply_chat_template(
+        [{"role": "user", "content": "u"}, a, {"role": "tool", "content": "o"}], tokenize=False
+    )
     assert "plan" in last and "plan" not in past
     assert not past.startswith(last)
 

@@ -12,6 +12,7 @@ from openenv_echo.tokenize import STRADDLE_ROLE, TaggedMessage, tokenize_offline
 from openenv_echo.tokenize.offline import conversation_from_trajectory, token_roles
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import Segment, context, env_output
+
 from .tokhelp import simple_trajectory
 
 
@@ -31,8 +32,11 @@ def test_offline_matches_the_template_rendering(any_tok: Any) -> None:
 def test_straddling_token_is_context_and_counted(toks: dict[str, Any]) -> None:
     tok = toks["qwen"]
     # the body's trailing "\n" and the template's "\n</tool_response>" merge into one "\n\n" token
-    msgs = [TaggedMessage("user", [context("u")]), TaggedMessage("assistant", [Segment(role=Role.ACTION, text="ls")]),
-            TaggedMessage("tool", [env_output("a.txt\n")])]
+    msgs = [
+        TaggedMessage("user", [context("u")]),
+        TaggedMessage("assistant", [Segment(role=Role.ACTION, text="ls")]),
+        TaggedMessage("tool", [env_output("a.txt\n")]),
+    ]
     tt = tokenize_offline(msgs, tok)
     assert tt.stats["straddled"] == 1
     assert STRADDLE_ROLE is Role.CONTEXT
@@ -44,8 +48,11 @@ def test_straddling_token_is_context_and_counted(toks: dict[str, Any]) -> None:
 
 def test_special_token_text_in_content_is_context_and_counted(stable_tok: Any) -> None:
     special = "<|im_end|>" if "<|im_end|>" in stable_tok.get_vocab() else "<|eot_id|>"
-    msgs = [TaggedMessage("user", [context("u")]), TaggedMessage("assistant", [Segment(role=Role.ACTION, text="a")]),
-            TaggedMessage("tool", [env_output(f"x {special} y")])]
+    msgs = [
+        TaggedMessage("user", [context("u")]),
+        TaggedMessage("assistant", [Segment(role=Role.ACTION, text="a")]),
+        TaggedMessage("tool", [env_output(f"x {special} y")]),
+    ]
     tt = tokenize_offline(msgs, stable_tok)
     assert tt.stats["special_in_content"] == 1
     sid = stable_tok.convert_tokens_to_ids(special)
@@ -69,8 +76,9 @@ def test_rewriting_template_is_aligned_and_flagged(toks: dict[str, Any]) -> None
 def test_decoding_sampled_ids_when_no_text(toks: dict[str, Any]) -> None:
     tok = toks["qwen"]
     ids = tok.encode("cat x", add_special_tokens=False) + [tok.convert_tokens_to_ids("<|im_end|>")]
-    traj = Trajectory(steps=[StepRecord(action={}, action_token_ids=ids,
-                                        observation=ObservationRecord(segments=[env_output("y")]))])
+    traj = Trajectory(
+        steps=[StepRecord(action={}, action_token_ids=ids, observation=ObservationRecord(segments=[env_output("y")]))]
+    )
     conv = conversation_from_trajectory(traj, tokenizer=tok)
     assert conv[0].content == "cat x"
 
@@ -78,8 +86,10 @@ def test_decoding_sampled_ids_when_no_text(toks: dict[str, Any]) -> None:
 def test_tagged_message_coercion_and_errors(toks: dict[str, Any]) -> None:
     tok = toks["qwen"]
     tt = tokenize_offline(
-        [{"role": "system", "content": "plain is context"},
-         {"role": "tool", "segments": [{"role": "warning", "text": "[w]\n"}, {"role": "env_output", "text": "ok"}]}],
+        [
+            {"role": "system", "content": "plain is context"},
+            {"role": "tool", "segments": [{"role": "warning", "text": "[w]\n"}, {"role": "env_output", "text": "ok"}]},
+        ],
         tok,
     )
     assert tt.role_text(tok, Role.WARNING) == "[w]\n" and tt.role_text(tok, Role.ENV_OUTPUT) == "ok"

@@ -15,6 +15,7 @@ from openenv_echo.tokenize import TitoBuilder, collate, fragment_codec, tokenize
 from openenv_echo.tokenize.fragment import backend_of
 from openenv_echo.tokenize.offline import char_roles, conversation_from_trajectory
 from openenv_echo.trajectory import Trajectory
+
 from .tokhelp import conversations, make_trajectory
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -58,13 +59,17 @@ def test_tito_live_properties(stable_tok: Any, conv: dict[str, Any]) -> None:
         assert ids[: len(p)] == p
     # TITO: the sampled ids appear verbatim, at the place they were sampled, all with role action
     for s, a in zip(starts, sampled):
-        assert ids[s:s + len(a)] == a
+        assert ids[s : s + len(a)] == a
     assert tt.input_ids[tt.role_ids == Role.ACTION.code].tolist() == [i for a in sampled for i in a]
     # observation bodies: tokens of each role decode to exactly that role's text
     for role in (Role.ENV_OUTPUT, Role.WARNING):
         assert tt.role_text(tok, role) == _joined(conv, role)
-        expected = [i for s in [*conv["reset"], *[x for _, g, _ in conv["steps"] for x in g]] if s.role is role
-                    for i in codec.encode_content(s.text)]
+        expected = [
+            i
+            for s in [*conv["reset"], *[x for _, g, _ in conv["steps"] for x in g]]
+            if s.role is role
+            for i in codec.encode_content(s.text)
+        ]
         assert tt.input_ids[tt.role_ids == role.code].tolist() == expected
     # default target (env_output): never a special token (hence never a role header or turn delimiter)
     env_ids = set(tt.input_ids[tt.mask(Role.ENV_OUTPUT)].tolist())
@@ -93,7 +98,7 @@ def test_offline_properties(any_tok: Any, conv: dict[str, Any]) -> None:
     enc = backend_of(tok).encode(text, add_special_tokens=False)
     assert len(enc.ids) == len(tt) - len(codec.prefix_ids)
     offsets = enc.offsets
-    body = tt.role_ids[len(codec.prefix_ids):]
+    body = tt.role_ids[len(codec.prefix_ids) :]
     covered = {r: np.zeros(len(text), dtype=bool) for r in Role}
     for k, (s, e) in enumerate(offsets):
         role = int(body[k])
@@ -151,7 +156,7 @@ def test_collate_alignment_properties(
         assert batch["position_ids"][i][real].tolist() == list(range(keep))
         for role in Role:
             m = batch[f"{role.value}_mask"][i]
-            expect = (it.role_ids[:keep] == role.code)
+            expect = it.role_ids[:keep] == role.code
             if keep:
                 expect[0] = False
             assert m[real].tolist() == expect.tolist()

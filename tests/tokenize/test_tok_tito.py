@@ -13,6 +13,7 @@ from openenv_echo.tokenize import TitoBuilder, fragment_codec, tokenize_trajecto
 from openenv_echo.tokenizer_identity import segment_tokens, tokenizer_identity
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import ObservationTokens, Segment, TokenizerIdentity, env_output, warning
+
 from .tokhelp import simple_trajectory
 
 
@@ -80,7 +81,7 @@ def test_final_generation_prompt_and_ending_on_an_action(stable_tok: Any) -> Non
     b.add_observation([env_output("y")])
     tt = b.finish(final_generation_prompt=True)
     gp = list(b.scaffold.generation_prompt_ids)
-    assert tt.input_ids[-len(gp):].tolist() == gp
+    assert tt.input_ids[-len(gp) :].tolist() == gp
     b = TitoBuilder(stable_tok)
     prompt = b.start([{"role": "user", "content": "go"}])
     action = _sample(b, "x")
@@ -102,7 +103,7 @@ def test_unterminated_action_gets_the_full_close(toks: dict[str, Any]) -> None:
     assert b.stats["unterminated_actions"] == 1
     tt = b.finish()
     at = len(prompt) + len(action)
-    assert (tt.role_ids[len(prompt):at] == Role.ACTION.code).all()
+    assert (tt.role_ids[len(prompt) : at] == Role.ACTION.code).all()
     assert tt.input_ids[at] == toks["qwen"].convert_tokens_to_ids("<|im_end|>")
     assert tt.role_ids[at] == Role.CONTEXT.code  # the template closed the turn, not the model
 
@@ -198,8 +199,9 @@ def test_server_tokens_used_verbatim_on_fingerprint_match(toks: dict[str, Any]) 
     segs = [warning("[echo] "), env_output("hi there\n")]
     server = segment_tokens(tok, segs)
     # deliberately different from client-side encoding, to prove they are used verbatim
-    forged = ObservationTokens(tokenizer=server.tokenizer, ids=[7, 8, 9], roles=[Role.WARNING, Role.ENV_OUTPUT,
-                                                                                   Role.ENV_OUTPUT])
+    forged = ObservationTokens(
+        tokenizer=server.tokenizer, ids=[7, 8, 9], roles=[Role.WARNING, Role.ENV_OUTPUT, Role.ENV_OUTPUT]
+    )
     b = TitoBuilder(tok)
     b.start([])
     b.add_action(_sample(b, "say hi"))
@@ -238,8 +240,11 @@ def test_server_tokens_from_another_tokenizer(toks: dict[str, Any]) -> None:
     b.add_action(_sample(b, "x"))
     with pytest.raises(ValueError, match="no segments to encode"):
         b.add_observation(other)
-    bad = ObservationTokens(tokenizer=TokenizerIdentity(name="x", fingerprint=tokenizer_identity(tok).fingerprint),
-                            ids=[1], roles=[Role.ACTION])
+    bad = ObservationTokens(
+        tokenizer=TokenizerIdentity(name="x", fingerprint=tokenizer_identity(tok).fingerprint),
+        ids=[1],
+        roles=[Role.ACTION],
+    )
     with pytest.raises(ValueError, match="role 'action'"):
         b.add_observation(bad)
 
@@ -249,8 +254,13 @@ def test_recorded_trajectory_with_server_tokens_and_empty_reset(toks: dict[str, 
     segs = [env_output("out\n")]
     traj = Trajectory(
         reset=ObservationRecord(segments=[]),
-        steps=[StepRecord(action={}, action_text="a",
-                          observation=ObservationRecord(segments=segs, tokens=segment_tokens(tok, segs)))],
+        steps=[
+            StepRecord(
+                action={},
+                action_text="a",
+                observation=ObservationRecord(segments=segs, tokens=segment_tokens(tok, segs)),
+            )
+        ],
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")

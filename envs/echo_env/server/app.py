@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from openenv_echo.server import create_app, serve
-
 from openenv_echo.envs.echo import EchoEnvironment
+from openenv_echo.server import create_app, serve
 
 app = create_app(EchoEnvironment)
 

@@ -1,6 +1,6 @@
 """Oracle of the `echo` environment: plays the scripted expert against a running server and prints the reward.
 
-    python validation/oracle.py --url http://127.0.0.1:8000 --seed 7
+python validation/oracle.py --url http://127.0.0.1:8000 --seed 7
 """
 
 from __future__ import annotations

@@ -7,8 +7,16 @@ from .models import SqlAction, SqlObservation
 from .tasks import TEMPLATE_NAMES, make_task
 
 __all__ = [
-    "NON_EXPERTS", "SqlAction", "SqlEnvironment", "SqlObservation", "TEMPLATE_NAMES", "expert_actions",
-    "explorer", "generate_database", "guesser", "make_task",
+    "NON_EXPERTS",
+    "TEMPLATE_NAMES",
+    "SqlAction",
+    "SqlEnvironment",
+    "SqlObservation",
+    "expert_actions",
+    "explorer",
+    "generate_database",
+    "guesser",
+    "make_task",
 ]
 
 

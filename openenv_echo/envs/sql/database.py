@@ -68,12 +68,80 @@ CREATE INDEX idx_orders_date ON orders(order_date);
 CREATE INDEX idx_items_product ON order_items(product_id);
 """
 
-FIRST = ("Ada", "Bruno", "Chloe", "Diego", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kira", "Liam", "Maya",
-         "Nils", "Olga", "Pavel", "Quinn", "Rosa", "Sami", "Tara", "Umar", "Vera", "Wen", "Ximena", "Yusuf", "Zoe",
-         "Anton", "Bea", "Carlos", "Dana", "Emil", "Fatima", "Goran", "Hana", "Ivo", "Jana", "Karim", "Lucia")
-LAST = ("Novak", "Schmidt", "Garcia", "Rossi", "Dubois", "Kowalski", "Andersen", "Tanaka", "Silva", "Ivanova",
-        "Okafor", "Haddad", "Larsen", "Moreau", "Nakamura", "Petrov", "Quist", "Romero", "Sato", "Toth", "Ueda",
-        "Varga", "Weber", "Yilmaz", "Zhang", "Bauer", "Costa", "Fischer", "Horvat", "Jensen", "Kim", "Lopez")
+FIRST = (
+    "Ada",
+    "Bruno",
+    "Chloe",
+    "Diego",
+    "Elena",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kira",
+    "Liam",
+    "Maya",
+    "Nils",
+    "Olga",
+    "Pavel",
+    "Quinn",
+    "Rosa",
+    "Sami",
+    "Tara",
+    "Umar",
+    "Vera",
+    "Wen",
+    "Ximena",
+    "Yusuf",
+    "Zoe",
+    "Anton",
+    "Bea",
+    "Carlos",
+    "Dana",
+    "Emil",
+    "Fatima",
+    "Goran",
+    "Hana",
+    "Ivo",
+    "Jana",
+    "Karim",
+    "Lucia",
+)
+LAST = (
+    "Novak",
+    "Schmidt",
+    "Garcia",
+    "Rossi",
+    "Dubois",
+    "Kowalski",
+    "Andersen",
+    "Tanaka",
+    "Silva",
+    "Ivanova",
+    "Okafor",
+    "Haddad",
+    "Larsen",
+    "Moreau",
+    "Nakamura",
+    "Petrov",
+    "Quist",
+    "Romero",
+    "Sato",
+    "Toth",
+    "Ueda",
+    "Varga",
+    "Weber",
+    "Yilmaz",
+    "Zhang",
+    "Bauer",
+    "Costa",
+    "Fischer",
+    "Horvat",
+    "Jensen",
+    "Kim",
+    "Lopez",
+)
 CITIES = {
     "Germany": ("Berlin", "Hamburg", "Munich", "Cologne", "Leipzig"),
     "France": ("Paris", "Lyon", "Marseille", "Toulouse", "Lille"),
@@ -96,8 +164,20 @@ CATEGORIES = {
     "Stationery": ("Notebook", "Pen Set", "Stapler", "Marker", "Folder"),
 }
 ADJ = ("Classic", "Organic", "Premium", "Daily", "Extra", "Mini", "Family", "Eco", "Ultra", "Smart", "Golden", "Fresh")
-SUPPLIER_WORDS = ("Northwind", "Bluefield", "Crestline", "Dunmore", "Evergreen", "Foxglove", "Granite", "Harbor",
-                  "Ironwood", "Juniper", "Kestrel", "Lakeside")
+SUPPLIER_WORDS = (
+    "Northwind",
+    "Bluefield",
+    "Crestline",
+    "Dunmore",
+    "Evergreen",
+    "Foxglove",
+    "Granite",
+    "Harbor",
+    "Ironwood",
+    "Juniper",
+    "Kestrel",
+    "Lakeside",
+)
 TITLES = ("Sales Representative", "Senior Sales Representative", "Account Manager")
 REGIONS = ("North", "South", "East", "West", "Central")
 STATUSES = ("delivered", "delivered", "delivered", "shipped", "processing", "cancelled", "returned")
@@ -144,8 +224,10 @@ def generate_database(seed: int) -> sqlite3.Connection:
         employees.append((eid, fn, ln, title, region, mgr, _day(hire), salary))
     conn.executemany("INSERT INTO employees VALUES (?,?,?,?,?,?,?,?)", employees)
 
-    suppliers = [(i, f"{w} {r.choice(('Foods', 'Trading', 'Supply', 'Goods', 'Wholesale'))}", r.choice(countries))
-                 for i, w in enumerate(r.sample(SUPPLIER_WORDS, r.randrange(5, 10)), 1)]
+    suppliers = [
+        (i, f"{w} {r.choice(('Foods', 'Trading', 'Supply', 'Goods', 'Wholesale'))}", r.choice(countries))
+        for i, w in enumerate(r.sample(SUPPLIER_WORDS, r.randrange(5, 10)), 1)
+    ]
     conn.executemany("INSERT INTO suppliers VALUES (?,?,?)", suppliers)
 
     products = []
@@ -163,8 +245,9 @@ def generate_database(seed: int) -> sqlite3.Connection:
             names.add(name)
             base = {"Electronics": 25.0, "Household": 6.0, "Stationery": 4.0}.get(cat, 3.0)
             price = round(base * r.uniform(0.5, 4.0), 2)
-            products.append((len(products) + 1, name, cat, r.choice(suppliers)[0], price,
-                             1 if r.random() < 0.08 else 0))
+            products.append(
+                (len(products) + 1, name, cat, r.choice(suppliers)[0], price, 1 if r.random() < 0.08 else 0)
+            )
     conn.executemany("INSERT INTO products VALUES (?,?,?,?,?,?)", products)
 
     customers = []
@@ -173,9 +256,18 @@ def generate_database(seed: int) -> sqlite3.Connection:
         fn, ln = r.choice(FIRST), r.choice(LAST)
         email = f"{fn.lower()}.{ln.lower()}{cid}@example.{r.choice(('com', 'net', 'org'))}"
         country = r.choice(countries)
-        customers.append((cid, fn, ln, email, country, r.choice(CITIES[country]),
-                          r.choices(("consumer", "corporate", "small_business"), (5, 2, 3))[0],
-                          _day(start + timedelta(days=r.randrange(-400, span_days // 2)))))
+        customers.append(
+            (
+                cid,
+                fn,
+                ln,
+                email,
+                country,
+                r.choice(CITIES[country]),
+                r.choices(("consumer", "corporate", "small_business"), (5, 2, 3))[0],
+                _day(start + timedelta(days=r.randrange(-400, span_days // 2))),
+            )
+        )
         emails.add(email)
     conn.executemany("INSERT INTO customers VALUES (?,?,?,?,?,?,?,?)", customers)
 
@@ -190,8 +282,11 @@ def generate_database(seed: int) -> sqlite3.Connection:
         od = max(date.fromisoformat(c[7]), start) + timedelta(days=r.randrange(0, span_days))
         od = min(od, start + timedelta(days=span_days))
         status = r.choice(STATUSES)
-        ship = None if status in ("processing", "cancelled") else _day(od + timedelta(days=r.choices(
-            range(0, 15), (3, 8, 9, 8, 6, 4, 3, 2, 2, 1, 1, 1, 1, 1, 1))[0]))
+        ship = (
+            None
+            if status in ("processing", "cancelled")
+            else _day(od + timedelta(days=r.choices(range(15), (3, 8, 9, 8, 6, 4, 3, 2, 2, 1, 1, 1, 1, 1, 1))[0]))
+        )
         orders.append((oid, c[0], r.choice(reps), _day(od), ship, status, round(r.uniform(2, 80), 2)))
         for p in {x[0]: x for x in r.choices(popular, cum_weights=pop_cum, k=r.randrange(1, 6))}.values():
             disc = r.choice((0.0, 0.0, 0.0, 0.05, 0.1, 0.15, 0.2))

@@ -38,8 +38,8 @@ def task_text(task: Task, schema: str, max_steps: int) -> str:
         "You are a data analyst with read-only SQL access to a company's SQLite sales database.\n\n"
         f"Question: {task.question}\n\n"
         f"Tables:\n{schema}\n\n"
-        "Send one SQLite query per step as {\"query\": \"SELECT ...\"}; results come back as text tables (at most "
-        f"{MAX_ROWS} rows). When you know the answer, send {{\"answer\": \"...\"}} with just the value. "
+        'Send one SQLite query per step as {"query": "SELECT ..."}; results come back as text tables (at most '
+        f'{MAX_ROWS} rows). When you know the answer, send {{"answer": "..."}} with just the value. '
         f"You have {max_steps} steps, the answer included.\n"
     )
 
@@ -60,11 +60,13 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         self.seed: int | None = None
         self.max_steps = DEFAULT_MAX_STEPS
 
-    def _reset(self, seed: int | None, template: TemplateName | None = None, max_steps: MaxSteps = DEFAULT_MAX_STEPS
-               ) -> SqlObservation:
+    def _reset(
+        self, seed: int | None, template: TemplateName | None = None, max_steps: MaxSteps = DEFAULT_MAX_STEPS
+    ) -> SqlObservation:
         if template is not None and template not in TEMPLATE_NAMES:
-            raise EnvError(f"unknown task template {template!r}; known: {', '.join(TEMPLATE_NAMES)}",
-                           ErrorCode.VALIDATION_ERROR)
+            raise EnvError(
+                f"unknown task template {template!r}; known: {', '.join(TEMPLATE_NAMES)}", ErrorCode.VALIDATION_ERROR
+            )
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= 1000:
             raise EnvError("max_steps must be an integer in [1, 1000]", ErrorCode.VALIDATION_ERROR)
         self.close()
@@ -77,8 +79,11 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         schema = schema_summary(conn)
         self.guard = Guard(conn, seed, GuardLimits())
         self.conn = conn
-        return SqlObservation(segments=[context(task_text(self.task, schema, max_steps))], steps_left=max_steps,
-                              metadata={"seed": seed, "template": self.task.template})
+        return SqlObservation(
+            segments=[context(task_text(self.task, schema, max_steps))],
+            steps_left=max_steps,
+            metadata={"seed": seed, "template": self.task.template},
+        )
 
     def _step(self, action: SqlAction) -> SqlObservation:
         assert self.guard is not None and self.task is not None
@@ -88,28 +93,33 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         metadata: dict[str, Any] = {}
         text = action.answer if action.answer is not None else action.query or ""
         if (action.query is None) == (action.answer is None):
-            segments = [warning("[harness: send exactly one of {\"query\": \"SELECT ...\"} or {\"answer\": "
-                                "\"...\"}]\n")]
+            segments = [warning('[harness: send exactly one of {"query": "SELECT ..."} or {"answer": "..."}]\n')]
             fields["error"] = True
         elif not _valid_text(text):
-            segments = [warning(f"{'answer' if action.answer is not None else 'sqlite'}> {_clip(text)}\n"),
-                        warning("[harness: rejected: the text is not valid Unicode (lone surrogate)]\n")]
+            segments = [
+                warning(f"{'answer' if action.answer is not None else 'sqlite'}> {_clip(text)}\n"),
+                warning("[harness: rejected: the text is not valid Unicode (lone surrogate)]\n"),
+            ]
             fields["error"] = True
         elif action.answer is not None:
             ok = check(self.task, action.answer)
             done, reward = True, 1.0 if ok else 0.0
-            segments = [warning(f"answer> {_clip(action.answer)}\n"),
-                        warning(f"[harness: answer recorded: {'correct' if ok else 'wrong'}; reward {reward:g}]\n")]
+            segments = [
+                warning(f"answer> {_clip(action.answer)}\n"),
+                warning(f"[harness: answer recorded: {'correct' if ok else 'wrong'}; reward {reward:g}]\n"),
+            ]
             metadata = {"answer": action.answer, "expected": self.task.answer, "score": reward}
         else:
             segments, fields = self._query(action.query or "")
         if not done and steps_left <= 0:
             done = True
-            segments.append(warning(f"[harness: step limit ({self.max_steps}) reached without an answer; episode "
-                                    f"over, reward 0]\n"))
+            segments.append(
+                warning(f"[harness: step limit ({self.max_steps}) reached without an answer; episode over, reward 0]\n")
+            )
             metadata = {"expected": self.task.answer, "score": 0.0}
-        return SqlObservation(segments=segments, reward=reward, done=done, steps_left=max(steps_left, 0),
-                              metadata=metadata, **fields)
+        return SqlObservation(
+            segments=segments, reward=reward, done=done, steps_left=max(steps_left, 0), metadata=metadata, **fields
+        )
 
     def _query(self, sql: str) -> tuple[list[Segment], dict[str, Any]]:
         assert self.guard is not None
@@ -144,12 +154,19 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         body = "".join(kept) + ("" if truncated else footer(len(rows)))
         segments.append(env_output(body))
         if byte_cut:
-            segments.append(warning(f"{'' if body.endswith(chr(10)) else chr(10)}[harness: output truncated at "
-                                    f"{MAX_BYTES} bytes: showing {shown} of the first {len(rows)} rows"
-                                    f"{'; more rows exist' if more else ''}; select fewer columns or rows]\n"))
+            segments.append(
+                warning(
+                    f"{'' if body.endswith(chr(10)) else chr(10)}[harness: output truncated at "
+                    f"{MAX_BYTES} bytes: showing {shown} of the first {len(rows)} rows"
+                    f"{'; more rows exist' if more else ''}; select fewer columns or rows]\n"
+                )
+            )
         elif more:
-            segments.append(warning(f"[harness: showing the first {MAX_ROWS} rows; the query returned more (add "
-                                    f"LIMIT or aggregate)]\n"))
+            segments.append(
+                warning(
+                    f"[harness: showing the first {MAX_ROWS} rows; the query returned more (add LIMIT or aggregate)]\n"
+                )
+            )
         if long_cells(rows):
             truncated = True
             segments.append(warning(f"[harness: values longer than {MAX_CELL} characters are cut (…)]\n"))

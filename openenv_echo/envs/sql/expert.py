@@ -13,8 +13,11 @@ def expert_actions(seed: int, template: str | None = None) -> list[dict[str, str
     conn = generate_database(seed)
     task = make_task(conn, seed, template)
     conn.close()
-    return [{"query": "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"},
-            {"query": task.sql}, {"answer": task.answer}]
+    return [
+        {"query": "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"},
+        {"query": task.sql},
+        {"answer": task.answer},
+    ]
 
 
 def guesser(seed: int) -> list[dict[str, str]]:
@@ -24,9 +27,15 @@ def guesser(seed: int) -> list[dict[str, str]]:
 
 def explorer(seed: int) -> list[dict[str, str]]:
     r = random.Random(seed * 29 + 11)
-    queries = ["SELECT * FROM orders LIMIT 5", "SELECT COUNT(*) FROM customers", "PRAGMA table_info(order_items)",
-               "SELECT category, COUNT(*) FROM products GROUP BY category", "SELECT * FROM employees",
-               "SELECT status, COUNT(*) FROM orders GROUP BY status", "SELEC * FROM orders"]
+    queries = [
+        "SELECT * FROM orders LIMIT 5",
+        "SELECT COUNT(*) FROM customers",
+        "PRAGMA table_info(order_items)",
+        "SELECT category, COUNT(*) FROM products GROUP BY category",
+        "SELECT * FROM employees",
+        "SELECT status, COUNT(*) FROM orders GROUP BY status",
+        "SELEC * FROM orders",
+    ]
     picks = r.sample(queries, 4)
     return [*({"query": q} for q in picks), {"answer": str(r.randrange(0, 100))}]
 

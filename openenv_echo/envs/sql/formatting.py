@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 MAX_CELL = 400
 
 
@@ -21,18 +20,22 @@ def cell(v: object) -> str:
 
 
 def long_cells(rows: list[tuple]) -> bool:
-    return any(isinstance(v, (str, bytes)) and len(v) > MAX_CELL // 2 and len(cell(v)) > MAX_CELL
-               for r in rows for v in r)
+    return any(
+        isinstance(v, (str, bytes)) and len(v) > MAX_CELL // 2 and len(cell(v)) > MAX_CELL for r in rows for v in r
+    )
 
 
 def table_lines(columns: list[str], rows: list[tuple]) -> list[str]:
     """Header, separator and one line per row (each with its newline); no footer."""
     cells = [[cell(v) for v in row] for row in rows]
-    numeric = [bool(rows) and all(isinstance(r[j], (int, float)) or r[j] is None for r in rows)
-               for j in range(len(columns))]
+    numeric = [
+        bool(rows) and all(isinstance(r[j], (int, float)) or r[j] is None for r in rows) for j in range(len(columns))
+    ]
     widths = [max([len(c)] + [len(r[j]) for r in cells]) for j, c in enumerate(columns)]
-    out = [" " + " | ".join(c.center(widths[j]) for j, c in enumerate(columns)).rstrip() + "\n",
-           "-" + "-+-".join("-" * w for w in widths) + "-\n"]
+    out = [
+        " " + " | ".join(c.center(widths[j]) for j, c in enumerate(columns)).rstrip() + "\n",
+        "-" + "-+-".join("-" * w for w in widths) + "-\n",
+    ]
     for r in cells:
         parts = [r[j].rjust(widths[j]) if numeric[j] else r[j].ljust(widths[j]) for j in range(len(columns))]
         out.append((" " + " | ".join(parts)).rstrip() + "\n")

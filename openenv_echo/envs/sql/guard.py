@@ -21,28 +21,72 @@ import sqlite3
 from dataclasses import dataclass
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
-_READ_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
-                 "foreign_key_list", "database_list", "collation_list", "function_list", "compile_options"}
+_READ_PRAGMAS = {
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "database_list",
+    "collation_list",
+    "function_list",
+    "compile_options",
+}
 _DENIED_FUNCTIONS = {"load_extension", "sqlite_offset", "fts3_tokenizer", "readfile", "writefile", "edit"}
 _ACTION_NAMES = {
-    sqlite3.SQLITE_INSERT: "INSERT", sqlite3.SQLITE_UPDATE: "UPDATE", sqlite3.SQLITE_DELETE: "DELETE",
-    sqlite3.SQLITE_CREATE_TABLE: "CREATE TABLE", sqlite3.SQLITE_CREATE_INDEX: "CREATE INDEX",
-    sqlite3.SQLITE_CREATE_VIEW: "CREATE VIEW", sqlite3.SQLITE_CREATE_TRIGGER: "CREATE TRIGGER",
-    sqlite3.SQLITE_CREATE_TEMP_TABLE: "CREATE TEMP TABLE", sqlite3.SQLITE_CREATE_TEMP_VIEW: "CREATE TEMP VIEW",
-    sqlite3.SQLITE_CREATE_TEMP_INDEX: "CREATE TEMP INDEX", sqlite3.SQLITE_CREATE_TEMP_TRIGGER: "CREATE TEMP TRIGGER",
-    sqlite3.SQLITE_DROP_TABLE: "DROP TABLE", sqlite3.SQLITE_DROP_INDEX: "DROP INDEX",
-    sqlite3.SQLITE_DROP_VIEW: "DROP VIEW", sqlite3.SQLITE_DROP_TRIGGER: "DROP TRIGGER",
-    sqlite3.SQLITE_DROP_TEMP_TABLE: "DROP TEMP TABLE", sqlite3.SQLITE_DROP_TEMP_VIEW: "DROP TEMP VIEW",
-    sqlite3.SQLITE_DROP_TEMP_INDEX: "DROP TEMP INDEX", sqlite3.SQLITE_DROP_TEMP_TRIGGER: "DROP TEMP TRIGGER",
-    sqlite3.SQLITE_ATTACH: "ATTACH", sqlite3.SQLITE_DETACH: "DETACH", sqlite3.SQLITE_TRANSACTION: "transactions",
-    sqlite3.SQLITE_ALTER_TABLE: "ALTER TABLE", sqlite3.SQLITE_REINDEX: "REINDEX", sqlite3.SQLITE_ANALYZE:
-    "ANALYZE", sqlite3.SQLITE_CREATE_VTABLE: "CREATE VIRTUAL TABLE", sqlite3.SQLITE_DROP_VTABLE:
-    "DROP VIRTUAL TABLE", sqlite3.SQLITE_SAVEPOINT: "SAVEPOINT",
+    sqlite3.SQLITE_INSERT: "INSERT",
+    sqlite3.SQLITE_UPDATE: "UPDATE",
+    sqlite3.SQLITE_DELETE: "DELETE",
+    sqlite3.SQLITE_CREATE_TABLE: "CREATE TABLE",
+    sqlite3.SQLITE_CREATE_INDEX: "CREATE INDEX",
+    sqlite3.SQLITE_CREATE_VIEW: "CREATE VIEW",
+    sqlite3.SQLITE_CREATE_TRIGGER: "CREATE TRIGGER",
+    sqlite3.SQLITE_CREATE_TEMP_TABLE: "CREATE TEMP TABLE",
+    sqlite3.SQLITE_CREATE_TEMP_VIEW: "CREATE TEMP VIEW",
+    sqlite3.SQLITE_CREATE_TEMP_INDEX: "CREATE TEMP INDEX",
+    sqlite3.SQLITE_CREATE_TEMP_TRIGGER: "CREATE TEMP TRIGGER",
+    sqlite3.SQLITE_DROP_TABLE: "DROP TABLE",
+    sqlite3.SQLITE_DROP_INDEX: "DROP INDEX",
+    sqlite3.SQLITE_DROP_VIEW: "DROP VIEW",
+    sqlite3.SQLITE_DROP_TRIGGER: "DROP TRIGGER",
+    sqlite3.SQLITE_DROP_TEMP_TABLE: "DROP TEMP TABLE",
+    sqlite3.SQLITE_DROP_TEMP_VIEW: "DROP TEMP VIEW",
+    sqlite3.SQLITE_DROP_TEMP_INDEX: "DROP TEMP INDEX",
+    sqlite3.SQLITE_DROP_TEMP_TRIGGER: "DROP TEMP TRIGGER",
+    sqlite3.SQLITE_ATTACH: "ATTACH",
+    sqlite3.SQLITE_DETACH: "DETACH",
+    sqlite3.SQLITE_TRANSACTION: "transactions",
+    sqlite3.SQLITE_ALTER_TABLE: "ALTER TABLE",
+    sqlite3.SQLITE_REINDEX: "REINDEX",
+    sqlite3.SQLITE_ANALYZE: "ANALYZE",
+    sqlite3.SQLITE_CREATE_VTABLE: "CREATE VIRTUAL TABLE",
+    sqlite3.SQLITE_DROP_VTABLE: "DROP VIRTUAL TABLE",
+    sqlite3.SQLITE_SAVEPOINT: "SAVEPOINT",
 }
 _NOW = re.compile(r"""(['"])\s*now\s*\1""", re.IGNORECASE)
 _SPEC = re.compile(r"%[-+ 0#,!]*(\d+|\*)?(?:\.(\d+|\*))?[a-zA-Z%]")
-_WRITE_WORDS = {"INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER", "ATTACH", "DETACH", "BEGIN",
-                "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE", "VACUUM", "REINDEX", "ANALYZE"}
+_WRITE_WORDS = {
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "REPLACE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "ATTACH",
+    "DETACH",
+    "BEGIN",
+    "COMMIT",
+    "END",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "RELEASE",
+    "VACUUM",
+    "REINDEX",
+    "ANALYZE",
+}
 _DATE_FUNCS = ("date", "time", "datetime", "julianday", "strftime", "unixepoch")
 
 
@@ -73,10 +117,16 @@ class Guard:
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)
         lim = self.limits
-        for name, value in (("SQLITE_LIMIT_ATTACHED", 0), ("SQLITE_LIMIT_LENGTH", lim.max_length),
-                            ("SQLITE_LIMIT_SQL_LENGTH", lim.max_sql_chars * 4), ("SQLITE_LIMIT_EXPR_DEPTH", 200),
-                            ("SQLITE_LIMIT_COMPOUND_SELECT", 50), ("SQLITE_LIMIT_LIKE_PATTERN_LENGTH", 1000),
-                            ("SQLITE_LIMIT_FUNCTION_ARG", 32), ("SQLITE_LIMIT_TRIGGER_DEPTH", 1)):
+        for name, value in (
+            ("SQLITE_LIMIT_ATTACHED", 0),
+            ("SQLITE_LIMIT_LENGTH", lim.max_length),
+            ("SQLITE_LIMIT_SQL_LENGTH", lim.max_sql_chars * 4),
+            ("SQLITE_LIMIT_EXPR_DEPTH", 200),
+            ("SQLITE_LIMIT_COMPOUND_SELECT", 50),
+            ("SQLITE_LIMIT_LIKE_PATTERN_LENGTH", 1000),
+            ("SQLITE_LIMIT_FUNCTION_ARG", 32),
+            ("SQLITE_LIMIT_TRIGGER_DEPTH", 1),
+        ):
             if hasattr(conn, "setlimit") and hasattr(sqlite3, name):
                 conn.setlimit(getattr(sqlite3, name), value)
         for fn in _DATE_FUNCS:
@@ -101,9 +151,12 @@ class Guard:
         if action == sqlite3.SQLITE_PRAGMA:
             if (arg1 or "").lower() in _READ_PRAGMAS:
                 return sqlite3.SQLITE_OK
-            self._deny(f"PRAGMA {arg1}" + (f" = {arg2}" if arg2 is not None else "")
-                       + " is not allowed: only read-only schema PRAGMAs (table_info, index_list, "
-                         "foreign_key_list, ...) may be used")
+            self._deny(
+                f"PRAGMA {arg1}"
+                + (f" = {arg2}" if arg2 is not None else "")
+                + " is not allowed: only read-only schema PRAGMAs (table_info, index_list, "
+                "foreign_key_list, ...) may be used"
+            )
             return sqlite3.SQLITE_DENY
         what = _ACTION_NAMES.get(action, f"operation #{action}")
         self._deny(f"{what} is not allowed: this database is read-only (SELECT queries only)")
@@ -123,8 +176,10 @@ class Guard:
         def fn(*args: object) -> object:
             first = 1 if name == "strftime" else 0
             if len(args) <= first or any(isinstance(a, str) and a.strip().lower() == "now" for a in args):
-                self.udf_error = (f"{name}() with 'now' (or no time value) needs a wall clock, which this sandbox "
-                                  f"does not have; use dates from the data")
+                self.udf_error = (
+                    f"{name}() with 'now' (or no time value) needs a wall clock, which this sandbox "
+                    f"does not have; use dates from the data"
+                )
                 raise ValueError(self.udf_error)
             return helper.execute(f"SELECT {name}({','.join('?' * len(args))})", args).fetchone()[0]
 
@@ -155,8 +210,9 @@ class Guard:
         return fn
 
     def _no_clock(self) -> object:
-        self.udf_error = ("CURRENT_TIMESTAMP/CURRENT_DATE/CURRENT_TIME need a wall clock, which this sandbox does not "
-                          "have")
+        self.udf_error = (
+            "CURRENT_TIMESTAMP/CURRENT_DATE/CURRENT_TIME need a wall clock, which this sandbox does not have"
+        )
         raise ValueError(self.udf_error)
 
     def _randomblob(self, n: object) -> bytes:
@@ -171,8 +227,9 @@ class Guard:
         """Execute one query: ``(columns, first rows, more_rows_exist)``. Raises ``Refusal`` (harness reasons)
         or ``sqlite3.Error`` (the engine's own error, e.g. a syntax error)."""
         if len(sql) > self.limits.max_sql_chars:
-            raise Refusal(f"query rejected: {len(sql)} characters exceeds the {self.limits.max_sql_chars}-character "
-                          f"limit")
+            raise Refusal(
+                f"query rejected: {len(sql)} characters exceeds the {self.limits.max_sql_chars}-character limit"
+            )
         if "\x00" in sql:
             raise Refusal("query rejected: it contains a NUL character")
         if _NOW.search(sql):
@@ -202,8 +259,10 @@ class Guard:
             if self.udf_error is not None:
                 raise Refusal(self.udf_error) from None
             if str(e) == "interrupted" and self._steps > self.limits.max_vm_steps:
-                raise Refusal(f"query stopped: it exceeded the work limit of {self.limits.max_vm_steps:,} SQLite "
-                              f"virtual-machine steps") from None
+                raise Refusal(
+                    f"query stopped: it exceeded the work limit of {self.limits.max_vm_steps:,} SQLite "
+                    f"virtual-machine steps"
+                ) from None
             raise
         except OverflowError as e:
             raise sqlite3.DataError(str(e)) from None

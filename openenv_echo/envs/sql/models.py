@@ -9,10 +9,20 @@ from pydantic import Field
 from ...wire import Action, Observation
 from .tasks import TEMPLATE_NAMES
 
-TemplateName = Literal["orders_by_country_year", "revenue_by_category_year", "top_product_units",
-                       "top_employee_status", "customers_without_orders", "avg_order_value", "manager_of",
-                       "cancel_rate", "city_most_customers", "distinct_products_of_customer", "slow_shipments",
-                       "supplier_top_revenue"]
+TemplateName = Literal[
+    "orders_by_country_year",
+    "revenue_by_category_year",
+    "top_product_units",
+    "top_employee_status",
+    "customers_without_orders",
+    "avg_order_value",
+    "manager_of",
+    "cancel_rate",
+    "city_most_customers",
+    "distinct_products_of_customer",
+    "slow_shipments",
+    "supplier_top_revenue",
+]
 """Reset option ``template``: force the question template (published as an enum in the OpenAPI reset schema)."""
 assert get_args(TemplateName) == TEMPLATE_NAMES
 
@@ -22,12 +32,14 @@ class SqlAction(Action):
     answered with a harness format warning (a step, not an error), like any other malformed agent input."""
 
     query: str | None = Field(
-        default=None, max_length=65536,
+        default=None,
+        max_length=65536,
         description="One SQLite statement to run read-only (SELECT, WITH ..., read-only PRAGMA table_info(...)). "
         "Results come back as a text table, capped in rows and bytes.",
     )
     answer: str | None = Field(
-        default=None, max_length=4096,
+        default=None,
+        max_length=4096,
         description="The final answer to the question (a number or a name, as the question asks); ends the episode.",
     )
 

@@ -6,8 +6,16 @@ from .machine import INCIDENT_KINDS, generate_machine
 from .models import TerminalAction, TerminalObservation
 
 __all__ = [
-    "INCIDENT_KINDS", "NON_EXPERTS", "TerminalAction", "TerminalEnvironment", "TerminalObservation",
-    "expert_commands", "generate_machine", "hasty_guess", "nginx_blamer", "random_commands",
+    "INCIDENT_KINDS",
+    "NON_EXPERTS",
+    "TerminalAction",
+    "TerminalEnvironment",
+    "TerminalObservation",
+    "expert_commands",
+    "generate_machine",
+    "hasty_guess",
+    "nginx_blamer",
+    "random_commands",
 ]
 
 

@@ -33,8 +33,9 @@ APPS: tuple[AppSpec, ...] = (
     AppSpec("catalog-api", "Product catalog API", "python", "api", "products", "catalog", "catalog"),
     AppSpec("payments-gateway", "Payments gateway", "go", "api", "payments", "payments", "payments"),
     AppSpec("billing-worker", "Billing queue worker", "python", "worker", "invoices", "billing", "billing"),
-    AppSpec("notification-svc", "Email and SMS notification sender", "node", "worker", "notifications", "notify",
-            "notify"),
+    AppSpec(
+        "notification-svc", "Email and SMS notification sender", "node", "worker", "notifications", "notify", "notify"
+    ),
     AppSpec("search-indexer", "Search indexer", "java", "worker", "documents", "search", "search"),
 )
 
@@ -59,7 +60,11 @@ CLIENT_AGENTS = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/122.0 Safari/537.36",
     "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_3) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.3 "
     "Safari/605.1.15",
-    "okhttp/4.12.0", "python-requests/2.31.0", "Go-http-client/1.1", "kube-probe/1.28", "curl/8.5.0",
+    "okhttp/4.12.0",
+    "python-requests/2.31.0",
+    "Go-http-client/1.1",
+    "kube-probe/1.28",
+    "curl/8.5.0",
 )
 CRON_JOBS = (
     ("root", "cd / && run-parts --report /etc/cron.hourly", 17 * 60, 3600),
@@ -70,8 +75,9 @@ CRON_JOBS = (
 LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
 
 
-def log_line(runtime: str, ts_ms: int, level: str, msg: str, *, pid: int, logger: str, extra: dict | None = None
-             ) -> str:
+def log_line(
+    runtime: str, ts_ms: int, level: str, msg: str, *, pid: int, logger: str, extra: dict | None = None
+) -> str:
     """One application log line in the style of the service's runtime."""
     if runtime == "node":
         obj = {"level": level.lower(), "time": iso_ms(ts_ms), "pid": pid, "msg": msg}
@@ -129,7 +135,45 @@ PASSWD_SYSTEM = (
 )
 
 BIN_TOOLS = (
-    "awk", "bash", "cat", "cp", "curl", "cut", "date", "df", "du", "echo", "find", "free", "grep", "head", "hostname",
-    "id", "journalctl", "less", "ls", "mkdir", "more", "mv", "openssl", "ps", "pwd", "python3", "rm", "sed", "sort",
-    "ss", "sudo", "systemctl", "tail", "top", "uniq", "uptime", "vim", "wc", "which", "whoami", "yes",
+    "awk",
+    "bash",
+    "cat",
+    "cp",
+    "curl",
+    "cut",
+    "date",
+    "df",
+    "du",
+    "echo",
+    "find",
+    "free",
+    "grep",
+    "head",
+    "hostname",
+    "id",
+    "journalctl",
+    "less",
+    "ls",
+    "mkdir",
+    "more",
+    "mv",
+    "openssl",
+    "ps",
+    "pwd",
+    "python3",
+    "rm",
+    "sed",
+    "sort",
+    "ss",
+    "sudo",
+    "systemctl",
+    "tail",
+    "top",
+    "uniq",
+    "uptime",
+    "vim",
+    "wc",
+    "which",
+    "whoami",
+    "yes",
 )

@@ -28,15 +28,18 @@ def _columns(names: list[str], width: int = 80) -> list[str]:
     n = len(names)
     for ncols in range(min(n, width // 3 or 1), 0, -1):
         nrows = math.ceil(n / ncols)
-        cols = [names[c * nrows:(c + 1) * nrows] for c in range(ncols)]
+        cols = [names[c * nrows : (c + 1) * nrows] for c in range(ncols)]
         if not cols[-1]:
             continue
         widths = [max(len(x) for x in col) + (2 if c < ncols - 1 else 0) for c, col in enumerate(cols)]
         if sum(widths) <= width or ncols == 1:
             rows = []
             for r in range(nrows):
-                cells = [cols[c][r].ljust(widths[c]) if c < ncols - 1 else cols[c][r]
-                         for c in range(ncols) if r < len(cols[c])]
+                cells = [
+                    cols[c][r].ljust(widths[c]) if c < ncols - 1 else cols[c][r]
+                    for c in range(ncols)
+                    if r < len(cols[c])
+                ]
                 rows.append("".join(cells).rstrip() + "\n")
             return rows
     return [x + "\n" for x in names]
@@ -44,9 +47,22 @@ def _columns(names: list[str], width: int = 80) -> list[str]:
 
 def ls(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("ls", argv[1:], flags="laAhtrSd1RFi", longs={
-            "all": False, "almost-all": False, "human-readable": False, "reverse": False, "directory": False,
-            "recursive": False, "color": True, "classify": False, "full-time": False})
+        opts, ops = getopt(
+            "ls",
+            argv[1:],
+            flags="laAhtrSd1RFi",
+            longs={
+                "all": False,
+                "almost-all": False,
+                "human-readable": False,
+                "reverse": False,
+                "directory": False,
+                "recursive": False,
+                "color": True,
+                "classify": False,
+                "full-time": False,
+            },
+        )
     except OptError as e:
         io.err(str(e))
         return 2
@@ -94,8 +110,17 @@ def ls(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
             for shown, path, node in entries:
                 size = node.size if isinstance(node, File) else 4096
                 blocks += block_size(size) if isinstance(node, File) else 4
-                rows.append((node.mode, str(_nlink(sh, node, path)), node.owner, node.group,
-                             human(size) if hum else str(size), ls_ts(node.mtime, sh.now), name_of(shown, node)))
+                rows.append(
+                    (
+                        node.mode,
+                        str(_nlink(sh, node, path)),
+                        node.owner,
+                        node.group,
+                        human(size) if hum else str(size),
+                        ls_ts(node.mtime, sh.now),
+                        name_of(shown, node),
+                    )
+                )
             if total:
                 yield f"total {human(blocks * 1024) if hum else blocks}\n"
             if rows:
@@ -119,8 +144,10 @@ def ls(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         assert isinstance(node, Dir)
         entries = []
         if all_:
-            entries += [(".", path, node), ("..", path.rsplit("/", 1)[0] or "/", sh.m.fs.get(path.rsplit("/", 1)[0]
-                                                                                             or "/") or node)]
+            entries += [
+                (".", path, node),
+                ("..", path.rsplit("/", 1)[0] or "/", sh.m.fs.get(path.rsplit("/", 1)[0] or "/") or node),
+            ]
         for c in node.children:
             if c.startswith(".") and not (all_ or almost):
                 continue
@@ -137,8 +164,9 @@ def ls(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
             sh.work.charge()
             yield line
         if recursive:
-            subs = [(join(shown, c) if shown != "/" else "/" + c, cp, n) for c, cp, n in order(rest)
-                    if isinstance(n, Dir)]
+            subs = [
+                (join(shown, c) if shown != "/" else "/" + c, cp, n) for c, cp, n in order(rest) if isinstance(n, Dir)
+            ]
             queue = subs + queue
     return status
 
@@ -171,10 +199,19 @@ def _count(cmd: str, kind: str, value: str, io: IO) -> tuple[int, bool] | None:
     sign = v[:1] in "+-" and v[:1] != ""
     body = v[1:] if sign else v
     mult = 1
-    for suf, m in (("KB", 1000), ("K", 1024), ("kB", 1000), ("MB", 10**6), ("M", 1024**2), ("GB", 10**9),
-                   ("G", 1024**3), ("b", 512), ("k", 1024)):
-        if body.endswith(suf) and digits(body[:-len(suf)]):
-            body, mult = body[:-len(suf)], m
+    for suf, m in (
+        ("KB", 1000),
+        ("K", 1024),
+        ("kB", 1000),
+        ("MB", 10**6),
+        ("M", 1024**2),
+        ("GB", 10**9),
+        ("G", 1024**3),
+        ("b", 512),
+        ("k", 1024),
+    ):
+        if body.endswith(suf) and digits(body[: -len(suf)]):
+            body, mult = body[: -len(suf)], m
             break
     if not digits(body):
         io.err(f"{cmd}: invalid number of {kind}: ‘{value}’\n")
@@ -184,8 +221,14 @@ def _count(cmd: str, kind: str, value: str, io: IO) -> tuple[int, bool] | None:
 
 def head(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("head", argv[1:], flags="qv", valued="nc", longs={
-            "lines": True, "bytes": True, "quiet": False, "silent": False, "verbose": False}, numeric=True)
+        opts, ops = getopt(
+            "head",
+            argv[1:],
+            flags="qv",
+            valued="nc",
+            longs={"lines": True, "bytes": True, "quiet": False, "silent": False, "verbose": False},
+            numeric=True,
+        )
     except OptError as e:
         io.err(str(e))
         return 1
@@ -203,8 +246,11 @@ def head(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
     first = True
     for name, lines, err in iter_input(sh, io, "head", ops, stdin):
         if lines is None:
-            io.err(f"head: cannot open '{name}' for reading: {err}\n" if err != "Is a directory"
-                   else f"head: error reading '{name}': Is a directory\n")
+            io.err(
+                f"head: cannot open '{name}' for reading: {err}\n"
+                if err != "Is a directory"
+                else f"head: error reading '{name}': Is a directory\n"
+            )
             status = 1
             continue
         if verbose:
@@ -237,9 +283,14 @@ def head(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
 
 def tail(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("tail", argv[1:], flags="qvfF", valued="nc", longs={
-            "lines": True, "bytes": True, "quiet": False, "silent": False, "verbose": False, "follow": False},
-            numeric=True)
+        opts, ops = getopt(
+            "tail",
+            argv[1:],
+            flags="qvfF",
+            valued="nc",
+            longs={"lines": True, "bytes": True, "quiet": False, "silent": False, "verbose": False, "follow": False},
+            numeric=True,
+        )
     except OptError as e:
         io.err(str(e))
         return 1
@@ -282,7 +333,7 @@ def tail(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
         if from_start:
             if mode == "bytes":
                 raw = "".join(lines).encode()
-                yield raw[max(n - 1, 0):].decode("utf-8", "replace")
+                yield raw[max(n - 1, 0) :].decode("utf-8", "replace")
             else:
                 for i, ln in enumerate(lines):
                     if i >= n - 1:
@@ -290,27 +341,38 @@ def tail(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             continue
         if mode == "bytes":
             raw = "".join(lines).encode()
-            yield raw[len(raw) - n if n else len(raw):].decode("utf-8", "replace")
+            yield raw[len(raw) - n if n else len(raw) :].decode("utf-8", "replace")
             continue
         buf: deque[str] = deque(maxlen=n) if n else deque(maxlen=0)
         for ln in lines:
             buf.append(ln)
         yield from buf
     if follow and status == 0:
-        sh.notices.append("[harness: `tail -f` never exits; the sandbox stopped following after printing the "
-                          "current end of the file]\n")
+        sh.notices.append(
+            "[harness: `tail -f` never exits; the sandbox stopped following after printing the "
+            "current end of the file]\n"
+        )
     return status
 
 
 def wc(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("wc", argv[1:], flags="lwcmL", longs={"lines": False, "words": False, "bytes": False,
-                                                                  "chars": False})
+        opts, ops = getopt(
+            "wc", argv[1:], flags="lwcmL", longs={"lines": False, "words": False, "bytes": False, "chars": False}
+        )
     except OptError as e:
         io.err(str(e))
         return 1
-    want = [k for k, names in (("l", ("-l", "--lines")), ("w", ("-w", "--words")), ("m", ("-m", "--chars")),
-                               ("c", ("-c", "--bytes"))) if has(opts, *names)] or ["l", "w", "c"]
+    want = [
+        k
+        for k, names in (
+            ("l", ("-l", "--lines")),
+            ("w", ("-w", "--words")),
+            ("m", ("-m", "--chars")),
+            ("c", ("-c", "--bytes")),
+        )
+        if has(opts, *names)
+    ] or ["l", "w", "c"]
     rows: list[tuple[list[int], str | None]] = []
     status = 0
     all_files = bool(ops)
@@ -360,8 +422,20 @@ def _find_parse(args: list[str]) -> tuple[list[str], list[tuple[str, str | None,
     preds: list[tuple[str, str | None, bool]] = []
     depth = {"max": 10**9, "min": 0}
     negate = False
-    takes = {"-name", "-iname", "-type", "-size", "-mtime", "-mmin", "-path", "-wholename", "-user", "-group",
-             "-newer", "-perm"}
+    takes = {
+        "-name",
+        "-iname",
+        "-type",
+        "-size",
+        "-mtime",
+        "-mmin",
+        "-path",
+        "-wholename",
+        "-user",
+        "-group",
+        "-newer",
+        "-perm",
+    }
     while i < len(args):
         a = args[i]
         if a in ("!", "-not"):
@@ -379,8 +453,12 @@ def _find_parse(args: list[str]) -> tuple[list[str], list[tuple[str, str | None,
             if i + 1 >= len(args):
                 return paths, preds, depth, f"find: missing argument to `{a}'\n"
             if not digits(args[i + 1]):
-                return paths, preds, depth, (f"find: Expected a positive decimal integer argument to {a}, but got "
-                                             f"‘{args[i + 1]}’\n")
+                return (
+                    paths,
+                    preds,
+                    depth,
+                    (f"find: Expected a positive decimal integer argument to {a}, but got ‘{args[i + 1]}’\n"),
+                )
             depth["max" if a == "-maxdepth" else "min"] = int(args[i + 1])
             i += 2
             continue
@@ -404,7 +482,7 @@ def _find_parse(args: list[str]) -> tuple[list[str], list[tuple[str, str | None,
 
 def _num_test(spec: str, value: float) -> bool | None:
     sign = spec[:1] if spec[:1] in "+-" else ""
-    body = spec[len(sign):]
+    body = spec[len(sign) :]
     try:
         n = float(body)
     except ValueError:
@@ -438,7 +516,7 @@ def find(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             continue
         for path, n in sh.m.fs.walk(base):
             sh.work.charge()
-            d = 0 if path == base else path[len(base.rstrip("/")):].count("/")
+            d = 0 if path == base else path[len(base.rstrip("/")) :].count("/")
             if d > depth["max"]:
                 continue
             if d < depth["min"]:
@@ -479,16 +557,26 @@ def _pred(sh: Shell, p: str, v: str | None, path: str, n: Node) -> bool:
     if p == "-newer":
         ref = sh.m.fs.get(sh.abspath(v))
         return ref is not None and n.mtime > ref.mtime
-    if p == "-perm":
-        return True
-    return False
+    return p == "-perm"
 
 
 def du(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("du", argv[1:], flags="shacbkmxL", valued="d", longs={
-            "summarize": False, "human-readable": False, "all": False, "total": False, "max-depth": True,
-            "apparent-size": False, "bytes": False})
+        opts, ops = getopt(
+            "du",
+            argv[1:],
+            flags="shacbkmxL",
+            valued="d",
+            longs={
+                "summarize": False,
+                "human-readable": False,
+                "all": False,
+                "total": False,
+                "max-depth": True,
+                "apparent-size": False,
+                "bytes": False,
+            },
+        )
     except OptError as e:
         io.err(str(e))
         return 1
@@ -502,8 +590,9 @@ def du(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         return 1
     maxdepth = 0 if summarize else int(md) if md is not None else 10**9
     if summarize and md is not None and int(md) != 0:
-        io.err("du: warning: summarizing conflicts with --max-depth=" + md + "\nTry 'du --help' for more "
-               "information.\n")
+        io.err(
+            "du: warning: summarizing conflicts with --max-depth=" + md + "\nTry 'du --help' for more information.\n"
+        )
         return 1
     unit = 1024 if has(opts, "-k") else 1024**2 if has(opts, "-m") else 1024
 

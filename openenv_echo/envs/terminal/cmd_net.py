@@ -24,8 +24,14 @@ def ss(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     flags = set()
     for a in argv[1:]:
         if a.startswith("--"):
-            name = {"--tcp": "t", "--udp": "u", "--listening": "l", "--numeric": "n", "--processes": "p",
-                    "--all": "a"}.get(a)
+            name = {
+                "--tcp": "t",
+                "--udp": "u",
+                "--listening": "l",
+                "--numeric": "n",
+                "--processes": "p",
+                "--all": "a",
+            }.get(a)
             if name is None:
                 io.err(f"ss: unrecognized option '{a}'\nUsage: ss [ OPTIONS ]\n       ss [ OPTIONS ] [ FILTER ]\n")
                 return 255
@@ -59,8 +65,7 @@ def ss(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
             procs = "users:(" + ",".join(f'("{c}",pid={p},fd={ls.fd})' for c, p in owners) + ")"
         state = "LISTEN" if ls.proto == "tcp" else "UNCONN"
         backlog = "511" if ls.comm == "nginx" else "4096" if ls.comm.startswith("systemd") else "128"
-        rows.append((ls.proto, state, "0", backlog if ls.proto == "tcp" else "0", f"{addr}:{port}",
-                     "0.0.0.0:*", procs))
+        rows.append((ls.proto, state, "0", backlog if ls.proto == "tcp" else "0", f"{addr}:{port}", "0.0.0.0:*", procs))
     if established and tcp:
         sport = 22 if numeric else "ssh"
         peer_port = 40000 + int(hashlib.sha256(m.login_ip.encode()).hexdigest()[:4], 16) % 20000
@@ -72,8 +77,14 @@ def ss(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     w = [max(len(heads[j]), *(len(r[j]) for r in rows)) if rows else len(heads[j]) for j in range(7)]
 
     def fmt(r: tuple) -> str:
-        cells = ([f"{r[0]:<{w[0]}}"] if netid else []) + [f"{r[1]:<{w[1]}}", f"{r[2]:<{w[2]}}", f"{r[3]:<{w[3]}}",
-                                                           f"{r[4]:>{w[4]}}", f"{r[5]:<{w[5]}}", r[6]]
+        cells = ([f"{r[0]:<{w[0]}}"] if netid else []) + [
+            f"{r[1]:<{w[1]}}",
+            f"{r[2]:<{w[2]}}",
+            f"{r[3]:<{w[3]}}",
+            f"{r[4]:>{w[4]}}",
+            f"{r[5]:<{w[5]}}",
+            r[6],
+        ]
         return " ".join(cells).rstrip() + "\n"
 
     yield fmt(heads)
@@ -89,8 +100,23 @@ def openssl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> 
     if sub == "version":
         yield "OpenSSL 3.0.2 15 Mar 2022 (Library: OpenSSL 3.0.2 15 Mar 2022)\n"
         return 0
-    if sub in ("s_client", "s_server", "req", "genrsa", "genpkey", "ca", "enc", "rand", "dgst", "pkcs12", "rsa",
-               "verify", "crl", "ocsp", "speed"):
+    if sub in (
+        "s_client",
+        "s_server",
+        "req",
+        "genrsa",
+        "genpkey",
+        "ca",
+        "enc",
+        "rand",
+        "dgst",
+        "pkcs12",
+        "rsa",
+        "verify",
+        "crl",
+        "ocsp",
+        "speed",
+    ):
         raise Refused(f"`openssl {sub}` is not supported in this sandbox (only `openssl x509` and `openssl version`)")
     if sub != "x509":
         io.err(f"Invalid command '{sub}'; type \"help\" for a list.\n")
@@ -111,8 +137,10 @@ def openssl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> 
             continue
         if a == "-checkend":
             if i + 1 >= len(args) or not digits(args[i + 1]):
-                io.err("x509: Invalid number \"" + (args[i + 1] if i + 1 < len(args) else "") + "\" for option "
-                       "-checkend\nx509: Use -help for summary.\n")
+                io.err(
+                    'x509: Invalid number "' + (args[i + 1] if i + 1 < len(args) else "") + '" for option '
+                    "-checkend\nx509: Use -help for summary.\n"
+                )
                 return 1
             checkend = int(args[i + 1])
             i += 2
@@ -129,13 +157,15 @@ def openssl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> 
         i += 1
     if infile is None:
         raise Refused("openssl x509 reading from standard input is not supported; pass -in FILE")
-    path, node, errno = sh.lookup(infile)
+    path, node, _errno = sh.lookup(infile)
     if node is None or isinstance(node, Dir):
-        io.err(f"Could not open file or uri for loading certificate from {infile}\n"
-               f"{sh.next_pid()}:error:8000000{2 if node is None else 15}:system library:file_open:"
-               f"{'No such file or directory' if node is None else 'Is a directory'}:"
-               f"../providers/implementations/storemgmt/file_store.c:267:calling stat({infile})\nUnable to load "
-               f"certificate\n")
+        io.err(
+            f"Could not open file or uri for loading certificate from {infile}\n"
+            f"{sh.next_pid()}:error:8000000{2 if node is None else 15}:system library:file_open:"
+            f"{'No such file or directory' if node is None else 'Is a directory'}:"
+            f"../providers/implementations/storemgmt/file_store.c:267:calling stat({infile})\nUnable to load "
+            f"certificate\n"
+        )
         return 1
     cert = sh.m.certs.get(path)
     if cert is None or not isinstance(node, File) or "CERTIFICATE" not in (node.text or ""):
@@ -158,15 +188,18 @@ def openssl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> 
             yield f"serial={serial}\n"
         elif o == "fingerprint":
             fp = hashlib.sha1(serial.encode()).hexdigest().upper()
-            yield "SHA1 Fingerprint=" + ":".join(fp[k:k + 2] for k in range(0, 40, 2)) + "\n"
+            yield "SHA1 Fingerprint=" + ":".join(fp[k : k + 2] for k in range(0, 40, 2)) + "\n"
         elif o == "text":
-            yield ("Certificate:\n    Data:\n        Version: 3 (0x2)\n        Serial Number:\n            "
-                   + ":".join(serial[k:k + 2].lower() for k in range(0, len(serial), 2)) + "\n"
-                   "        Signature Algorithm: sha256WithRSAEncryption\n"
-                   f"        Issuer: {cert['issuer']}\n        Validity\n"
-                   f"            Not Before: {openssl_ts(nb)}\n            Not After : {openssl_ts(na)}\n"
-                   f"        Subject: {cert['subject']}\n        Subject Public Key Info:\n"
-                   "            Public Key Algorithm: rsaEncryption\n                Public-Key: (2048 bit)\n")
+            yield (
+                "Certificate:\n    Data:\n        Version: 3 (0x2)\n        Serial Number:\n            "
+                + ":".join(serial[k : k + 2].lower() for k in range(0, len(serial), 2))
+                + "\n"
+                "        Signature Algorithm: sha256WithRSAEncryption\n"
+                f"        Issuer: {cert['issuer']}\n        Validity\n"
+                f"            Not Before: {openssl_ts(nb)}\n            Not After : {openssl_ts(na)}\n"
+                f"        Subject: {cert['subject']}\n        Subject Public Key Info:\n"
+                "            Public Key Algorithm: rsaEncryption\n                Public-Key: (2048 bit)\n"
+            )
     if checkend is not None:
         expires = na <= sh.now + checkend
         yield "Certificate will expire\n" if expires else "Certificate will not expire\n"
@@ -196,7 +229,7 @@ def _dns(sh: Shell, name: str) -> str | None:
     domain = m.fqdn.split(".", 1)[1]
     if "." not in name:
         return m.dns.get(f"{name}.{domain}")
-    if name.endswith("." + domain) or name.endswith(".internal") or name.endswith(".local"):
+    if name.endswith(("." + domain, ".internal", ".local")):
         return None
     h = hashlib.sha256(name.encode()).digest()
     return f"{h[0] % 200 + 20}.{h[1]}.{h[2]}.{h[3] % 250 + 2}"
@@ -204,8 +237,10 @@ def _dns(sh: Shell, name: str) -> str | None:
 
 def getent(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     if len(argv) < 2:
-        io.err("Usage: getent [OPTION...] database [key ...]\nTry `getent --help' or `getent --usage' for more "
-               "information.\n")
+        io.err(
+            "Usage: getent [OPTION...] database [key ...]\nTry `getent --help' or `getent --usage' for more "
+            "information.\n"
+        )
         return 1
     db, keys = argv[1], argv[2:]
     if db == "passwd" or db == "group":
@@ -258,8 +293,14 @@ def _dig_fail(sh: Shell, name: str, short: bool) -> Iterator[str]:
 def dig(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     args = argv[1:]
     short = "+short" in args
-    names = [a for a in args if not a.startswith("+") and not a.startswith("@") and not a.startswith("-")
-             and a.upper() not in ("A", "AAAA", "MX", "NS", "TXT", "IN", "CNAME", "ANY", "PTR", "SOA")]
+    names = [
+        a
+        for a in args
+        if not a.startswith("+")
+        and not a.startswith("@")
+        and not a.startswith("-")
+        and a.upper() not in ("A", "AAAA", "MX", "NS", "TXT", "IN", "CNAME", "ANY", "PTR", "SOA")
+    ]
     if any(a.startswith("@") for a in args):
         raise Refused("querying a chosen DNS server (@server) is not supported in this sandbox")
     name = names[0] if names else "."
@@ -274,15 +315,19 @@ def dig(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
             yield ip + "\n"
         return 0
     status = "NOERROR" if ip else "NXDOMAIN"
-    out = [f"\n; <<>> DiG 9.18.18-0ubuntu0.22.04.2-Ubuntu <<>> {name}\n;; global options: +cmd\n;; Got answer:\n",
-           f";; ->>HEADER<<- opcode: QUERY, status: {status}, id: {qid}\n",
-           f";; flags: qr rd ra; QUERY: 1, ANSWER: {1 if ip else 0}, AUTHORITY: {0 if ip else 1}, ADDITIONAL: 1\n\n",
-           ";; OPT PSEUDOSECTION:\n; EDNS: version: 0, flags:; udp: 65494\n;; QUESTION SECTION:\n",
-           f";{fq}\t\t\tIN\tA\n\n"]
+    out = [
+        f"\n; <<>> DiG 9.18.18-0ubuntu0.22.04.2-Ubuntu <<>> {name}\n;; global options: +cmd\n;; Got answer:\n",
+        f";; ->>HEADER<<- opcode: QUERY, status: {status}, id: {qid}\n",
+        f";; flags: qr rd ra; QUERY: 1, ANSWER: {1 if ip else 0}, AUTHORITY: {0 if ip else 1}, ADDITIONAL: 1\n\n",
+        ";; OPT PSEUDOSECTION:\n; EDNS: version: 0, flags:; udp: 65494\n;; QUESTION SECTION:\n",
+        f";{fq}\t\t\tIN\tA\n\n",
+    ]
     if ip:
         out.append(f";; ANSWER SECTION:\n{fq}\t\t60\tIN\tA\t{ip}\n\n")
-    out.append(f";; Query time: {qid % 40 + 1} msec\n;; SERVER: 127.0.0.53#53(127.0.0.53) (UDP)\n"
-               f";; WHEN: {date_cmd(sh.now)}\n;; MSG SIZE  rcvd: {len(fq) + (45 if ip else 104)}\n\n")
+    out.append(
+        f";; Query time: {qid % 40 + 1} msec\n;; SERVER: 127.0.0.53#53(127.0.0.53) (UDP)\n"
+        f";; WHEN: {date_cmd(sh.now)}\n;; MSG SIZE  rcvd: {len(fq) + (45 if ip else 104)}\n\n"
+    )
     yield from out
     return 0
 
@@ -307,8 +352,10 @@ def nslookup(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) ->
 def host(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     names = [a for a in argv[1:] if not a.startswith("-")]
     if not names:
-        io.err("Usage: host [-aCdilrTvVw] [-c class] [-N ndots] [-t type] [-W time]\n            [-R number] "
-               "[-m flag] [-p port] hostname [server]\n")
+        io.err(
+            "Usage: host [-aCdilrTvVw] [-c class] [-N ndots] [-t type] [-W time]\n            [-R number] "
+            "[-m flag] [-p port] hostname [server]\n"
+        )
         return 1
     if not sh.m.resolver_ok:
         yield ";; communications error to 127.0.0.53#53: timed out\n" * 2
@@ -323,10 +370,18 @@ def host(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
 
 
 # -- curl ------------------------------------------------------------------------------------------------------
-_NGINX_ERR = ("<html>\r\n<head><title>{code} {text}</title></head>\r\n<body>\r\n<center><h1>{code} {text}</h1>"
-              "</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
-_REASON = {200: "OK", 404: "Not Found", 502: "Bad Gateway", 503: "Service Temporarily Unavailable",
-           504: "Gateway Time-out", 500: "Internal Server Error"}
+_NGINX_ERR = (
+    "<html>\r\n<head><title>{code} {text}</title></head>\r\n<body>\r\n<center><h1>{code} {text}</h1>"
+    "</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+)
+_REASON = {
+    200: "OK",
+    404: "Not Found",
+    502: "Bad Gateway",
+    503: "Service Temporarily Unavailable",
+    504: "Gateway Time-out",
+    500: "Internal Server Error",
+}
 
 
 def _app_reply(sh: Shell, app: str, path: str) -> tuple[int, str] | str:
@@ -341,17 +396,36 @@ def _app_reply(sh: Shell, app: str, path: str) -> tuple[int, str] | str:
         return 200, '{"status":"ok"}'
     if path.startswith("/metrics"):
         rss = sh.m.services[app].memory_kb * 1024
-        return 200, (f"# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
-                     f"process_resident_memory_bytes {rss}\n")
+        return 200, (
+            f"# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+            f"process_resident_memory_bytes {rss}\n"
+        )
     return 404, '{"error":"not found"}'
 
 
 def curl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("curl", argv[1:], flags="sSiIkvLfq", valued="mXHdo", longs={
-            "silent": False, "show-error": False, "include": False, "head": False, "insecure": False,
-            "max-time": True, "request": True, "header": True, "data": True, "output": True, "fail": False,
-            "location": False, "connect-timeout": True})
+        opts, ops = getopt(
+            "curl",
+            argv[1:],
+            flags="sSiIkvLfq",
+            valued="mXHdo",
+            longs={
+                "silent": False,
+                "show-error": False,
+                "include": False,
+                "head": False,
+                "insecure": False,
+                "max-time": True,
+                "request": True,
+                "header": True,
+                "data": True,
+                "output": True,
+                "fail": False,
+                "location": False,
+                "connect-timeout": True,
+            },
+        )
     except OptError as e:
         io.err(str(e).replace("Try 'curl --help'", "curl: try 'curl --help' or 'curl --manual'"))
         return 2
@@ -372,8 +446,11 @@ def curl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
     path = parts.path or "/"
     scheme = parts.scheme
     if scheme not in ("http", "https") or not hostn:
-        io.err(f"curl: (1) Protocol \"{scheme}\" not supported\n" if hostn else
-               "curl: (3) URL using bad/illegal format or missing URL\n")
+        io.err(
+            f'curl: (1) Protocol "{scheme}" not supported\n'
+            if hostn
+            else "curl: (3) URL using bad/illegal format or missing URL\n"
+        )
         return 1 if hostn else 3
     m = sh.m
     local = hostn in ("localhost", "127.0.0.1", m.hostname, m.fqdn, m.ip, "0.0.0.0")
@@ -399,21 +476,32 @@ def curl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             return 35
         if int(m.certs[tls_cert]["not_after"]) <= sh.now and not flags & {"-k", "--insecure"}:  # type: ignore
             if not silent:
-                io.err("curl: (60) SSL certificate problem: certificate has expired\nMore details here: "
-                       "https://curl.se/docs/sslcerts.html\n\ncurl failed to verify the legitimacy of the server and "
-                       "therefore could not\nestablish a secure connection to it. To learn more about this situation "
-                       "and\nhow to fix it, please visit the web page mentioned above.\n")
+                io.err(
+                    "curl: (60) SSL certificate problem: certificate has expired\nMore details here: "
+                    "https://curl.se/docs/sslcerts.html\n\ncurl failed to verify the legitimacy of the server and "
+                    "therefore could not\nestablish a secure connection to it. To learn more about this situation "
+                    "and\nhow to fix it, please visit the web page mentioned above.\n"
+                )
             return 60
     elif scheme == "http" and tls_cert in m.certs and app is not None:
         return (yield from _http_out(flags, 400, "Client sent an HTTP request to an HTTPS server.\n"))
     if listener.comm in ("python3",) and app is None:
-        body = ("<!DOCTYPE HTML>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Directory listing "
-                "for /</title>\n</head>\n<body>\n<h1>Directory listing for /</h1>\n<hr>\n<ul>\n<li><a href=\""
-                ".bashrc\">.bashrc</a></li>\n</ul>\n<hr>\n</body>\n</html>\n")
-        return (yield from _http_out(flags, 200 if path == "/" else 404, body if path == "/" else
-                                     "<!DOCTYPE HTML>\n<html><body><h1>Error response</h1><p>Error code: 404</p>"
-                                     "<p>Message: File not found.</p></body></html>\n", server="SimpleHTTP/0.6 "
-                                                                                             "Python/3.10.12"))
+        body = (
+            '<!DOCTYPE HTML>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Directory listing '
+            'for /</title>\n</head>\n<body>\n<h1>Directory listing for /</h1>\n<hr>\n<ul>\n<li><a href="'
+            '.bashrc">.bashrc</a></li>\n</ul>\n<hr>\n</body>\n</html>\n'
+        )
+        return (
+            yield from _http_out(
+                flags,
+                200 if path == "/" else 404,
+                body
+                if path == "/"
+                else "<!DOCTYPE HTML>\n<html><body><h1>Error response</h1><p>Error code: 404</p>"
+                "<p>Message: File not found.</p></body></html>\n",
+                server="SimpleHTTP/0.6 Python/3.10.12",
+            )
+        )
     if listener.comm == "node" and app is None:
         return (yield from _http_out(flags, 200, '{"proxy":"debug","upstream":null}\n'))
     if app is not None:
@@ -433,10 +521,11 @@ def curl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
         inc = m.incident
         if svc.active != "active" or (inc.service == target and inc.kind == "cert_expired"):
             return (yield from _http_out(flags, 502, _NGINX_ERR.format(code=502, text="Bad Gateway"), server="nginx"))
-        reply = _app_reply(sh, target, path[len("/api/" + _resource(sh, target)):] or "/")
+        reply = _app_reply(sh, target, path[len("/api/" + _resource(sh, target)) :] or "/")
         if isinstance(reply, str):
-            return (yield from _http_out(flags, 504, _NGINX_ERR.format(code=504, text="Gateway Time-out"),
-                                         server="nginx"))
+            return (
+                yield from _http_out(flags, 504, _NGINX_ERR.format(code=504, text="Gateway Time-out"), server="nginx")
+            )
         return (yield from _http_out(flags, reply[0], reply[1] + "\n", server="nginx"))
     if not silent:
         io.err("curl: (52) Empty reply from server\n")

@@ -12,9 +12,30 @@ from .timefmt import ago, journal_ts, systemd_ts, utc
 from .vfs import File
 
 Out = Generator[str, None, int]
-_STATE_CHANGING = {"start", "stop", "restart", "reload", "try-restart", "reload-or-restart", "enable", "disable",
-                   "mask", "unmask", "kill", "reset-failed", "daemon-reload", "isolate", "reboot", "poweroff",
-                   "halt", "edit", "set-property", "revert", "link", "preset"}
+_STATE_CHANGING = {
+    "start",
+    "stop",
+    "restart",
+    "reload",
+    "try-restart",
+    "reload-or-restart",
+    "enable",
+    "disable",
+    "mask",
+    "unmask",
+    "kill",
+    "reset-failed",
+    "daemon-reload",
+    "isolate",
+    "reboot",
+    "poweroff",
+    "halt",
+    "edit",
+    "set-property",
+    "revert",
+    "link",
+    "preset",
+}
 
 
 def _unit(arg: str) -> str:
@@ -51,12 +72,14 @@ def _status_lines(sh: Shell, svc: Service) -> list[str]:
     now = sh.now
     dot = {"failed": "×", "active": "●", "activating": "●"}.get(svc.active, "○")
     vendor = "enabled"
-    out = [f"{dot} {svc.name}.service - {svc.description}\n",
-           f"     Loaded: loaded ({svc.unit_path}; {'enabled' if svc.enabled else 'disabled'}; vendor preset: "
-           f"{vendor})\n"]
+    out = [
+        f"{dot} {svc.name}.service - {svc.description}\n",
+        f"     Loaded: loaded ({svc.unit_path}; {'enabled' if svc.enabled else 'disabled'}; vendor preset: {vendor})\n",
+    ]
     if svc.active == "failed":
-        out.append(f"     Active: failed (Result: {svc.result}) since {systemd_ts(svc.since)}; "
-                   f"{ago(now - svc.since)} ago\n")
+        out.append(
+            f"     Active: failed (Result: {svc.result}) since {systemd_ts(svc.since)}; {ago(now - svc.since)} ago\n"
+        )
     elif svc.oneshot:
         out.append(f"     Active: active (exited) since {systemd_ts(svc.since)}; {ago(now - svc.since)} ago\n")
     else:
@@ -91,25 +114,46 @@ def _status_lines(sh: Shell, svc: Service) -> list[str]:
 
 def systemctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("systemctl", argv[1:], flags="alqf", valued="tnp", longs={
-            "all": False, "type": True, "state": True, "failed": False, "no-pager": False, "quiet": False,
-            "full": False, "lines": True, "no-legend": False, "plain": False, "property": True, "value": False,
-            "user": False, "system": False})
+        opts, ops = getopt(
+            "systemctl",
+            argv[1:],
+            flags="alqf",
+            valued="tnp",
+            longs={
+                "all": False,
+                "type": True,
+                "state": True,
+                "failed": False,
+                "no-pager": False,
+                "quiet": False,
+                "full": False,
+                "lines": True,
+                "no-legend": False,
+                "plain": False,
+                "property": True,
+                "value": False,
+                "user": False,
+                "system": False,
+            },
+        )
     except OptError as e:
         io.err(str(e).replace("Try 'systemctl --help' for more information.\n", ""))
         return 1
     verb = ops[0] if ops else "list-units"
     units = [_unit(x) for x in ops[1:]]
     if verb in _STATE_CHANGING:
-        raise Refused(f"`systemctl {verb}` changes the system; this is a read-only triage session (diagnose, "
-                      f"then submit)")
+        raise Refused(
+            f"`systemctl {verb}` changes the system; this is a read-only triage session (diagnose, then submit)"
+        )
     m = sh.m
     if verb == "status":
         if not units:
             failed = sum(s.active == "failed" for s in m.services.values())
-            yield (f"● {m.hostname}\n    State: {'degraded' if failed else 'running'}\n     Jobs: 0 queued\n"
-                   f"   Failed: {failed} units\n    Since: {systemd_ts(m.boot)}; {ago(sh.now - m.boot)} ago\n"
-                   f"   CGroup: /\n")
+            yield (
+                f"● {m.hostname}\n    State: {'degraded' if failed else 'running'}\n     Jobs: 0 queued\n"
+                f"   Failed: {failed} units\n    Since: {systemd_ts(m.boot)}; {ago(sh.now - m.boot)} ago\n"
+                f"   CGroup: /\n"
+            )
             return 0
         status = 0
         for i, u in enumerate(units):
@@ -158,8 +202,10 @@ def systemctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -
             if isinstance(node, File) and node.text:
                 yield from node.text.splitlines(keepends=True)
             else:
-                yield (f"[Unit]\nDescription={svc.description}\n\n[Service]\nExecStart={svc.exec_start}\n\n"
-                       f"[Install]\nWantedBy=multi-user.target\n")
+                yield (
+                    f"[Unit]\nDescription={svc.description}\n\n[Service]\nExecStart={svc.exec_start}\n\n"
+                    f"[Install]\nWantedBy=multi-user.target\n"
+                )
         return status
     if verb == "show":
         props = [p for o, v in opts if o in ("-p", "--property") for p in (v or "").split(",")]
@@ -167,11 +213,19 @@ def systemctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -
             svc = m.services.get(u)
             if svc is None:
                 continue
-            allp = {"Id": f"{u}.service", "Description": svc.description, "MainPID": str(svc.pid or 0),
-                    "ActiveState": svc.active, "SubState": svc.sub, "Result": svc.result or "success",
-                    "NRestarts": str(svc.restarts), "FragmentPath": svc.unit_path, "ExecMainPID": str(svc.pid or 0),
-                    "MemoryCurrent": str(svc.memory_kb * 1024) if svc.memory_kb else "[not set]",
-                    "ActiveEnterTimestamp": systemd_ts(svc.since)}
+            allp = {
+                "Id": f"{u}.service",
+                "Description": svc.description,
+                "MainPID": str(svc.pid or 0),
+                "ActiveState": svc.active,
+                "SubState": svc.sub,
+                "Result": svc.result or "success",
+                "NRestarts": str(svc.restarts),
+                "FragmentPath": svc.unit_path,
+                "ExecMainPID": str(svc.pid or 0),
+                "MemoryCurrent": str(svc.memory_kb * 1024) if svc.memory_kb else "[not set]",
+                "ActiveEnterTimestamp": systemd_ts(svc.since),
+            }
             for k, v in allp.items():
                 if not props or k in props:
                     yield (v if has(opts, "--value") else f"{k}={v}") + "\n"
@@ -208,12 +262,18 @@ def systemctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -
         if legend and not rows:
             yield "0 loaded units listed.\n"
         elif legend:
-            yield ("\nLOAD   = Reflects whether the unit definition was properly loaded.\n"
-                   "ACTIVE = The high-level unit activation state, i.e. generalization of SUB.\n"
-                   "SUB    = The low-level unit activation state, values depend on unit type.\n"
-                   f"{len(rows)} loaded units listed."
-                   + (" Pass --all to see loaded but inactive units, too.\nTo show all installed unit files use "
-                      "'systemctl list-unit-files'.\n" if not failed_only else "\n"))
+            yield (
+                "\nLOAD   = Reflects whether the unit definition was properly loaded.\n"
+                "ACTIVE = The high-level unit activation state, i.e. generalization of SUB.\n"
+                "SUB    = The low-level unit activation state, values depend on unit type.\n"
+                f"{len(rows)} loaded units listed."
+                + (
+                    " Pass --all to see loaded but inactive units, too.\nTo show all installed unit files use "
+                    "'systemctl list-unit-files'.\n"
+                    if not failed_only
+                    else "\n"
+                )
+            )
         return 0
     io.err(f"Unknown command verb {verb}.\n")
     return 1
@@ -231,7 +291,8 @@ def _parse_time(sh: Shell, text: str) -> float | None:
         day = now - now % 86400
         return day - (86400 if t == "yesterday" else 0)
     m = re.fullmatch(r"-(\d+)\s*(s|sec|m|min|h|hour|hours|d|day|days)", t) or re.fullmatch(
-        r"(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days) ago", t)
+        r"(\d+)\s*(s|sec|secs|second|seconds|m|min|mins|minute|minutes|h|hour|hours|d|day|days) ago", t
+    )
     if m:
         mult = {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)[0]]
         return now - int(m.group(1)) * mult
@@ -253,11 +314,34 @@ def _parse_time(sh: Shell, text: str) -> float | None:
 
 def journalctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("journalctl", argv[1:], flags="xekbrfaqm", valued="unpoSUt", longs={
-            "unit": True, "lines": True, "priority": True, "output": True, "since": True, "until": True,
-            "no-pager": False, "dmesg": False, "boot": False, "reverse": False, "follow": False, "pager-end": False,
-            "catalog": False, "identifier": True, "no-hostname": False, "utc": False, "quiet": False,
-            "all": False, "merge": False, "system": False})
+        opts, _ops = getopt(
+            "journalctl",
+            argv[1:],
+            flags="xekbrfaqm",
+            valued="unpoSUt",
+            longs={
+                "unit": True,
+                "lines": True,
+                "priority": True,
+                "output": True,
+                "since": True,
+                "until": True,
+                "no-pager": False,
+                "dmesg": False,
+                "boot": False,
+                "reverse": False,
+                "follow": False,
+                "pager-end": False,
+                "catalog": False,
+                "identifier": True,
+                "no-hostname": False,
+                "utc": False,
+                "quiet": False,
+                "all": False,
+                "merge": False,
+                "system": False,
+            },
+        )
     except OptError as e:
         io.err(str(e).replace("Try 'journalctl --help' for more information.\n", ""))
         return 1
@@ -297,7 +381,7 @@ def journalctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) 
         if not digits(n):
             io.err(f"Failed to parse lines '{n}'\n")
             return 1
-        entries = entries[-int(n):] if int(n) else []
+        entries = entries[-int(n) :] if int(n) else []
     if has(opts, "-r", "--reverse"):
         entries = entries[::-1]
     out_mode = last(opts, "-o", "--output") or "short"
@@ -318,6 +402,8 @@ def journalctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) 
         else:
             yield _journal_line(sh, e, short_cat=out_mode == "cat")
     if has(opts, "-f", "--follow"):
-        sh.notices.append("[harness: `journalctl -f` never exits; the sandbox stopped following after printing "
-                          "the current end of the journal]\n")
+        sh.notices.append(
+            "[harness: `journalctl -f` never exits; the sandbox stopped following after printing "
+            "the current end of the journal]\n"
+        )
     return 0

@@ -18,8 +18,20 @@ def _user(u: str) -> str:
 
 
 def _procs(sh: Shell, self_cmd: str) -> list[Process]:
-    me = Process("root", sh.next_pid(), sh.m.shell_pid, 0.0, 3_300, 10_072, "pts/0", "R+", sh.now, 0.0, self_cmd,
-                 self_cmd.split()[0])
+    me = Process(
+        "root",
+        sh.next_pid(),
+        sh.m.shell_pid,
+        0.0,
+        3_300,
+        10_072,
+        "pts/0",
+        "R+",
+        sh.now,
+        0.0,
+        self_cmd,
+        self_cmd.split()[0],
+    )
     return [*sh.m.processes, me]
 
 
@@ -28,23 +40,39 @@ def _mem_pct(sh: Shell, p: Process) -> float:
 
 
 _FIELDS = {
-    "pid": ("PID", lambda sh, p: str(p.pid), ">"), "ppid": ("PPID", lambda sh, p: str(p.ppid), ">"),
-    "user": ("USER", lambda sh, p: _user(p.user), "<"), "comm": ("COMMAND", lambda sh, p: p.comm, "<"),
-    "args": ("COMMAND", lambda sh, p: p.cmd, "<"), "cmd": ("CMD", lambda sh, p: p.cmd, "<"),
+    "pid": ("PID", lambda sh, p: str(p.pid), ">"),
+    "ppid": ("PPID", lambda sh, p: str(p.ppid), ">"),
+    "user": ("USER", lambda sh, p: _user(p.user), "<"),
+    "comm": ("COMMAND", lambda sh, p: p.comm, "<"),
+    "args": ("COMMAND", lambda sh, p: p.cmd, "<"),
+    "cmd": ("CMD", lambda sh, p: p.cmd, "<"),
     "command": ("COMMAND", lambda sh, p: p.cmd, "<"),
-    "%cpu": ("%CPU", lambda sh, p: f"{p.cpu:.1f}", ">"), "pcpu": ("%CPU", lambda sh, p: f"{p.cpu:.1f}", ">"),
+    "%cpu": ("%CPU", lambda sh, p: f"{p.cpu:.1f}", ">"),
+    "pcpu": ("%CPU", lambda sh, p: f"{p.cpu:.1f}", ">"),
     "%mem": ("%MEM", lambda sh, p: f"{_mem_pct(sh, p):.1f}", ">"),
     "pmem": ("%MEM", lambda sh, p: f"{_mem_pct(sh, p):.1f}", ">"),
-    "rss": ("RSS", lambda sh, p: str(p.rss_kb), ">"), "vsz": ("VSZ", lambda sh, p: str(p.vsz_kb), ">"),
-    "stat": ("STAT", lambda sh, p: p.stat, "<"), "tty": ("TT", lambda sh, p: p.tty, "<"),
+    "rss": ("RSS", lambda sh, p: str(p.rss_kb), ">"),
+    "vsz": ("VSZ", lambda sh, p: str(p.vsz_kb), ">"),
+    "stat": ("STAT", lambda sh, p: p.stat, "<"),
+    "tty": ("TT", lambda sh, p: p.tty, "<"),
     "time": ("TIME", lambda sh, p: _hms(p.cpu_s), ">"),
     "start": ("STARTED", lambda sh, p: ps_start(p.start, sh.now), ">"),
     "etime": ("ELAPSED", lambda sh, p: _etime(sh.now - p.start), ">"),
 }
-_SORT = {"pid": lambda sh, p: p.pid, "%mem": lambda sh, p: p.rss_kb, "pmem": lambda sh, p: p.rss_kb,
-         "rss": lambda sh, p: p.rss_kb, "%cpu": lambda sh, p: p.cpu, "pcpu": lambda sh, p: p.cpu,
-         "vsz": lambda sh, p: p.vsz_kb, "start_time": lambda sh, p: p.start, "time": lambda sh, p: p.cpu_s,
-         "user": lambda sh, p: p.user, "comm": lambda sh, p: p.comm, "ppid": lambda sh, p: p.ppid}
+_SORT = {
+    "pid": lambda sh, p: p.pid,
+    "%mem": lambda sh, p: p.rss_kb,
+    "pmem": lambda sh, p: p.rss_kb,
+    "rss": lambda sh, p: p.rss_kb,
+    "%cpu": lambda sh, p: p.cpu,
+    "pcpu": lambda sh, p: p.cpu,
+    "vsz": lambda sh, p: p.vsz_kb,
+    "start_time": lambda sh, p: p.start,
+    "time": lambda sh, p: p.cpu_s,
+    "user": lambda sh, p: p.user,
+    "comm": lambda sh, p: p.comm,
+    "ppid": lambda sh, p: p.ppid,
+}
 
 
 def _hms(s: float) -> str:
@@ -76,7 +104,7 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
             val = a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else "")
             i += 0 if "=" in a else 1
             sort_keys = [k for k in val.split(",") if k]
-        elif a in ("-o", "o", "--format") or a.startswith("-o") and len(a) > 2:
+        elif a in ("-o", "o", "--format") or (a.startswith("-o") and len(a) > 2):
             val = a[2:] if a.startswith("-o") and len(a) > 2 else (args[i + 1] if i + 1 < len(args) else "")
             i += 0 if a.startswith("-o") and len(a) > 2 else 1
             fmt = (fmt or []) + [f.split("=")[0] for f in val.split(",") if f]
@@ -86,9 +114,11 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
             try:
                 pids = [int(x) for x in val.split(",") if x]
             except ValueError:
-                io.err("error: process ID list syntax error\n\nUsage:\n ps [options]\n\n Try 'ps --help <simple|"
-                       "list|output|threads|misc|all>'\n  or 'ps --help <s|l|o|t|m|a>'\n for additional help "
-                       "text.\n\nFor more details see ps(1).\n")
+                io.err(
+                    "error: process ID list syntax error\n\nUsage:\n ps [options]\n\n Try 'ps --help <simple|"
+                    "list|output|threads|misc|all>'\n  or 'ps --help <s|l|o|t|m|a>'\n for additional help "
+                    "text.\n\nFor more details see ps(1).\n"
+                )
                 return 1
         elif a in ("-u", "-U", "--user"):
             users = (args[i + 1] if i + 1 < len(args) else "").split(",")
@@ -99,8 +129,8 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         elif a.startswith("-") and not a.startswith("--"):
             for k, ch in enumerate(a[1:], 1):
                 if ch in "op":  # -eo FMT / -ep PID: the rest of the word or the next word is the value
-                    val = a[k + 1:] or (args[i + 1] if i + 1 < len(args) else "")
-                    if not a[k + 1:]:
+                    val = a[k + 1 :] or (args[i + 1] if i + 1 < len(args) else "")
+                    if not a[k + 1 :]:
                         i += 1
                     if ch == "o":
                         fmt = (fmt or []) + [f.split("=")[0] for f in val.split(",") if f]
@@ -119,9 +149,11 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
                 elif ch in "wlHFyjLT":
                     pass
                 else:
-                    io.err("error: unsupported SysV option\n\nUsage:\n ps [options]\n\n Try 'ps --help <simple|"
-                           "list|output|threads|misc|all>'\n  or 'ps --help <s|l|o|t|m|a>'\n for additional help "
-                           "text.\n\nFor more details see ps(1).\n")
+                    io.err(
+                        "error: unsupported SysV option\n\nUsage:\n ps [options]\n\n Try 'ps --help <simple|"
+                        "list|output|threads|misc|all>'\n  or 'ps --help <s|l|o|t|m|a>'\n for additional help "
+                        "text.\n\nFor more details see ps(1).\n"
+                    )
                     return 1
         elif not a.startswith("-"):
             if digits(a.replace(",", "")) and a.strip(","):
@@ -132,8 +164,10 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
                 if ch in "auxfwce":
                     bsd.add(ch)
                 else:
-                    io.err("error: unsupported option (BSD syntax)\n\nUsage:\n ps [options]\n\nFor more details "
-                           "see ps(1).\n")
+                    io.err(
+                        "error: unsupported option (BSD syntax)\n\nUsage:\n ps [options]\n\nFor more details "
+                        "see ps(1).\n"
+                    )
                     return 1
         else:
             io.err("error: unknown gnu long option\n\nUsage:\n ps [options]\n\nFor more details see ps(1).\n")
@@ -159,8 +193,10 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     if fmt is not None:
         bad = [f for f in fmt if f not in _FIELDS]
         if bad:
-            io.err(f"error: unknown user-defined format specifier \"{bad[0]}\"\n\nUsage:\n ps [options]\n\n"
-                   f"For more details see ps(1).\n")
+            io.err(
+                f'error: unknown user-defined format specifier "{bad[0]}"\n\nUsage:\n ps [options]\n\n'
+                f"For more details see ps(1).\n"
+            )
             return 1
         cols = [_FIELDS[f] for f in fmt]
         table = [[c[1](sh, p) for c in cols] for p in procs]
@@ -170,23 +206,30 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
             cells = []
             for j, (cell, c) in enumerate(zip(r, cols, strict=True)):
                 last_col = j == len(cols) - 1
-                cells.append(cell if last_col and c[2] == "<" else (f"{cell:>{widths[j]}}" if c[2] == ">" else
-                                                                   f"{cell:<{widths[j]}}"))
+                cells.append(
+                    cell
+                    if last_col and c[2] == "<"
+                    else (f"{cell:>{widths[j]}}" if c[2] == ">" else f"{cell:<{widths[j]}}")
+                )
             yield " ".join(cells).rstrip() + "\n"
         return 0 if procs else 1
     if "u" in bsd:
         yield f"{'USER':<8} {'PID':>7} %CPU %MEM {'VSZ':>6} {'RSS':>5} {'TTY':<8} STAT START   TIME COMMAND\n"
         for p in procs:
             sh.work.charge()
-            yield (f"{_user(p.user):<8} {p.pid:>7} {p.cpu:>4.1f} {_mem_pct(sh, p):>4.1f} {p.vsz_kb:>6} "
-                   f"{p.rss_kb:>5} {p.tty:<8} {p.stat:<4} {ps_start(p.start, sh.now):>5} {cpu_time(p.cpu_s):>6} "
-                   f"{p.cmd}\n")
+            yield (
+                f"{_user(p.user):<8} {p.pid:>7} {p.cpu:>4.1f} {_mem_pct(sh, p):>4.1f} {p.vsz_kb:>6} "
+                f"{p.rss_kb:>5} {p.tty:<8} {p.stat:<4} {ps_start(p.start, sh.now):>5} {cpu_time(p.cpu_s):>6} "
+                f"{p.cmd}\n"
+            )
     elif full:
         yield f"{'UID':<8} {'PID':>7} {'PPID':>7}  C STIME TTY          TIME CMD\n"
         for p in procs:
             sh.work.charge()
-            yield (f"{_user(p.user):<8} {p.pid:>7} {p.ppid:>7} {int(p.cpu):>2} {ps_start(p.start, sh.now):<5} "
-                   f"{p.tty:<8} {_hms(p.cpu_s):>8} {p.cmd}\n")
+            yield (
+                f"{_user(p.user):<8} {p.pid:>7} {p.ppid:>7} {int(p.cpu):>2} {ps_start(p.start, sh.now):<5} "
+                f"{p.tty:<8} {_hms(p.cpu_s):>8} {p.cmd}\n"
+            )
     elif bsd & {"a", "x"}:
         yield f"{'PID':>7} {'TTY':<8} STAT   TIME COMMAND\n"
         for p in procs:
@@ -212,21 +255,29 @@ def top(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     free = total - used - cache
     users = 1
     la = m.loadavg
-    yield (f"top - {utc(sh.now):%H:%M:%S} up {uptime_text(sh.now - m.boot)},  {users} user,  load average: "
-           f"{la[0]:.2f}, {la[1]:.2f}, {la[2]:.2f}\n")
-    yield (f"Tasks: {len(procs):>3} total, {running:>3} running, {len(procs) - running:>3} sleeping,   0 stopped,   "
-           f"0 zombie\n")
+    yield (
+        f"top - {utc(sh.now):%H:%M:%S} up {uptime_text(sh.now - m.boot)},  {users} user,  load average: "
+        f"{la[0]:.2f}, {la[1]:.2f}, {la[2]:.2f}\n"
+    )
+    yield (
+        f"Tasks: {len(procs):>3} total, {running:>3} running, {len(procs) - running:>3} sleeping,   0 stopped,   "
+        f"0 zombie\n"
+    )
     busy = min(sum(p.cpu for p in procs) / m.ncpu, 99.0)
-    yield (f"%Cpu(s): {busy * 0.7:4.1f} us, {busy * 0.3:4.1f} sy,  0.0 ni, {100 - busy - 0.2:4.1f} id,  0.2 wa,  "
-           f"0.0 hi,  0.0 si,  0.0 st\n")
+    yield (
+        f"%Cpu(s): {busy * 0.7:4.1f} us, {busy * 0.3:4.1f} sy,  0.0 ni, {100 - busy - 0.2:4.1f} id,  0.2 wa,  "
+        f"0.0 hi,  0.0 si,  0.0 st\n"
+    )
     yield (f"MiB Mem : {total:8.1f} total, {free:8.1f} free, {used:8.1f} used, {cache:8.1f} buff/cache\n")
     yield (f"MiB Swap:      0.0 total,      0.0 free,      0.0 used. {free + cache - 90:8.1f} avail Mem\n\n")
     yield "    PID USER      PR  NI    VIRT    RES    SHR S  %CPU  %MEM     TIME+ COMMAND\n"
     for p in sorted(procs, key=lambda p: (-p.cpu, p.pid)):
         sh.work.charge()
         t = p.cpu_s
-        yield (f"{p.pid:>7} {_user(p.user):<8}  20   0 {p.vsz_kb:>7} {p.rss_kb:>6} {p.rss_kb // 6:>6} "
-               f"{p.stat[0]}  {p.cpu:4.1f}  {_mem_pct(sh, p):4.1f} {int(t // 60):>5}:{t % 60:05.2f} {p.comm}\n")
+        yield (
+            f"{p.pid:>7} {_user(p.user):<8}  20   0 {p.vsz_kb:>7} {p.rss_kb:>6} {p.rss_kb // 6:>6} "
+            f"{p.stat[0]}  {p.cpu:4.1f}  {_mem_pct(sh, p):4.1f} {int(t // 60):>5}:{t % 60:05.2f} {p.comm}\n"
+        )
     return 0
 
 
@@ -241,17 +292,34 @@ def _df_rows(sh: Shell, paths: list[str], io: IO) -> tuple[list, int]:
             io.err(f"df: {p}: {errno}\n")
             status = 1
             continue
-        best = max((mt for mt in mounts if path == mt.mountpoint or path.startswith(mt.mountpoint.rstrip("/") + "/")),
-                   key=lambda mt: len(mt.mountpoint))
+        best = max(
+            (mt for mt in mounts if path == mt.mountpoint or path.startswith(mt.mountpoint.rstrip("/") + "/")),
+            key=lambda mt: len(mt.mountpoint),
+        )
         rows.append(best)
     return rows, status
 
 
 def df(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("df", argv[1:], flags="hHTiklaPx", valued="t", longs={
-            "human-readable": False, "print-type": False, "inodes": False, "all": False, "local": False,
-            "portability": False, "type": True, "exclude-type": True, "total": False, "si": False})
+        opts, ops = getopt(
+            "df",
+            argv[1:],
+            flags="hHTiklaPx",
+            valued="t",
+            longs={
+                "human-readable": False,
+                "print-type": False,
+                "inodes": False,
+                "all": False,
+                "local": False,
+                "portability": False,
+                "type": True,
+                "exclude-type": True,
+                "total": False,
+                "si": False,
+            },
+        )
     except OptError as e:
         io.err(str(e))
         return 1
@@ -266,21 +334,29 @@ def df(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         if inodes:
             itotal = mt.size_kb // 16 if mt.fstype == "ext4" else mt.size_kb // 4
             iused = int(itotal * (mt.used_kb / max(mt.size_kb, 1)) * 0.08) + (11 if mt.fstype == "ext4" else 1)
-            vals = [str(itotal) if not hum else human(itotal).replace(".0", ""), str(iused) if not hum else
-                    human(iused), str(itotal - iused) if not hum else human(itotal - iused)]
+            vals = [
+                str(itotal) if not hum else human(itotal).replace(".0", ""),
+                str(iused) if not hum else human(iused),
+                str(itotal - iused) if not hum else human(itotal - iused),
+            ]
             pct = f"{math.ceil(iused * 100 / itotal)}%" if itotal else "-"
         else:
             denom = mt.used_kb + mt.avail_kb
             pct = f"{math.ceil(mt.used_kb * 100 / denom)}%" if denom else "-"
             if hum:
-                vals = [human(mt.size_kb * 1024), human(mt.used_kb * 1024) if mt.used_kb else "0",
-                        human(mt.avail_kb * 1024) if mt.avail_kb else "0"]
+                vals = [
+                    human(mt.size_kb * 1024),
+                    human(mt.used_kb * 1024) if mt.used_kb else "0",
+                    human(mt.avail_kb * 1024) if mt.avail_kb else "0",
+                ]
             else:
                 vals = [str(mt.size_kb), str(mt.used_kb), str(mt.avail_kb)]
         table.append([mt.source, mt.fstype, *vals, pct, mt.mountpoint])
-    heads = ["Filesystem", "Type"] + (["Inodes", "IUsed", "IFree", "IUse%"] if inodes else
-                                      (["Size", "Used", "Avail", "Use%"] if hum else
-                                       ["1K-blocks", "Used", "Available", "Use%"]))
+    heads = ["Filesystem", "Type"] + (
+        ["Inodes", "IUsed", "IFree", "IUse%"]
+        if inodes
+        else (["Size", "Used", "Avail", "Use%"] if hum else ["1K-blocks", "Used", "Available", "Use%"])
+    )
     mins = (14, 4, 5, 5, 5, 4)  # GNU df's minimum column widths
     w = [max(mins[j], len(heads[j]), *(len(r[j]) for r in table)) for j in range(6)]
 
@@ -297,8 +373,12 @@ def df(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
 
 def free(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, _ = getopt("free", argv[1:], flags="hbkmgtwl", longs={"human": False, "mega": False, "giga": False,
-                                                                     "kilo": False, "wide": False, "si": False})
+        opts, _ = getopt(
+            "free",
+            argv[1:],
+            flags="hbkmgtwl",
+            longs={"human": False, "mega": False, "giga": False, "kilo": False, "wide": False, "si": False},
+        )
     except OptError as e:
         io.err(str(e).replace("Try 'free --help' for more information.\n", "\nUsage:\n free [options]\n"))
         return 1
@@ -316,7 +396,7 @@ def free(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             v = kb * 1024.0
             for u in ("B", "Ki", "Mi", "Gi", "Ti"):
                 if v < 1024 or u == "Ti":
-                    return (f"{v:.1f}{u}" if v < 10 else f"{int(round(v))}{u}") if u != "B" else f"{int(v)}B"
+                    return (f"{v:.1f}{u}" if v < 10 else f"{round(v)}{u}") if u != "B" else f"{int(v)}B"
                 v /= 1024
         div = 1024 if has(opts, "-m", "--mega") else 1024**2 if has(opts, "-g", "--giga") else 1
         return str(kb // div)
@@ -335,21 +415,40 @@ def uptime(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> O
         d, rem = divmod(rem, 86400)
         h, rem = divmod(rem, 3600)
         mi = rem // 60
-        parts = [f"{v} {u}{'s' if v != 1 else ''}" for v, u in ((w, "week"), (d, "day"), (h, "hour"), (mi, "minute"))
-                 if v]
+        parts = [
+            f"{v} {u}{'s' if v != 1 else ''}" for v, u in ((w, "week"), (d, "day"), (h, "hour"), (mi, "minute")) if v
+        ]
         yield "up " + ", ".join(parts) + "\n"
         return 0
     if "-s" in argv[1:] or "--since" in argv[1:]:
         yield f"{utc(m.boot):%Y-%m-%d %H:%M:%S}\n"
         return 0
     la = m.loadavg
-    yield (f" {utc(sh.now):%H:%M:%S} up {uptime_text(sh.now - m.boot)},  1 user,  load average: {la[0]:.2f}, "
-           f"{la[1]:.2f}, {la[2]:.2f}\n")
+    yield (
+        f" {utc(sh.now):%H:%M:%S} up {uptime_text(sh.now - m.boot)},  1 user,  load average: {la[0]:.2f}, "
+        f"{la[1]:.2f}, {la[2]:.2f}\n"
+    )
     return 0
 
 
-_STRF = {"Y": "%Y", "m": "%m", "d": "%d", "H": "%H", "M": "%M", "S": "%S", "F": "%Y-%m-%d", "T": "%H:%M:%S",
-         "y": "%y", "j": "%j", "p": "%p", "I": "%I", "D": "%m/%d/%y", "R": "%H:%M", "u": "%u", "w": "%w"}
+_STRF = {
+    "Y": "%Y",
+    "m": "%m",
+    "d": "%d",
+    "H": "%H",
+    "M": "%M",
+    "S": "%S",
+    "F": "%Y-%m-%d",
+    "T": "%H:%M:%S",
+    "y": "%y",
+    "j": "%j",
+    "p": "%p",
+    "I": "%I",
+    "D": "%m/%d/%y",
+    "R": "%H:%M",
+    "u": "%u",
+    "w": "%w",
+}
 
 
 def date(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
@@ -372,11 +471,23 @@ def date(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
         while i < len(f):
             if f[i] == "%" and i + 1 < len(f):
                 c = f[i + 1]
-                out.append({"s": str(t), "Z": "UTC", "z": "+0000", "a": DAYS[d.weekday()], "b": MONTHS[d.month - 1],
-                            "h": MONTHS[d.month - 1], "e": f"{d.day:2d}", "n": "\n", "t": "\t", "%": "%",
-                            "A": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday",
-                                  "Sunday")[d.weekday()],
-                            }.get(c, d.strftime(_STRF[c]) if c in _STRF else "%" + c))
+                out.append(
+                    {
+                        "s": str(t),
+                        "Z": "UTC",
+                        "z": "+0000",
+                        "a": DAYS[d.weekday()],
+                        "b": MONTHS[d.month - 1],
+                        "h": MONTHS[d.month - 1],
+                        "e": f"{d.day:2d}",
+                        "n": "\n",
+                        "t": "\t",
+                        "%": "%",
+                        "A": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")[
+                            d.weekday()
+                        ],
+                    }.get(c, d.strftime(_STRF[c]) if c in _STRF else "%" + c)
+                )
                 i += 2
             else:
                 out.append(f[i])
@@ -406,8 +517,10 @@ def hostname(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) ->
     elif a[0] in ("-d", "--domain"):
         yield m.fqdn.split(".", 1)[1] + "\n"
     elif a[0].startswith("-"):
-        io.err(f"hostname: invalid option -- '{a[0][1:2]}'\nUsage: hostname [-b] {{hostname|-F file}}         set "
-               f"host name (from file)\n")
+        io.err(
+            f"hostname: invalid option -- '{a[0][1:2]}'\nUsage: hostname [-b] {{hostname|-F file}}         set "
+            f"host name (from file)\n"
+        )
         return 1
     else:
         raise Refused("changing the host name is disabled in this read-only triage session")
@@ -422,10 +535,20 @@ def uname(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Ou
         return 1
     m = sh.m
     b = utc(m.boot - 86400 * 40)
-    version = f"#{sum(map(ord, m.kernel)) % 60 + 60}-Ubuntu SMP {DAYS[b.weekday()]} {MONTHS[b.month - 1]} " \
-              f"{b.day} {b:%H:%M:%S} UTC {b.year}"
-    fields = {"s": "Linux", "n": m.hostname, "r": m.kernel, "v": version, "m": "x86_64", "p": "x86_64",
-              "i": "x86_64", "o": "GNU/Linux"}
+    version = (
+        f"#{sum(map(ord, m.kernel)) % 60 + 60}-Ubuntu SMP {DAYS[b.weekday()]} {MONTHS[b.month - 1]} "
+        f"{b.day} {b:%H:%M:%S} UTC {b.year}"
+    )
+    fields = {
+        "s": "Linux",
+        "n": m.hostname,
+        "r": m.kernel,
+        "v": version,
+        "m": "x86_64",
+        "p": "x86_64",
+        "i": "x86_64",
+        "o": "GNU/Linux",
+    }
     flags = [o[1:] for o, _ in opts if len(o) == 2]
     if has(opts, "-a", "--all"):
         flags = list("snrvmpio")
@@ -461,12 +584,25 @@ def id_(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
 
 def dmesg(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, _ = getopt("dmesg", argv[1:], flags="TxLHkr", valued="l", longs={
-            "ctime": False, "human": False, "level": True, "kernel": False, "color": True, "nopager": False,
-            "decode": False})
+        opts, _ = getopt(
+            "dmesg",
+            argv[1:],
+            flags="TxLHkr",
+            valued="l",
+            longs={
+                "ctime": False,
+                "human": False,
+                "level": True,
+                "kernel": False,
+                "color": True,
+                "nopager": False,
+                "decode": False,
+            },
+        )
     except OptError as e:
-        io.err(str(e).replace("Try 'dmesg --help' for more information.\n", "Try 'dmesg --help' for more "
-                                                                            "information.\n"))
+        io.err(
+            str(e).replace("Try 'dmesg --help' for more information.\n", "Try 'dmesg --help' for more information.\n")
+        )
         return 1
     levels = None
     lv = [v for o, v in opts if o in ("-l", "--level")]
@@ -558,8 +694,10 @@ def sudo(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             continue
         args = args[1:]
     if not args:
-        io.err("usage: sudo -h | -K | -k | -V\nusage: sudo [-AbEHknPS] [-C num] [-D directory] [-g group] [-h host] "
-               "[-p prompt] [-R directory] [-T timeout] [-u user] [VAR=value] [-i|-s] [<command>]\n")
+        io.err(
+            "usage: sudo -h | -K | -k | -V\nusage: sudo [-AbEHknPS] [-C num] [-D directory] [-g group] [-h host] "
+            "[-p prompt] [-R directory] [-T timeout] [-u user] [VAR=value] [-i|-s] [<command>]\n"
+        )
         return 1
     return (yield from sh._command(io, args, stdin))
 
@@ -570,6 +708,6 @@ def less(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
 
     files = [a for a in argv[1:] if not a.startswith("-") and not a.startswith("+")]
     if not files and stdin is None:
-        io.err("Missing filename (\"less --help\" for help)\n")
+        io.err('Missing filename ("less --help" for help)\n')
         return 1
     return (yield from cat(sh, io, ["cat", *files], stdin))

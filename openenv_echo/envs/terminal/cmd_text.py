@@ -15,13 +15,38 @@ from .vfs import Dir, File
 Out = Generator[str, None, int]
 
 _GREP_LONGS = {
-    "ignore-case": False, "line-number": False, "count": False, "invert-match": False, "recursive": False,
-    "dereference-recursive": False, "files-with-matches": False, "files-without-match": False,
-    "extended-regexp": False, "fixed-strings": False, "basic-regexp": False, "perl-regexp": False,
-    "word-regexp": False, "line-regexp": False, "only-matching": False, "quiet": False, "silent": False,
-    "no-messages": False, "with-filename": False, "no-filename": False, "regexp": True, "max-count": True,
-    "after-context": True, "before-context": True, "context": True, "include": True, "exclude": True,
-    "exclude-dir": True, "color": True, "colour": True, "text": False, "binary-files": True,
+    "ignore-case": False,
+    "line-number": False,
+    "count": False,
+    "invert-match": False,
+    "recursive": False,
+    "dereference-recursive": False,
+    "files-with-matches": False,
+    "files-without-match": False,
+    "extended-regexp": False,
+    "fixed-strings": False,
+    "basic-regexp": False,
+    "perl-regexp": False,
+    "word-regexp": False,
+    "line-regexp": False,
+    "only-matching": False,
+    "quiet": False,
+    "silent": False,
+    "no-messages": False,
+    "with-filename": False,
+    "no-filename": False,
+    "regexp": True,
+    "max-count": True,
+    "after-context": True,
+    "before-context": True,
+    "context": True,
+    "include": True,
+    "exclude": True,
+    "exclude-dir": True,
+    "color": True,
+    "colour": True,
+    "text": False,
+    "binary-files": True,
 }
 
 
@@ -30,13 +55,22 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
     try:
         opts, ops = getopt(name, argv[1:], flags="inRrlLcvEFGPwxoqsHhaIZz", valued="emABCf", longs=_GREP_LONGS)
     except OptError as e:
-        io.err(str(e).replace("Try 'grep --help'", f"Usage: {name} [OPTION]... PATTERNS [FILE]...\nTry "
-                                                     f"'{name} --help'"))
+        io.err(
+            str(e).replace("Try 'grep --help'", f"Usage: {name} [OPTION]... PATTERNS [FILE]...\nTry '{name} --help'")
+        )
         return 2
     mode = {"egrep": "E", "fgrep": "F"}.get(name, "G")
     for o, _ in opts:
-        mode = {"-E": "E", "--extended-regexp": "E", "-F": "F", "--fixed-strings": "F", "-G": "G",
-                "--basic-regexp": "G", "-P": "P", "--perl-regexp": "P"}.get(o, mode)
+        mode = {
+            "-E": "E",
+            "--extended-regexp": "E",
+            "-F": "F",
+            "--fixed-strings": "F",
+            "-G": "G",
+            "--basic-regexp": "G",
+            "-P": "P",
+            "--perl-regexp": "P",
+        }.get(o, mode)
     if has(opts, "-f"):
         raise Refused("grep -f (patterns from a file) is not supported by this sandbox's grep")
     patterns = [v or "" for o, v in opts if o in ("-e", "--regexp")]
@@ -48,22 +82,26 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
     icase = has(opts, "-i", "--ignore-case")
     invert = has(opts, "-v", "--invert-match")
     count = has(opts, "-c", "--count")
-    listing = "l" if has(opts, "-l", "--files-with-matches") else "L" if has(opts, "-L", "--files-without-match") \
-        else None
+    listing = (
+        "l" if has(opts, "-l", "--files-with-matches") else "L" if has(opts, "-L", "--files-without-match") else None
+    )
     only = has(opts, "-o", "--only-matching")
     quiet = has(opts, "-q", "--quiet", "--silent")
     silent = has(opts, "-s", "--no-messages")
     numbers = has(opts, "-n", "--line-number")
     recursive = has(opts, "-r", "-R", "--recursive", "--dereference-recursive")
     ints = {}
-    for key, names in (("m", ("-m", "--max-count")), ("A", ("-A", "--after-context")),
-                       ("B", ("-B", "--before-context")), ("C", ("-C", "--context"))):
+    for key, names in (
+        ("m", ("-m", "--max-count")),
+        ("A", ("-A", "--after-context")),
+        ("B", ("-B", "--before-context")),
+        ("C", ("-C", "--context")),
+    ):
         v = last(opts, *names)
         if v is not None:
             if not digits(v):
                 what = "max count" if key == "m" else "context length argument"
-                io.err(f"{name}: invalid {what}\n" if key == "m" else f"{name}: {v}: invalid context length "
-                                                                        f"argument\n")
+                io.err(f"{name}: invalid {what}\n" if key == "m" else f"{name}: {v}: invalid context length argument\n")
                 return 2
             ints[key] = int(v)
     after = ints.get("A", ints.get("C", 0))
@@ -73,14 +111,22 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
     excludes = [v or "" for o, v in opts if o == "--exclude"]
     exclude_dirs = [v or "" for o, v in opts if o == "--exclude-dir"]
     try:
-        matcher = compile_grep(patterns, mode, icase=icase, word=has(opts, "-w", "--word-regexp"),
-                               line=has(opts, "-x", "--line-regexp"), only=only)
+        matcher = compile_grep(
+            patterns,
+            mode,
+            icase=icase,
+            word=has(opts, "-w", "--word-regexp"),
+            line=has(opts, "-x", "--line-regexp"),
+            only=only,
+        )
     except BadRegex as e:
         io.err(f"{name}: {e}\n")
         return 2
     except TooComplex:
-        raise Refused("grep: this regular expression could backtrack catastrophically (nested or too many "
-                      "unbounded repeats, backreferences); simplify it") from None
+        raise Refused(
+            "grep: this regular expression could backtrack catastrophically (nested or too many "
+            "unbounded repeats, backreferences); simplify it"
+        ) from None
 
     # -- inputs ------------------------------------------------------------------------------------------
     targets: list[tuple[str, File | None, bool]] = []  # (display name, file or None for stdin, is_error)
@@ -109,7 +155,7 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
                 sh.work.charge()
                 if isinstance(n, Dir):
                     continue
-                parts = path[len(base.rstrip("/")) + 1:].split("/")
+                parts = path[len(base.rstrip("/")) + 1 :].split("/")
                 if exclude_dirs and any(fnmatch.fnmatchcase(d, g) for d in parts[:-1] for g in exclude_dirs):
                     continue
                 fname = parts[-1]
@@ -117,14 +163,15 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
                     continue
                 if any(fnmatch.fnmatchcase(fname, g) for g in excludes):
                     continue
-                shown = path[len(base.rstrip("/")) + 1:] if implicit else sh.display(op, base, path)
+                shown = path[len(base.rstrip("/")) + 1 :] if implicit else sh.display(op, base, path)
                 assert isinstance(n, File)
                 targets.append((shown, n, False))
         else:
             assert isinstance(node, File)
             targets.append((op, node, False))
     with_name = (has(opts, "-H", "--with-filename") or len(ops_) > 1 or recursive) and not has(
-        opts, "-h", "--no-filename")
+        opts, "-h", "--no-filename"
+    )
 
     any_selected = False
     for shown, node, _ in targets:
@@ -196,9 +243,7 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
                 before_buf.append((no, line))
         if count:
             yield (f"{shown}:" if with_name else "") + f"{selected}\n"
-        elif listing == "l" and selected:
-            yield shown + "\n"
-        elif listing == "L" and not selected:
+        elif (listing == "l" and selected) or (listing == "L" and not selected):
             yield shown + "\n"
     if errors and not (quiet and any_selected):
         return 2
@@ -229,9 +274,23 @@ def _human_num(s: str) -> float:
 
 def sort(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("sort", argv[1:], flags="rnhufbVsM", valued="ktoT", longs={
-            "reverse": False, "numeric-sort": False, "human-numeric-sort": False, "unique": False,
-            "ignore-case": False, "key": True, "field-separator": True, "version-sort": False, "stable": False})
+        opts, ops = getopt(
+            "sort",
+            argv[1:],
+            flags="rnhufbVsM",
+            valued="ktoT",
+            longs={
+                "reverse": False,
+                "numeric-sort": False,
+                "human-numeric-sort": False,
+                "unique": False,
+                "ignore-case": False,
+                "key": True,
+                "field-separator": True,
+                "version-sort": False,
+                "stable": False,
+            },
+        )
     except OptError as e:
         io.err(str(e))
         return 2
@@ -248,8 +307,9 @@ def sort(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             if not m or int(m.group(1)) == 0:
                 io.err(f"sort: invalid number at field start: invalid count at start of ‘{v}’\n")
                 return 2
-            keys.append((int(m.group(1)), int(m.group(3)) if m.group(3) else None, (m.group(2) or "") +
-                         (m.group(4) or "")))
+            keys.append(
+                (int(m.group(1)), int(m.group(3)) if m.group(3) else None, (m.group(2) or "") + (m.group(4) or ""))
+            )
     numeric = has(opts, "-n", "--numeric-sort")
     hum = has(opts, "-h", "--human-numeric-sort")
     fold = has(opts, "-f", "--ignore-case")
@@ -286,7 +346,7 @@ def sort(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
         fs = fields(line)
         out: list = []
         for start, end, flags in keys:
-            seg = fs[start - 1:(end if end else len(fs))]
+            seg = fs[start - 1 : (end if end else len(fs))]
             out.extend(keyval((sep or " ").join(seg), flags))
         return (*out, line)
 
@@ -306,8 +366,12 @@ def sort(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
 
 def uniq(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("uniq", argv[1:], flags="cdui", longs={"count": False, "repeated": False, "unique": False,
-                                                                   "ignore-case": False})
+        opts, ops = getopt(
+            "uniq",
+            argv[1:],
+            flags="cdui",
+            longs={"count": False, "repeated": False, "unique": False, "ignore-case": False},
+        )
     except OptError as e:
         io.err(str(e))
         return 1
@@ -361,16 +425,20 @@ def _ranges(spec: str) -> list[tuple[int, int]] | None:
 
 def cut(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     try:
-        opts, ops = getopt("cut", argv[1:], flags="s", valued="dfcb", longs={
-            "delimiter": True, "fields": True, "characters": True, "bytes": True, "only-delimited": False})
+        opts, ops = getopt(
+            "cut",
+            argv[1:],
+            flags="s",
+            valued="dfcb",
+            longs={"delimiter": True, "fields": True, "characters": True, "bytes": True, "only-delimited": False},
+        )
     except OptError as e:
         io.err(str(e))
         return 1
     fspec = last(opts, "-f", "--fields")
     cspec = last(opts, "-c", "--characters", "-b", "--bytes")
     if fspec is None and cspec is None:
-        io.err("cut: you must specify a list of bytes, characters, or fields\nTry 'cut --help' for more "
-               "information.\n")
+        io.err("cut: you must specify a list of bytes, characters, or fields\nTry 'cut --help' for more information.\n")
         return 1
     delim = last(opts, "-d", "--delimiter")
     if delim is not None and len(delim) != 1:
@@ -458,7 +526,7 @@ def printf(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> O
         while i < len(fmt):
             c = fmt[i]
             if c == "\\":
-                s, _ = _escapes(fmt[i:i + 2])
+                s, _ = _escapes(fmt[i : i + 2])
                 out.append(s)
                 i += 2
                 continue

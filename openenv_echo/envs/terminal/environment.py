@@ -49,11 +49,13 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
         self.seed: int | None = None
         self.max_steps = DEFAULT_MAX_STEPS
 
-    def _reset(self, seed: int | None, incident: IncidentKind | None = None, max_steps: MaxSteps = DEFAULT_MAX_STEPS
-               ) -> TerminalObservation:
+    def _reset(
+        self, seed: int | None, incident: IncidentKind | None = None, max_steps: MaxSteps = DEFAULT_MAX_STEPS
+    ) -> TerminalObservation:
         if incident is not None and incident not in INCIDENT_KINDS:
-            raise EnvError(f"unknown incident kind {incident!r}; known: {', '.join(INCIDENT_KINDS)}",
-                           ErrorCode.VALIDATION_ERROR)
+            raise EnvError(
+                f"unknown incident kind {incident!r}; known: {', '.join(INCIDENT_KINDS)}", ErrorCode.VALIDATION_ERROR
+            )
         if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 1 <= max_steps <= 1000:
             raise EnvError("max_steps must be an integer in [1, 1000]", ErrorCode.VALIDATION_ERROR)
         if seed is None:
@@ -63,9 +65,13 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
         self.machine = generate_machine(seed, incident)
         self.shell = Shell(self.machine, max_bytes=MAX_OUTPUT_BYTES, max_lines=MAX_OUTPUT_LINES)
         return TerminalObservation(
-            segments=[context(task_text(self.machine, max_steps)), env_output(login_banner(self.machine,
-                                                                                          self.machine.now))],
-            cwd=self.shell.cwd, steps_left=max_steps, metadata={"seed": seed, "hostname": self.machine.hostname},
+            segments=[
+                context(task_text(self.machine, max_steps)),
+                env_output(login_banner(self.machine, self.machine.now)),
+            ],
+            cwd=self.shell.cwd,
+            steps_left=max_steps,
+            metadata={"seed": seed, "hostname": self.machine.hostname},
         )
 
     def _step(self, action: TerminalAction) -> TerminalObservation:
@@ -80,16 +86,22 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
         done = False
         reward = 0.0
         metadata: dict[str, Any] = {}
-        bad = next((c for c in cmd if (ord(c) < 32 and c not in "\t\n") or ord(c) == 127
-                    or 0xD800 <= ord(c) <= 0xDFFF), None)
+        bad = next(
+            (c for c in cmd if (ord(c) < 32 and c not in "\t\n") or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF), None
+        )
         words = cmd.split()
         if len(cmd) > MAX_COMMAND_CHARS:
-            segments.append(warning(f"[harness: command rejected: {len(cmd)} characters exceeds the "
-                                    f"{MAX_COMMAND_CHARS}-character limit; nothing was run]\n"))
+            segments.append(
+                warning(
+                    f"[harness: command rejected: {len(cmd)} characters exceeds the "
+                    f"{MAX_COMMAND_CHARS}-character limit; nothing was run]\n"
+                )
+            )
             exit_code = 2
         elif bad is not None:
-            what = ("a lone surrogate (not valid Unicode text)" if ord(bad) >= 0xD800
-                    else f"the control character {bad!r}")
+            what = (
+                "a lone surrogate (not valid Unicode text)" if ord(bad) >= 0xD800 else f"the control character {bad!r}"
+            )
             segments.append(warning(f"[harness: command rejected: it contains {what}; nothing was run]\n"))
             exit_code = 2
         elif words and words[0] == "submit":
@@ -104,12 +116,16 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
                 kind, service = parsed
                 verdict = verify(self.machine, kind, service)
                 reward, done = verdict.score, True
-                segments.append(warning(f"[harness: answer recorded: {kind} {service}: {verdict.text()}; "
-                                        f"reward {verdict.score:g}]\n"))
-                metadata = {"answer": {"kind": kind, "service": service},
-                            "expected": {"kind": self.machine.incident.kind,
-                                         "service": self.machine.incident.service},
-                            "score": verdict.score}
+                segments.append(
+                    warning(
+                        f"[harness: answer recorded: {kind} {service}: {verdict.text()}; reward {verdict.score:g}]\n"
+                    )
+                )
+                metadata = {
+                    "answer": {"kind": kind, "service": service},
+                    "expected": {"kind": self.machine.incident.kind, "service": self.machine.incident.service},
+                    "score": verdict.score,
+                }
         else:
             result = self.shell.run(cmd)
             if result.output:
@@ -118,15 +134,30 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
             exit_code, truncated = result.exit_code, result.truncated
         if not done and steps_left <= 0:
             done = True
-            segments.append(warning(f"[harness: step limit ({self.max_steps}) reached without an answer; "
-                                    f"episode over, reward 0]\n"))
-            metadata = {"expected": {"kind": self.machine.incident.kind, "service": self.machine.incident.service},
-                        "score": 0.0}
-        return TerminalObservation(segments=segments, exit_code=exit_code, cwd=self.shell.cwd, truncated=truncated,
-                                   steps_left=max(steps_left, 0), reward=reward, done=done, metadata=metadata)
+            segments.append(
+                warning(f"[harness: step limit ({self.max_steps}) reached without an answer; episode over, reward 0]\n")
+            )
+            metadata = {
+                "expected": {"kind": self.machine.incident.kind, "service": self.machine.incident.service},
+                "score": 0.0,
+            }
+        return TerminalObservation(
+            segments=segments,
+            exit_code=exit_code,
+            cwd=self.shell.cwd,
+            truncated=truncated,
+            steps_left=max(steps_left, 0),
+            reward=reward,
+            done=done,
+            metadata=metadata,
+        )
 
     def extra_state(self) -> dict[str, Any]:
         if self.machine is None or self.shell is None:
             return {}
-        return {"seed": self.seed, "hostname": self.machine.hostname, "cwd": self.shell.cwd,
-                "max_steps": self.max_steps}
+        return {
+            "seed": self.seed,
+            "hostname": self.machine.hostname,
+            "cwd": self.shell.cwd,
+            "max_steps": self.max_steps,
+        }

@@ -9,8 +9,9 @@ from pydantic import Field
 from ...wire import Action, Observation
 from .machine import INCIDENT_KINDS
 
-IncidentKind = Literal["disk_full", "oom_killed", "bad_config", "cert_expired", "db_pool_exhausted", "dns_misconfig",
-                       "port_conflict"]
+IncidentKind = Literal[
+    "disk_full", "oom_killed", "bad_config", "cert_expired", "db_pool_exhausted", "dns_misconfig", "port_conflict"
+]
 """Reset option ``incident``: force the kind of incident (published as an enum in the OpenAPI reset schema)."""
 assert get_args(IncidentKind) == INCIDENT_KINDS
 

@@ -10,8 +10,16 @@ class OptError(Exception):
     """Bad usage; ``str(e)`` is the complete stderr text (with trailing newline)."""
 
 
-def getopt(cmd: str, args: list[str], flags: str = "", valued: str = "", longs: dict[str, bool] | None = None,
-           *, numeric: bool = False, permute: bool = True) -> tuple[list[tuple[str, str | None]], list[str]]:
+def getopt(
+    cmd: str,
+    args: list[str],
+    flags: str = "",
+    valued: str = "",
+    longs: dict[str, bool] | None = None,
+    *,
+    numeric: bool = False,
+    permute: bool = True,
+) -> tuple[list[tuple[str, str | None]], list[str]]:
     """Parse ``args``: ``flags`` are value-less short options, ``valued`` take a value, ``longs`` maps long names
     to whether they take a value. Returns ``([(opt, value)], operands)`` with opts as ``-x`` / ``--name``;
     ``numeric`` accepts ``-5`` as ``("-NUM", "5")`` (head/tail)."""
@@ -22,7 +30,7 @@ def getopt(cmd: str, args: list[str], flags: str = "", valued: str = "", longs: 
     while i < len(args):
         a = args[i]
         if a == "--":
-            operands.extend(args[i + 1:])
+            operands.extend(args[i + 1 :])
             break
         if a.startswith("--") and len(a) > 2:
             name, eq, val = a[2:].partition("=")
@@ -34,15 +42,18 @@ def getopt(cmd: str, args: list[str], flags: str = "", valued: str = "", longs: 
             if longs[name]:
                 if not eq:
                     if i + 1 >= len(args):
-                        raise OptError(f"{cmd}: option '--{name}' requires an argument\n"
-                                       f"Try '{cmd} --help' for more information.\n")
+                        raise OptError(
+                            f"{cmd}: option '--{name}' requires an argument\nTry '{cmd} --help' for more information.\n"
+                        )
                     i += 1
                     val = args[i]
                 opts.append((f"--{name}", val))
             else:
                 if eq:
-                    raise OptError(f"{cmd}: option '--{name}' doesn't allow an argument\n"
-                                   f"Try '{cmd} --help' for more information.\n")
+                    raise OptError(
+                        f"{cmd}: option '--{name}' doesn't allow an argument\n"
+                        f"Try '{cmd} --help' for more information.\n"
+                    )
                 opts.append((f"--{name}", None))
         elif a.startswith("-") and len(a) > 1:
             if numeric and digits(a[1:]):
@@ -53,11 +64,13 @@ def getopt(cmd: str, args: list[str], flags: str = "", valued: str = "", longs: 
             while j < len(a):
                 ch = a[j]
                 if ch in valued:
-                    val = a[j + 1:]
+                    val = a[j + 1 :]
                     if not val:
                         if i + 1 >= len(args):
-                            raise OptError(f"{cmd}: option requires an argument -- '{ch}'\n"
-                                           f"Try '{cmd} --help' for more information.\n")
+                            raise OptError(
+                                f"{cmd}: option requires an argument -- '{ch}'\n"
+                                f"Try '{cmd} --help' for more information.\n"
+                            )
                         i += 1
                         val = args[i]
                     opts.append((f"-{ch}", val))
@@ -70,7 +83,7 @@ def getopt(cmd: str, args: list[str], flags: str = "", valued: str = "", longs: 
         else:
             operands.append(a)
             if not permute:
-                operands.extend(args[i + 1:])
+                operands.extend(args[i + 1 :])
                 break
         i += 1
     return opts, operands

@@ -20,9 +20,21 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _p  # type: ignore[no-redef]
 
 MAX_PATTERN = 1024
-_POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
-          "space": r" \t\n\r\f\v", "blank": r" \t", "punct": r"!-/:-@\[-`{-~", "xdigit": "0-9A-Fa-f",
-          "print": r" -~", "graph": r"!-~", "cntrl": r"\x00-\x1f\x7f", "word": r"\w"}
+_POSIX = {
+    "alpha": "a-zA-Z",
+    "digit": "0-9",
+    "alnum": "a-zA-Z0-9",
+    "upper": "A-Z",
+    "lower": "a-z",
+    "space": r" \t\n\r\f\v",
+    "blank": r" \t",
+    "punct": r"!-/:-@\[-`{-~",
+    "xdigit": "0-9A-Fa-f",
+    "print": r" -~",
+    "graph": r"!-~",
+    "cntrl": r"\x00-\x1f\x7f",
+    "word": r"\w",
+}
 # Worst-case engine time of a line of length L is about L**(k+1) / D[k] microseconds for k unbounded repeats,
 # measured on crafted inputs; repeats of groups/alternations ("slow") backtrack ~10-30x slower than repeats of
 # single characters or classes ("fast").
@@ -84,14 +96,14 @@ def _bracket(body: str) -> str:
     if body.startswith("^"):
         out.append("^")
         i = 1
-    if body[i:i + 1] == "]":
+    if body[i : i + 1] == "]":
         out.append(r"\]")
         i += 1
     while i < len(body):
         ch = body[i]
-        if ch == "[" and body[i + 1:i + 2] in (":", ".", "="):
+        if ch == "[" and body[i + 1 : i + 2] in (":", ".", "="):
             end = body.find(body[i + 1] + "]", i + 2)
-            name = body[i + 2:end]
+            name = body[i + 2 : end]
             if body[i + 1] == ":":
                 if name not in _POSIX:
                     raise BadRegex("Invalid character class name")
@@ -131,7 +143,7 @@ def translate(pattern: str, mode: str) -> str:
                 j += 1
             if j >= n:
                 raise BadRegex("Unmatched [, [^, [:, [., or [=")
-            out.append(_bracket(pattern[i + 1:j]))
+            out.append(_bracket(pattern[i + 1 : j]))
             i = j + 1
         elif c == "\\":
             if i + 1 >= n:
@@ -159,8 +171,10 @@ def translate(pattern: str, mode: str) -> str:
 
 
 _CATEGORIES = {
-    _c.CATEGORY_DIGIT: str.isdigit, _c.CATEGORY_NOT_DIGIT: lambda ch: not ch.isdigit(),
-    _c.CATEGORY_SPACE: str.isspace, _c.CATEGORY_NOT_SPACE: lambda ch: not ch.isspace(),
+    _c.CATEGORY_DIGIT: str.isdigit,
+    _c.CATEGORY_NOT_DIGIT: lambda ch: not ch.isdigit(),
+    _c.CATEGORY_SPACE: str.isspace,
+    _c.CATEGORY_NOT_SPACE: lambda ch: not ch.isspace(),
     _c.CATEGORY_WORD: lambda ch: ch.isalnum() or ch == "_",
     _c.CATEGORY_NOT_WORD: lambda ch: not (ch.isalnum() or ch == "_"),
 }
@@ -246,11 +260,11 @@ def _slow(items: object) -> bool:
             body = av[2]
             if len(body) != 1 or body[0][0] not in _SINGLE:
                 return True
-        elif op == _c.SUBPATTERN and _slow(av[-1]):
-            return True
-        elif op == _c.BRANCH and any(_slow(a) for a in av[1]):
-            return True
-        elif op in (_c.ASSERT, _c.ASSERT_NOT) and _slow(av[1]):
+        elif (
+            (op == _c.SUBPATTERN and _slow(av[-1]))
+            or (op == _c.BRANCH and any(_slow(a) for a in av[1]))
+            or (op in (_c.ASSERT, _c.ASSERT_NOT) and _slow(av[1]))
+        ):
             return True
     return False
 
@@ -262,8 +276,7 @@ def _chunks(items: object, icase: bool) -> tuple[str, ...] | None:
     for op, av in items:  # type: ignore[attr-defined]
         if op == _c.LITERAL:
             cur.append(chr(av))
-        elif (op == _c.MAX_REPEAT and av[0] == 0 and av[1] is _c.MAXREPEAT and len(av[2]) == 1
-              and av[2][0][0] == _c.ANY):
+        elif op == _c.MAX_REPEAT and av[0] == 0 and av[1] is _c.MAXREPEAT and len(av[2]) == 1 and av[2][0][0] == _c.ANY:
             chunks.append("".join(cur))
             cur = []
         else:

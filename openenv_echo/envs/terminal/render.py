@@ -18,9 +18,27 @@ from .vfs import VFS, Dir, File, join
 if TYPE_CHECKING:
     from .machine import AppState, Builder
 
-KTHREADS = ("kthreadd", "rcu_gp", "rcu_par_gp", "slub_flushwq", "netns", "kworker/0:0H-events_highpri",
-            "mm_percpu_wq", "rcu_tasks_kthread", "ksoftirqd/0", "rcu_preempt", "migration/0", "cpuhp/0",
-            "kdevtmpfs", "kauditd", "khungtaskd", "oom_reaper", "kswapd0", "jbd2/nvme0n1p1-8", "jbd2/nvme1n1-8")
+KTHREADS = (
+    "kthreadd",
+    "rcu_gp",
+    "rcu_par_gp",
+    "slub_flushwq",
+    "netns",
+    "kworker/0:0H-events_highpri",
+    "mm_percpu_wq",
+    "rcu_tasks_kthread",
+    "ksoftirqd/0",
+    "rcu_preempt",
+    "migration/0",
+    "cpuhp/0",
+    "kdevtmpfs",
+    "kauditd",
+    "khungtaskd",
+    "oom_reaper",
+    "kswapd0",
+    "jbd2/nvme0n1p1-8",
+    "jbd2/nvme1n1-8",
+)
 
 
 def _digest(*parts: object) -> bytes:
@@ -30,7 +48,7 @@ def _digest(*parts: object) -> bytes:
 def _pem(label: str, seed: object, nbytes: int) -> str:
     raw = b"".join(_digest(seed, i) for i in range(nbytes // 32 + 1))[:nbytes]
     b64 = base64.b64encode(raw).decode()
-    body = "\n".join(b64[i:i + 64] for i in range(0, len(b64), 64))
+    body = "\n".join(b64[i : i + 64] for i in range(0, len(b64), 64))
     return f"-----BEGIN {label}-----\n{body}\n-----END {label}-----\n"
 
 
@@ -54,33 +72,43 @@ def _config_text(a: AppState, values: dict[str, dict[str, str]]) -> str:
 
 
 def _unit_text(b: Builder, a: AppState) -> str:
-    return (f"[Unit]\nDescription={a.spec.description}\nAfter=network-online.target\nWants=network-online.target\n"
-            f"StartLimitIntervalSec=300\nStartLimitBurst=5\n\n"
-            f"[Service]\nType=simple\nUser={a.spec.user}\nGroup={a.spec.user}\nWorkingDirectory=/opt/{a.name}\n"
-            f"ExecStart={b.services[a.name].exec_start}\nRestart=on-failure\nRestartSec=10\n"
-            f"LimitNOFILE=65536\nEnvironment=APP_ENV=production\n\n"
-            f"[Install]\nWantedBy=multi-user.target\n")
+    return (
+        f"[Unit]\nDescription={a.spec.description}\nAfter=network-online.target\nWants=network-online.target\n"
+        f"StartLimitIntervalSec=300\nStartLimitBurst=5\n\n"
+        f"[Service]\nType=simple\nUser={a.spec.user}\nGroup={a.spec.user}\nWorkingDirectory=/opt/{a.name}\n"
+        f"ExecStart={b.services[a.name].exec_start}\nRestart=on-failure\nRestartSec=10\n"
+        f"LimitNOFILE=65536\nEnvironment=APP_ENV=production\n\n"
+        f"[Install]\nWantedBy=multi-user.target\n"
+    )
 
 
 def _nginx_site(b: Builder) -> str:
     out = []
     for a in b.apps:
         if a.spec.role == "api":
-            out.append(f"upstream {a.name.replace('-', '_')} {{\n    server 127.0.0.1:{a.port} max_fails=3 "
-                       f"fail_timeout=10s;\n    keepalive 32;\n}}\n\n")
-    out.append(f"server {{\n    listen 80 default_server;\n    listen 443 ssl default_server;\n    server_name "
-               f"{b.hostname}.{b.domain} _;\n\n    ssl_certificate /etc/nginx/ssl/{b.hostname}.crt;\n"
-               f"    ssl_certificate_key /etc/nginx/ssl/{b.hostname}.key;\n\n    root /var/www/html;\n\n"
-               f"    location /healthz {{\n        return 200 'ok';\n    }}\n")
+            out.append(
+                f"upstream {a.name.replace('-', '_')} {{\n    server 127.0.0.1:{a.port} max_fails=3 "
+                f"fail_timeout=10s;\n    keepalive 32;\n}}\n\n"
+            )
+    out.append(
+        f"server {{\n    listen 80 default_server;\n    listen 443 ssl default_server;\n    server_name "
+        f"{b.hostname}.{b.domain} _;\n\n    ssl_certificate /etc/nginx/ssl/{b.hostname}.crt;\n"
+        f"    ssl_certificate_key /etc/nginx/ssl/{b.hostname}.key;\n\n    root /var/www/html;\n\n"
+        f"    location /healthz {{\n        return 200 'ok';\n    }}\n"
+    )
     for a in b.apps:
         if a.spec.role == "api":
             scheme = "https" if a.tls else "http"
-            out.append(f"\n    location /api/{a.spec.resource} {{\n        proxy_pass {scheme}://"
-                       f"{a.name.replace('-', '_')};\n        proxy_read_timeout 60s;\n"
-                       f"        proxy_set_header Host $host;\n        proxy_set_header X-Request-Id $request_id;\n")
+            out.append(
+                f"\n    location /api/{a.spec.resource} {{\n        proxy_pass {scheme}://"
+                f"{a.name.replace('-', '_')};\n        proxy_read_timeout 60s;\n"
+                f"        proxy_set_header Host $host;\n        proxy_set_header X-Request-Id $request_id;\n"
+            )
             if a.tls:
-                out.append("        proxy_ssl_verify on;\n        proxy_ssl_trusted_certificate "
-                           "/etc/ssl/certs/example-internal-ca.pem;\n")
+                out.append(
+                    "        proxy_ssl_verify on;\n        proxy_ssl_trusted_certificate "
+                    "/etc/ssl/certs/example-internal-ca.pem;\n"
+                )
             out.append("    }\n")
     out.append("}\n")
     return "".join(out)
@@ -136,9 +164,29 @@ def render_machine(b: Builder) -> Machine:
     inc = b.incident
     assert inc is not None
     # -- skeleton ----------------------------------------------------------------------------------------
-    for d in ("/boot", "/dev", "/etc", "/home", "/opt", "/proc", "/root", "/run", "/srv", "/tmp", "/usr/bin",
-              "/usr/sbin", "/usr/lib", "/usr/share", "/var/cache", "/var/lib", "/var/log", "/var/tmp", "/var/www/html",
-              "/mnt", "/media"):
+    for d in (
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/srv",
+        "/tmp",
+        "/usr/bin",
+        "/usr/sbin",
+        "/usr/lib",
+        "/usr/share",
+        "/var/cache",
+        "/var/lib",
+        "/var/log",
+        "/var/tmp",
+        "/var/www/html",
+        "/mnt",
+        "/media",
+    ):
         fs.mkdir(d)
     fs.mkdir("/root", mode="drwx------")
     fs.mkdir("/tmp", mode="drwxrwxrwt", mtime=b.now - r.randrange(60, 900))
@@ -147,27 +195,50 @@ def render_machine(b: Builder) -> Machine:
         fs.add(f"/usr/bin/{t}", mode="-rwxr-xr-x", binary=True, size=r.randrange(30_000, 1_400_000))
     for t in ("nginx", "sshd", "cron", "rsyslogd", "agetty"):
         fs.add(f"/usr/sbin/{t}", mode="-rwxr-xr-x", binary=True, size=r.randrange(60_000, 1_400_000))
-    fs.add(f"/boot/vmlinuz-{b.kernel}", mode="-rw-------", binary=True, size=11_530_000 + r.randrange(200_000),
-           mtime=b.boot - 86400 * 3)
-    fs.add(f"/boot/initrd.img-{b.kernel}", mode="-rw-r--r--", binary=True, size=29_800_000 + r.randrange(900_000),
-           mtime=b.boot - 86400 * 3)
-    fs.add("/var/www/html/index.nginx-debian.html",
-           "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n"
-           "<h1>Welcome to nginx!</h1>\n</body>\n</html>\n", mtime=b.boot - 86400 * 40)
+    fs.add(
+        f"/boot/vmlinuz-{b.kernel}",
+        mode="-rw-------",
+        binary=True,
+        size=11_530_000 + r.randrange(200_000),
+        mtime=b.boot - 86400 * 3,
+    )
+    fs.add(
+        f"/boot/initrd.img-{b.kernel}",
+        mode="-rw-r--r--",
+        binary=True,
+        size=29_800_000 + r.randrange(900_000),
+        mtime=b.boot - 86400 * 3,
+    )
+    fs.add(
+        "/var/www/html/index.nginx-debian.html",
+        "<!DOCTYPE html>\n<html>\n<head>\n<title>Welcome to nginx!</title>\n</head>\n<body>\n"
+        "<h1>Welcome to nginx!</h1>\n</body>\n</html>\n",
+        mtime=b.boot - 86400 * 40,
+    )
     # -- /etc ---------------------------------------------------------------------------------------------
     fs.add("/etc/hostname", b.hostname + "\n", mtime=b.boot - 86400 * 90)
-    fs.add("/etc/hosts", f"127.0.0.1 localhost\n127.0.1.1 {b.hostname}.{b.domain} {b.hostname}\n{b.ip} "
-                         f"{b.hostname}.{b.domain}\n\n# The following lines are desirable for IPv6 capable hosts\n"
-                         f"::1     ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\nff02::2 ip6-allrouters\n",
-           mtime=b.boot - 86400 * 90)
-    fs.add("/etc/resolv.conf", f"# This file is managed by man:systemd-resolved(8). Do not edit.\n#\n"
-                               f"# Run \"resolvectl status\" to see details about the uplink DNS servers\n"
-                               f"# currently in use.\n\nnameserver {b.resolv_ns}\noptions edns0 trust-ad\n"
-                               f"search {b.domain}\n", mtime=b.resolv_mtime)
-    fs.add("/etc/os-release", 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
-                              'VERSION="22.04.4 LTS (Jammy Jellyfish)"\nVERSION_CODENAME=jammy\nID=ubuntu\n'
-                              'ID_LIKE=debian\nHOME_URL="https://www.ubuntu.com/"\nUBUNTU_CODENAME=jammy\n',
-           mtime=b.boot - 86400 * 200)
+    fs.add(
+        "/etc/hosts",
+        f"127.0.0.1 localhost\n127.0.1.1 {b.hostname}.{b.domain} {b.hostname}\n{b.ip} "
+        f"{b.hostname}.{b.domain}\n\n# The following lines are desirable for IPv6 capable hosts\n"
+        f"::1     ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\nff02::2 ip6-allrouters\n",
+        mtime=b.boot - 86400 * 90,
+    )
+    fs.add(
+        "/etc/resolv.conf",
+        f"# This file is managed by man:systemd-resolved(8). Do not edit.\n#\n"
+        f'# Run "resolvectl status" to see details about the uplink DNS servers\n'
+        f"# currently in use.\n\nnameserver {b.resolv_ns}\noptions edns0 trust-ad\n"
+        f"search {b.domain}\n",
+        mtime=b.resolv_mtime,
+    )
+    fs.add(
+        "/etc/os-release",
+        'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
+        'VERSION="22.04.4 LTS (Jammy Jellyfish)"\nVERSION_CODENAME=jammy\nID=ubuntu\n'
+        'ID_LIKE=debian\nHOME_URL="https://www.ubuntu.com/"\nUBUNTU_CODENAME=jammy\n',
+        mtime=b.boot - 86400 * 200,
+    )
     users = list(C.PASSWD_SYSTEM)
     for i, a in enumerate(b.apps):
         users.append(f"{a.spec.user}:x:{990 + i}:{990 + i}:{a.spec.description}:/opt/{a.name}:/usr/sbin/nologin")
@@ -175,158 +246,311 @@ def render_machine(b: Builder) -> Machine:
     for i, e in enumerate(b.engineers):
         users.append(f"{e}:x:{1001 + i}:{1001 + i}:{e.capitalize()},,,:/home/{e}:/bin/bash")
     fs.add("/etc/passwd", "\n".join(users) + "\n", mtime=b.boot - 86400 * 30)
-    fs.add("/etc/shadow", "\n".join(u.split(":")[0] + ":*:19700:0:99999:7:::" for u in users) + "\n",
-           mode="-rw-r-----", group="shadow", mtime=b.boot - 86400 * 30)
-    fs.add("/etc/fstab", "# /etc/fstab: static file system information.\nLABEL=cloudimg-rootfs\t/\text4\t"
-                         "discard,errors=remount-ro\t0 1\nLABEL=UEFI\t/boot/efi\tvfat\tumask=0077\t0 1\n"
-                         "/dev/nvme1n1\t/var\text4\tdefaults,nofail\t0 2\n", mtime=b.boot - 86400 * 200)
+    fs.add(
+        "/etc/shadow",
+        "\n".join(u.split(":")[0] + ":*:19700:0:99999:7:::" for u in users) + "\n",
+        mode="-rw-r-----",
+        group="shadow",
+        mtime=b.boot - 86400 * 30,
+    )
+    fs.add(
+        "/etc/fstab",
+        "# /etc/fstab: static file system information.\nLABEL=cloudimg-rootfs\t/\text4\t"
+        "discard,errors=remount-ro\t0 1\nLABEL=UEFI\t/boot/efi\tvfat\tumask=0077\t0 1\n"
+        "/dev/nvme1n1\t/var\text4\tdefaults,nofail\t0 2\n",
+        mtime=b.boot - 86400 * 200,
+    )
     fs.add("/etc/timezone", "Etc/UTC\n", mtime=b.boot - 86400 * 200)
-    fs.add("/etc/crontab", "SHELL=/bin/sh\nPATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin\n\n"
-                           "# m h dom mon dow user\tcommand\n17 *\t* * *\troot\tcd / && run-parts --report "
-                           "/etc/cron.hourly\n25 6\t* * *\troot\ttest -x /usr/sbin/anacron || ( cd / && run-parts "
-                           "--report /etc/cron.daily )\n5 */6\t* * *\troot\t/usr/local/bin/backup-configs.sh "
-                           ">/dev/null 2>&1\n", mtime=b.boot - 86400 * 60)
-    fs.add("/etc/ssh/sshd_config", "Include /etc/ssh/sshd_config.d/*.conf\nPort 22\nPermitRootLogin no\n"
-                                   "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n"
-                                   "X11Forwarding no\nPrintMotd no\nAcceptEnv LANG LC_*\n"
-                                   "Subsystem sftp /usr/lib/openssh/sftp-server\n", mtime=b.boot - 86400 * 120)
+    fs.add(
+        "/etc/crontab",
+        "SHELL=/bin/sh\nPATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin\n\n"
+        "# m h dom mon dow user\tcommand\n17 *\t* * *\troot\tcd / && run-parts --report "
+        "/etc/cron.hourly\n25 6\t* * *\troot\ttest -x /usr/sbin/anacron || ( cd / && run-parts "
+        "--report /etc/cron.daily )\n5 */6\t* * *\troot\t/usr/local/bin/backup-configs.sh "
+        ">/dev/null 2>&1\n",
+        mtime=b.boot - 86400 * 60,
+    )
+    fs.add(
+        "/etc/ssh/sshd_config",
+        "Include /etc/ssh/sshd_config.d/*.conf\nPort 22\nPermitRootLogin no\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n"
+        "X11Forwarding no\nPrintMotd no\nAcceptEnv LANG LC_*\n"
+        "Subsystem sftp /usr/lib/openssh/sftp-server\n",
+        mtime=b.boot - 86400 * 120,
+    )
     fs.add("/etc/nginx/nginx.conf", NGINX_CONF, mtime=b.boot - 86400 * 50)
     site = _nginx_site(b)
     fs.add("/etc/nginx/sites-available/default", site, mtime=b.boot - 86400 * 20)
     fs.add("/etc/nginx/sites-enabled/default", site, mtime=b.boot - 86400 * 20)
-    fs.add(f"/etc/nginx/ssl/{b.hostname}.crt", _pem("CERTIFICATE", (b.seed, "nginx"), 900),
-           mtime=b.boot - 86400 * 20)
-    fs.add(f"/etc/nginx/ssl/{b.hostname}.key", _pem("PRIVATE KEY", (b.seed, "nginxkey"), 1190), mode="-rw-------",
-           mtime=b.boot - 86400 * 20)
-    b.certs.setdefault(f"/etc/nginx/ssl/{b.hostname}.crt", {
-        "subject": f"CN = {b.hostname}.{b.domain}", "issuer": "C = US, O = Let's Encrypt, CN = R3",
-        "not_before": b.now - 30 * 86400, "not_after": b.now + 60 * 86400,
-        "serial": f"{b.seed * 2654435761 % 2**64:016X}",
-    })
+    fs.add(f"/etc/nginx/ssl/{b.hostname}.crt", _pem("CERTIFICATE", (b.seed, "nginx"), 900), mtime=b.boot - 86400 * 20)
+    fs.add(
+        f"/etc/nginx/ssl/{b.hostname}.key",
+        _pem("PRIVATE KEY", (b.seed, "nginxkey"), 1190),
+        mode="-rw-------",
+        mtime=b.boot - 86400 * 20,
+    )
+    b.certs.setdefault(
+        f"/etc/nginx/ssl/{b.hostname}.crt",
+        {
+            "subject": f"CN = {b.hostname}.{b.domain}",
+            "issuer": "C = US, O = Let's Encrypt, CN = R3",
+            "not_before": b.now - 30 * 86400,
+            "not_after": b.now + 60 * 86400,
+            "serial": f"{b.seed * 2654435761 % 2**64:016X}",
+        },
+    )
     if b.has_redis:
-        fs.add("/etc/redis/redis.conf", "bind 127.0.0.1 ::1\nprotected-mode yes\nport 6379\ndaemonize yes\n"
-                                        "supervised systemd\nloglevel notice\nlogfile /var/log/redis/redis-server.log\n"
-                                        "databases 16\nsave 900 1\nsave 300 10\ndir /var/lib/redis\nmaxmemory 512mb\n"
-                                        "maxmemory-policy allkeys-lru\n", owner="redis", group="redis",
-               mode="-rw-r-----", mtime=b.boot - 86400 * 50)
-        fs.add("/var/lib/redis/dump.rdb", mode="-rw-rw----", owner="redis", group="redis", binary=True,
-               size=r.randrange(2_000_000, 300_000_000), mtime=b.now - r.randrange(60, 900))
+        fs.add(
+            "/etc/redis/redis.conf",
+            "bind 127.0.0.1 ::1\nprotected-mode yes\nport 6379\ndaemonize yes\n"
+            "supervised systemd\nloglevel notice\nlogfile /var/log/redis/redis-server.log\n"
+            "databases 16\nsave 900 1\nsave 300 10\ndir /var/lib/redis\nmaxmemory 512mb\n"
+            "maxmemory-policy allkeys-lru\n",
+            owner="redis",
+            group="redis",
+            mode="-rw-r-----",
+            mtime=b.boot - 86400 * 50,
+        )
+        fs.add(
+            "/var/lib/redis/dump.rdb",
+            mode="-rw-rw----",
+            owner="redis",
+            group="redis",
+            binary=True,
+            size=r.randrange(2_000_000, 300_000_000),
+            mtime=b.now - r.randrange(60, 900),
+        )
     for a in b.apps:
-        cfg_owner = dict(owner="root", group=a.spec.user, mode="-rw-r-----")
+        cfg_owner = {"owner": "root", "group": a.spec.user, "mode": "-rw-r-----"}
         fs.add(a.config_path, _config_text(a, a.config), mtime=a.config_mtime, **cfg_owner)
         orig = b.extra_files.get(a.config_path + ".orig")
         if orig:
             good = {s: dict(kv) for s, kv in a.config.items()}
             good[orig["section"]][orig["key"]] = orig["value"]
-            fs.add(a.config_path + ".orig", _config_text(a, good), mtime=a.config_mtime - r.randrange(30, 300),
-                   **cfg_owner)
-        fs.add(f"/etc/{a.name}/README", f"{a.name} is deployed by the platform pipeline.\nConfig changes: open a PR "
-                                        f"against infra/config/{a.name}; hotfixes must be reverted within 24h.\n",
-               mtime=a.config_mtime - 86400 * 10)
+            fs.add(
+                a.config_path + ".orig", _config_text(a, good), mtime=a.config_mtime - r.randrange(30, 300), **cfg_owner
+            )
+        fs.add(
+            f"/etc/{a.name}/README",
+            f"{a.name} is deployed by the platform pipeline.\nConfig changes: open a PR "
+            f"against infra/config/{a.name}; hotfixes must be reverted within 24h.\n",
+            mtime=a.config_mtime - 86400 * 10,
+        )
         if a.tls:
             crt = a.config["tls"]["cert_file"]
             cert = b.certs[crt]
-            fs.add(crt, _pem("CERTIFICATE", (b.seed, a.name), 1000 + r.randrange(0, 200)),
-                   mtime=int(cert["not_before"]) + 120)  # type: ignore[arg-type]
-            fs.add(a.config["tls"]["key_file"], _pem("PRIVATE KEY", (b.seed, a.name, "k"), 1190),
-                   mode="-rw-------", owner=a.spec.user, group=a.spec.user,
-                   mtime=int(cert["not_before"]) + 120)  # type: ignore[arg-type]
+            fs.add(
+                crt,
+                _pem("CERTIFICATE", (b.seed, a.name), 1000 + r.randrange(0, 200)),
+                mtime=int(cert["not_before"]) + 120,
+            )  # type: ignore[arg-type]
+            fs.add(
+                a.config["tls"]["key_file"],
+                _pem("PRIVATE KEY", (b.seed, a.name, "k"), 1190),
+                mode="-rw-------",
+                owner=a.spec.user,
+                group=a.spec.user,
+                mtime=int(cert["not_before"]) + 120,
+            )  # type: ignore[arg-type]
         fs.add(f"/etc/systemd/system/{a.name}.service", _unit_text(b, a), mtime=a.since - r.randrange(3600, 86400 * 9))
-        fs.add(f"/etc/logrotate.d/{a.name}", f"/var/log/{a.name}/*.log {{\n    daily\n    rotate 14\n    compress\n"
-               "    delaycompress\n    missingok\n    notifempty\n    copytruncate\n}\n", mtime=b.boot - 86400 * 20)
+        fs.add(
+            f"/etc/logrotate.d/{a.name}",
+            f"/var/log/{a.name}/*.log {{\n    daily\n    rotate 14\n    compress\n"
+            "    delaycompress\n    missingok\n    notifempty\n    copytruncate\n}\n",
+            mtime=b.boot - 86400 * 20,
+        )
         # -- /opt --
         fs.add(f"/opt/{a.name}/VERSION", a.version + "\n", mtime=a.since - 60, owner=a.spec.user, group=a.spec.user)
         if a.spec.runtime == "go":
-            fs.add(f"/opt/{a.name}/bin/{a.name}", mode="-rwxr-xr-x", binary=True,
-                   size=r.randrange(9_000_000, 40_000_000), mtime=a.since - 60)
+            fs.add(
+                f"/opt/{a.name}/bin/{a.name}",
+                mode="-rwxr-xr-x",
+                binary=True,
+                size=r.randrange(9_000_000, 40_000_000),
+                mtime=a.since - 60,
+            )
         elif a.spec.runtime == "java":
-            fs.add(f"/opt/{a.name}/{a.name}.jar", binary=True, size=r.randrange(40_000_000, 90_000_000),
-                   mtime=a.since - 60)
+            fs.add(
+                f"/opt/{a.name}/{a.name}.jar", binary=True, size=r.randrange(40_000_000, 90_000_000), mtime=a.since - 60
+            )
         elif a.spec.runtime == "node":
-            fs.add(f"/opt/{a.name}/dist/server.js", binary=True, size=r.randrange(200_000, 3_000_000),
-                   mtime=a.since - 60)
-            fs.add(f"/opt/{a.name}/package.json", f'{{\n  "name": "{a.name}",\n  "version": "{a.version}",\n'
-                                                   f'  "private": true,\n  "main": "dist/server.js",\n'
-                                                   f'  "engines": {{ "node": ">=20" }}\n}}\n', mtime=a.since - 60)
+            fs.add(
+                f"/opt/{a.name}/dist/server.js", binary=True, size=r.randrange(200_000, 3_000_000), mtime=a.since - 60
+            )
+            fs.add(
+                f"/opt/{a.name}/package.json",
+                f'{{\n  "name": "{a.name}",\n  "version": "{a.version}",\n'
+                f'  "private": true,\n  "main": "dist/server.js",\n'
+                f'  "engines": {{ "node": ">=20" }}\n}}\n',
+                mtime=a.since - 60,
+            )
         else:
-            fs.add(f"/opt/{a.name}/requirements.txt", "gunicorn==21.2.0\npsycopg[binary]==3.1.18\nredis==5.0.3\n"
-                                                       "pydantic==2.6.4\n", mtime=a.since - 60)
+            fs.add(
+                f"/opt/{a.name}/requirements.txt",
+                "gunicorn==21.2.0\npsycopg[binary]==3.1.18\nredis==5.0.3\npydantic==2.6.4\n",
+                mtime=a.since - 60,
+            )
             fs.mkdir(f"/opt/{a.name}/venv", mtime=a.since - 60)
     for svc in b.services.values():
         if not svc.app:
             kind = "Type=oneshot\nRemainAfterExit=yes\n" if svc.oneshot else "Type=simple\n"
             restart = "" if svc.oneshot else "Restart=on-failure\n"
-            fs.add(svc.unit_path, f"[Unit]\nDescription={svc.description}\n\n[Service]\n{kind}"
-                                  f"ExecStart={svc.exec_start}\n{restart}\n[Install]\nWantedBy=multi-user.target\n",
-                   mtime=b.boot - 86400 * 60)
+            fs.add(
+                svc.unit_path,
+                f"[Unit]\nDescription={svc.description}\n\n[Service]\n{kind}"
+                f"ExecStart={svc.exec_start}\n{restart}\n[Install]\nWantedBy=multi-user.target\n",
+                mtime=b.boot - 86400 * 60,
+            )
     # -- homes ------------------------------------------------------------------------------------------
     fs.add("/root/.bashrc", BASHRC, mtime=b.boot - 86400 * 200)
-    fs.add("/root/.profile", "# ~/.profile: executed by Bourne-compatible login shells.\n\nif [ \"$BASH\" ]; then\n"
-                             "  if [ -f ~/.bashrc ]; then\n    . ~/.bashrc\n  fi\nfi\n\nmesg n 2> /dev/null || true\n",
-           mtime=b.boot - 86400 * 200)
-    fs.add("/root/.bash_history", "apt list --upgradable\nsystemctl status nginx\njournalctl -u nginx -n 50\n"
-                                  "df -h\nreboot\n", mode="-rw-------", mtime=b.boot - 60)
+    fs.add(
+        "/root/.profile",
+        '# ~/.profile: executed by Bourne-compatible login shells.\n\nif [ "$BASH" ]; then\n'
+        "  if [ -f ~/.bashrc ]; then\n    . ~/.bashrc\n  fi\nfi\n\nmesg n 2> /dev/null || true\n",
+        mtime=b.boot - 86400 * 200,
+    )
+    fs.add(
+        "/root/.bash_history",
+        "apt list --upgradable\nsystemctl status nginx\njournalctl -u nginx -n 50\ndf -h\nreboot\n",
+        mode="-rw-------",
+        mtime=b.boot - 60,
+    )
     for user in [b.ops_user, *b.engineers]:
         fs.mkdir(f"/home/{user}", mode="drwxr-x---", owner=user, group=user, mtime=b.boot - 86400 * 10)
         fs.add(f"/home/{user}/.bashrc", BASHRC, owner=user, group=user, mtime=b.boot - 86400 * 100)
         hist = b.history.get(user)
         if hist:
-            fs.add(f"/home/{user}/.bash_history", "\n".join(hist) + "\n", mode="-rw-------", owner=user, group=user,
-                   mtime=inc.started - r.randrange(10, 300))
+            fs.add(
+                f"/home/{user}/.bash_history",
+                "\n".join(hist) + "\n",
+                mode="-rw-------",
+                owner=user,
+                group=user,
+                mtime=inc.started - r.randrange(10, 300),
+            )
     # -- logs -------------------------------------------------------------------------------------------
     _logs(b, fs)
-    fs.add(f"/var/log/journal/{_digest(b.seed, 'mid').hex()[:32]}/system.journal", mode="-rw-r-----",
-           group="systemd-journal", binary=True, size=r.randrange(8, 64) * 1024 * 1024, mtime=b.now - 2)
-    fs.add("/var/cache/apt/pkgcache.bin", binary=True, size=r.randrange(30_000_000, 60_000_000),
-           mtime=b.now - r.randrange(86400, 86400 * 6))
-    fs.add("/var/lib/dpkg/status", "Package: nginx\nStatus: install ok installed\nVersion: 1.18.0-6ubuntu14.4\n\n"
-                                   "Package: openssl\nStatus: install ok installed\nVersion: 3.0.2-0ubuntu1.15\n",
-           mtime=b.boot - 86400 * 5)
+    fs.add(
+        f"/var/log/journal/{_digest(b.seed, 'mid').hex()[:32]}/system.journal",
+        mode="-rw-r-----",
+        group="systemd-journal",
+        binary=True,
+        size=r.randrange(8, 64) * 1024 * 1024,
+        mtime=b.now - 2,
+    )
+    fs.add(
+        "/var/cache/apt/pkgcache.bin",
+        binary=True,
+        size=r.randrange(30_000_000, 60_000_000),
+        mtime=b.now - r.randrange(86400, 86400 * 6),
+    )
+    fs.add(
+        "/var/lib/dpkg/status",
+        "Package: nginx\nStatus: install ok installed\nVersion: 1.18.0-6ubuntu14.4\n\n"
+        "Package: openssl\nStatus: install ok installed\nVersion: 3.0.2-0ubuntu1.15\n",
+        mtime=b.boot - 86400 * 5,
+    )
     fs.add("/run/nginx.pid", f"{b.nginx_pids[0]}\n", mtime=b.services["nginx"].since)
     fs.add("/run/sshd.pid", f"{b.services['ssh'].pid}\n", mtime=b.services["ssh"].since)
-    fs.mkdir(f"/tmp/systemd-private-{_digest(b.seed, 'tmp').hex()[:32]}-systemd-resolved.service-"
-             f"{_digest(b.seed, 'x').hex()[:6]}", mode="drwx------", mtime=b.boot + 5)
+    fs.mkdir(
+        f"/tmp/systemd-private-{_digest(b.seed, 'tmp').hex()[:32]}-systemd-resolved.service-"
+        f"{_digest(b.seed, 'x').hex()[:6]}",
+        mode="drwx------",
+        mtime=b.boot + 5,
+    )
     # -- /proc ------------------------------------------------------------------------------------------
     procs = _processes(b)
     rss = sum(p.rss_kb for p in procs)
     mem_used = rss + r.randrange(250_000, 600_000)
     buffcache = int((b.mem_total_kb - mem_used) * r.uniform(0.35, 0.7))
     free = b.mem_total_kb - mem_used - buffcache
-    fs.add("/proc/meminfo", f"MemTotal:       {b.mem_total_kb:>8} kB\nMemFree:        {free:>8} kB\n"
-                            f"MemAvailable:   {free + buffcache - 90_000:>8} kB\nBuffers:        "
-                            f"{buffcache // 20:>8} kB\nCached:         {buffcache - buffcache // 20:>8} kB\n"
-                            f"SwapCached:            0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n",
-           mode="-r--r--r--", mtime=b.now)
+    fs.add(
+        "/proc/meminfo",
+        f"MemTotal:       {b.mem_total_kb:>8} kB\nMemFree:        {free:>8} kB\n"
+        f"MemAvailable:   {free + buffcache - 90_000:>8} kB\nBuffers:        "
+        f"{buffcache // 20:>8} kB\nCached:         {buffcache - buffcache // 20:>8} kB\n"
+        f"SwapCached:            0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\n",
+        mode="-r--r--r--",
+        mtime=b.now,
+    )
     load = _load(b)
-    fs.add("/proc/loadavg", f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} 2/{len(procs) + 180} {b.shell_pid + 3}\n",
-           mode="-r--r--r--", mtime=b.now)
-    fs.add("/proc/uptime", f"{b.now - b.boot:.2f} {(b.now - b.boot) * b.ncpu * 0.93:.2f}\n", mode="-r--r--r--",
-           mtime=b.now)
-    fs.add("/proc/version", f"Linux version {b.kernel} (buildd@lcy02-amd64-045) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04)"
-                            f" 11.4.0) #1-Ubuntu SMP\n", mode="-r--r--r--", mtime=b.now)
-    fs.add("/proc/cpuinfo", "".join(f"processor\t: {i}\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) "
-                                    f"Platinum 8259CL CPU @ 2.50GHz\ncpu MHz\t\t: 2499.998\ncpu cores\t: "
-                                    f"{b.ncpu}\n\n" for i in range(b.ncpu)), mode="-r--r--r--", mtime=b.now)
+    fs.add(
+        "/proc/loadavg",
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} 2/{len(procs) + 180} {b.shell_pid + 3}\n",
+        mode="-r--r--r--",
+        mtime=b.now,
+    )
+    fs.add(
+        "/proc/uptime", f"{b.now - b.boot:.2f} {(b.now - b.boot) * b.ncpu * 0.93:.2f}\n", mode="-r--r--r--", mtime=b.now
+    )
+    fs.add(
+        "/proc/version",
+        f"Linux version {b.kernel} (buildd@lcy02-amd64-045) (gcc (Ubuntu 11.4.0-1ubuntu1~22.04)"
+        f" 11.4.0) #1-Ubuntu SMP\n",
+        mode="-r--r--r--",
+        mtime=b.now,
+    )
+    fs.add(
+        "/proc/cpuinfo",
+        "".join(
+            f"processor\t: {i}\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) "
+            f"Platinum 8259CL CPU @ 2.50GHz\ncpu MHz\t\t: 2499.998\ncpu cores\t: "
+            f"{b.ncpu}\n\n"
+            for i in range(b.ncpu)
+        ),
+        mode="-r--r--r--",
+        mtime=b.now,
+    )
     _dir_mtimes(fs, "/")
     services = dict(sorted(b.services.items()))
     listeners = list(b.extra_listeners)
     for a in b.apps:
         if a.alive:
-            listeners.append(type(listeners[0])("tcp", a.config["server"]["bind_address"], a.port, a.pid, a.comm,
-                                                r.randrange(18, 40)))
+            listeners.append(
+                type(listeners[0])(
+                    "tcp", a.config["server"]["bind_address"], a.port, a.pid, a.comm, r.randrange(18, 40)
+                )
+            )
     return Machine(
-        seed=b.seed, hostname=b.hostname, fqdn=f"{b.hostname}.{b.domain}", ip=b.ip, now=b.now, boot=b.boot, fs=fs,
-        services=services, processes=procs, mounts=b.mounts, listeners=listeners,
-        journal=sorted(b.journal, key=lambda e: e.ts), incident=inc, mem_total_kb=b.mem_total_kb,
-        mem_used_kb=mem_used, mem_buffcache_kb=buffcache, loadavg=load, ncpu=b.ncpu, kernel=b.kernel,
-        os_name="Ubuntu 22.04.4 LTS", ops_user=b.ops_user, shell_pid=b.shell_pid,
-        env={"HOME": "/root", "USER": "root", "LOGNAME": "root", "SHELL": "/bin/bash", "HOSTNAME": b.hostname,
-             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-             "TERM": "xterm-256color", "SUDO_USER": b.ops_user},
-        certs=b.certs, apps=[a.name for a in b.apps], login_ip=b.login_ip, nameserver=b.resolv_ns,
+        seed=b.seed,
+        hostname=b.hostname,
+        fqdn=f"{b.hostname}.{b.domain}",
+        ip=b.ip,
+        now=b.now,
+        boot=b.boot,
+        fs=fs,
+        services=services,
+        processes=procs,
+        mounts=b.mounts,
+        listeners=listeners,
+        journal=sorted(b.journal, key=lambda e: e.ts),
+        incident=inc,
+        mem_total_kb=b.mem_total_kb,
+        mem_used_kb=mem_used,
+        mem_buffcache_kb=buffcache,
+        loadavg=load,
+        ncpu=b.ncpu,
+        kernel=b.kernel,
+        os_name="Ubuntu 22.04.4 LTS",
+        ops_user=b.ops_user,
+        shell_pid=b.shell_pid,
+        env={
+            "HOME": "/root",
+            "USER": "root",
+            "LOGNAME": "root",
+            "SHELL": "/bin/bash",
+            "HOSTNAME": b.hostname,
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+            "TERM": "xterm-256color",
+            "SUDO_USER": b.ops_user,
+        },
+        certs=b.certs,
+        apps=[a.name for a in b.apps],
+        login_ip=b.login_ip,
+        nameserver=b.resolv_ns,
         resolver_ok=b.resolv_ns == b.resolver,
-        dns={b.db_host: b.db_ip, f"{b.hostname}.{b.domain}": b.ip,
-             **{f"{a.name}.{b.domain}": b.ip for a in b.apps}},
+        dns={b.db_host: b.db_ip, f"{b.hostname}.{b.domain}": b.ip, **{f"{a.name}.{b.domain}": b.ip for a in b.apps}},
     )
 
 
@@ -338,21 +562,62 @@ def _load(b: Builder) -> tuple[float, float, float]:
 
 def _processes(b: Builder) -> list[Process]:
     r = b.rng
-    procs = [Process("root", 1, 0, 0.0, 13_100, 167_800, "?", "Ss", b.boot, r.uniform(20, 200),
-                     "/sbin/init", "systemd")]
+    procs = [
+        Process("root", 1, 0, 0.0, 13_100, 167_800, "?", "Ss", b.boot, r.uniform(20, 200), "/sbin/init", "systemd")
+    ]
     for i, k in enumerate(KTHREADS):
-        procs.append(Process("root", 2 + i * (3 if i > 8 else 1), 0 if i == 0 else 2, 0.0, 0, 0, "?",
-                             "S" if i == 0 else "I<" if "gp" in k or "wq" in k else "S", b.boot,
-                             r.uniform(0, 30) if "jbd2" in k or "kswapd" in k else 0.0, f"[{k}]", k[:15]))
+        procs.append(
+            Process(
+                "root",
+                2 + i * (3 if i > 8 else 1),
+                0 if i == 0 else 2,
+                0.0,
+                0,
+                0,
+                "?",
+                "S" if i == 0 else "I<" if "gp" in k or "wq" in k else "S",
+                b.boot,
+                r.uniform(0, 30) if "jbd2" in k or "kswapd" in k else 0.0,
+                f"[{k}]",
+                k[:15],
+            )
+        )
     procs += b.extra_procs
     for a in b.apps:
         if a.alive:
             cpu = round(r.uniform(0.2, 6.0), 1)
-            procs.append(Process(a.spec.user, a.pid, 1, cpu, a.rss_kb, a.vsz_kb, "?", "Ssl", a.since, a.cpu_s,
-                                 b.services[a.name].exec_start, a.comm))
-    procs.append(Process("root", b.shell_pid - 400 + r.randrange(0, 50), 1, 0.0, 2_000, 6_200, "ttyS0", "Ss+",
-                         b.boot + 9, 0.0, "/sbin/agetty -o -p -- \\u --keep-baud 115200,57600,38400,9600 ttyS0 vt220",
-                         "agetty"))
+            procs.append(
+                Process(
+                    a.spec.user,
+                    a.pid,
+                    1,
+                    cpu,
+                    a.rss_kb,
+                    a.vsz_kb,
+                    "?",
+                    "Ssl",
+                    a.since,
+                    a.cpu_s,
+                    b.services[a.name].exec_start,
+                    a.comm,
+                )
+            )
+    procs.append(
+        Process(
+            "root",
+            b.shell_pid - 400 + r.randrange(0, 50),
+            1,
+            0.0,
+            2_000,
+            6_200,
+            "ttyS0",
+            "Ss+",
+            b.boot + 9,
+            0.0,
+            "/sbin/agetty -o -p -- \\u --keep-baud 115200,57600,38400,9600 ttyS0 vt220",
+            "agetty",
+        )
+    )
     return sorted(procs, key=lambda p: p.pid)
 
 
@@ -362,8 +627,10 @@ def _logs(b: Builder, fs: VFS) -> None:
     # app logs
     for a in b.apps:
         fs.mkdir(f"/var/log/{a.name}", owner=a.spec.user, group="adm", mode="drwxr-x---")
-        lines = [C.log_line(a.spec.runtime, ts, lvl, msg, pid=pid, logger=_logger(a, msg), extra=_extra(a, x))
-                 for ts, lvl, msg, x, pid in sorted(a.events, key=lambda e: e[0])]
+        lines = [
+            C.log_line(a.spec.runtime, ts, lvl, msg, pid=pid, logger=_logger(a, msg), extra=_extra(a, x))
+            for ts, lvl, msg, x, pid in sorted(a.events, key=lambda e: e[0])
+        ]
         last = max((e[0] for e in a.events), default=a.since * 1000) // 1000
         fs.add(a.log_path, "\n".join(lines) + "\n", owner=a.spec.user, group="adm", mode="-rw-r-----", mtime=last)
     for path, lazy in b.lazy_files.items():
@@ -372,11 +639,17 @@ def _logs(b: Builder, fs: VFS) -> None:
     # journal-derived logs
     entries = sorted(b.journal, key=lambda e: e.ts)
     syslog_until = b.incident.started + 29 if b.incident.kind == "disk_full" else b.now + 1
-    ufw = [(t, f"[UFW BLOCK] IN=ens5 OUT= MAC=0e:{r.randrange(256):02x}:4c:{r.randrange(256):02x}:9a:11 "
-               f"SRC={r.randrange(30, 220)}.{r.randrange(256)}.{r.randrange(256)}.{r.randrange(1, 255)} DST={b.ip} "
-               f"LEN=44 TOS=0x00 PREC=0x00 TTL=2{r.randrange(30, 50)} ID={r.randrange(65536)} PROTO=TCP "
-               f"SPT={r.randrange(1024, 65535)} DPT={r.choice((23, 3389, 5900, 8443, 6379, 2375))} WINDOW=1024 "
-               f"RES=0x00 SYN URGP=0") for t in b.times(r.randrange(3, 8), b.window, b.now)]
+    ufw = [
+        (
+            t,
+            f"[UFW BLOCK] IN=ens5 OUT= MAC=0e:{r.randrange(256):02x}:4c:{r.randrange(256):02x}:9a:11 "
+            f"SRC={r.randrange(30, 220)}.{r.randrange(256)}.{r.randrange(256)}.{r.randrange(1, 255)} DST={b.ip} "
+            f"LEN=44 TOS=0x00 PREC=0x00 TTL=2{r.randrange(30, 50)} ID={r.randrange(65536)} PROTO=TCP "
+            f"SPT={r.randrange(1024, 65535)} DPT={r.choice((23, 3389, 5900, 8443, 6379, 2375))} WINDOW=1024 "
+            f"RES=0x00 SYN URGP=0",
+        )
+        for t in b.times(r.randrange(3, 8), b.window, b.now)
+    ]
     for t, m in ufw:
         b.jlog(t, "kernel", None, m, prio=4)
     entries = sorted(b.journal, key=lambda e: e.ts)
@@ -390,39 +663,81 @@ def _logs(b: Builder, fs: VFS) -> None:
     day_start = b.now - b.now % 86400 - 3600 * 0
     since = min(b.window, day_start)
     syslog = [fmt(e) for e in entries if since <= e.ts < syslog_until]
-    fs.add("/var/log/syslog", "\n".join(syslog) + "\n", owner="syslog", group="adm", mode="-rw-r-----",
-           mtime=int(min(syslog_until, b.now - 1)))
+    fs.add(
+        "/var/log/syslog",
+        "\n".join(syslog) + "\n",
+        owner="syslog",
+        group="adm",
+        mode="-rw-r-----",
+        mtime=int(min(syslog_until, b.now - 1)),
+    )
     kern = [fmt(e) for e in entries if e.kernel and e.ts >= since and e.ts < syslog_until]
-    fs.add("/var/log/kern.log", "\n".join(kern) + ("\n" if kern else ""), owner="syslog", group="adm",
-           mode="-rw-r-----", mtime=int(max([e.ts for e in entries if e.kernel] + [b.boot])))
+    fs.add(
+        "/var/log/kern.log",
+        "\n".join(kern) + ("\n" if kern else ""),
+        owner="syslog",
+        group="adm",
+        mode="-rw-r-----",
+        mtime=int(max([e.ts for e in entries if e.kernel] + [b.boot])),
+    )
     auth = sorted(b.auth, key=lambda x: x[0])
-    fs.add("/var/log/auth.log", "".join(f"{syslog_ts(t)} {host} {ident}{f'[{pid}]' if pid else ''}: {m}\n"
-                                        for t, ident, pid, m in auth),
-           owner="syslog", group="adm", mode="-rw-r-----", mtime=int(auth[-1][0]))
-    fs.add("/var/log/dpkg.log", f"{_dpkg_ts(b.boot - 86400 * 5)} startup archives unpack\n"
-                                f"{_dpkg_ts(b.boot - 86400 * 5 + 4)} upgrade openssl:amd64 3.0.2-0ubuntu1.14 "
-                                f"3.0.2-0ubuntu1.15\n{_dpkg_ts(b.boot - 86400 * 5 + 9)} status installed "
-                                f"openssl:amd64 3.0.2-0ubuntu1.15\n", mtime=b.boot - 86400 * 5 + 9)
+    fs.add(
+        "/var/log/auth.log",
+        "".join(f"{syslog_ts(t)} {host} {ident}{f'[{pid}]' if pid else ''}: {m}\n" for t, ident, pid, m in auth),
+        owner="syslog",
+        group="adm",
+        mode="-rw-r-----",
+        mtime=int(auth[-1][0]),
+    )
+    fs.add(
+        "/var/log/dpkg.log",
+        f"{_dpkg_ts(b.boot - 86400 * 5)} startup archives unpack\n"
+        f"{_dpkg_ts(b.boot - 86400 * 5 + 4)} upgrade openssl:amd64 3.0.2-0ubuntu1.14 "
+        f"3.0.2-0ubuntu1.15\n{_dpkg_ts(b.boot - 86400 * 5 + 9)} status installed "
+        f"openssl:amd64 3.0.2-0ubuntu1.15\n",
+        mtime=b.boot - 86400 * 5 + 9,
+    )
     # nginx
     fs.mkdir("/var/log/nginx", owner="root", group="adm", mode="drwxr-xr-x")
     reqs = sorted(b.requests, key=lambda q: q.ts)
-    fs.add("/var/log/nginx/access.log",
-           "".join(f'{q.client} - - [{clf_ts(q.ts)}] "{q.method} {q.path} HTTP/1.1" {q.status} {q.size} "-" '
-                   f'"{q.agent}"\n' for q in reqs), owner="www-data", group="adm", mode="-rw-r-----",
-           mtime=int(reqs[-1].ts) if reqs else b.now)
+    fs.add(
+        "/var/log/nginx/access.log",
+        "".join(
+            f'{q.client} - - [{clf_ts(q.ts)}] "{q.method} {q.path} HTTP/1.1" {q.status} {q.size} "-" "{q.agent}"\n'
+            for q in reqs
+        ),
+        owner="www-data",
+        group="adm",
+        mode="-rw-r-----",
+        mtime=int(reqs[-1].ts) if reqs else b.now,
+    )
     errs = sorted(b.nginx_errors)
     if not errs:
         wpid = b.nginx_pids[-1]
         errs = [(b.window + r.randrange(60, 3600), f"[notice] {wpid}#{wpid}: signal process started")]
-    fs.add("/var/log/nginx/error.log", "".join(f"{nginx_error_ts(t)} {m}\n" for t, m in errs), owner="www-data",
-           group="adm", mode="-rw-r-----", mtime=int(errs[-1][0]))
+    fs.add(
+        "/var/log/nginx/error.log",
+        "".join(f"{nginx_error_ts(t)} {m}\n" for t, m in errs),
+        owner="www-data",
+        group="adm",
+        mode="-rw-r-----",
+        mtime=int(errs[-1][0]),
+    )
     if b.has_redis:
         rp = b.services["redis-server"].pid
-        fs.add("/var/log/redis/redis-server.log",
-               "".join(f"{rp}:M {_redis_ts(t)} * 10 changes in 300 seconds. Saving...\n{rp}:M {_redis_ts(t)} * "
-                       f"Background saving started by pid {rp + 1 + i}\n{rp}:M {_redis_ts(t + 1)} * Background saving "
-                       f"terminated with success\n" for i, t in enumerate(b.times(r.randrange(3, 7), b.window, b.now))),
-               owner="redis", group="adm", mode="-rw-r-----", mtime=b.now - r.randrange(30, 600))
+        fs.add(
+            "/var/log/redis/redis-server.log",
+            "".join(
+                f"{rp}:M {_redis_ts(t)} * 10 changes in 300 seconds. Saving...\n{rp}:M {_redis_ts(t)} * "
+                f"Background saving started by pid {rp + 1 + i}\n{rp}:M {_redis_ts(t + 1)} * Background saving "
+                f"terminated with success\n"
+                for i, t in enumerate(b.times(r.randrange(3, 7), b.window, b.now))
+            ),
+            owner="redis",
+            group="adm",
+            mode="-rw-r-----",
+            mtime=b.now - r.randrange(30, 600),
+        )
 
 
 def _dpkg_ts(ts: float) -> str:
@@ -439,9 +754,15 @@ def _redis_ts(ts: float) -> str:
 
 
 def _logger(a: AppState, msg: str) -> str:
-    part = ("db.Pool" if "pool" in msg or "postgres" in msg or "database" in msg else
-            "tls.CertWatcher" if "TLS" in msg or "certificate" in msg else
-            "http.AccessLog" if msg[:4] in ("GET ", "POST", "PUT ") or msg.startswith("slow request") else "main")
+    part = (
+        "db.Pool"
+        if "pool" in msg or "postgres" in msg or "database" in msg
+        else "tls.CertWatcher"
+        if "TLS" in msg or "certificate" in msg
+        else "http.AccessLog"
+        if msg[:4] in ("GET ", "POST", "PUT ") or msg.startswith("slow request")
+        else "main"
+    )
     if a.spec.runtime == "java":
         return C.java_logger(a.spec, part)
     return C.python_logger(a.spec, part.split(".")[0].lower())

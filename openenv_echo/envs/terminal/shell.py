@@ -163,7 +163,7 @@ def tokenize(line: str, env: dict[str, str], last_status: int) -> list[Word | st
             end = line.find("}", j + 2)
             if end < 0:
                 raise SyntaxErr("bash: unexpected EOF while looking for matching `}'")
-            name = line[j + 2:end]
+            name = line[j + 2 : end]
             if not _VAR.fullmatch(name) and name not in ("?", "$"):
                 raise SyntaxErr(f"bash: ${{{name}}}: bad substitution")
             return _var(name, env, last_status), end + 1
@@ -189,14 +189,14 @@ def tokenize(line: str, env: dict[str, str], last_status: int) -> list[Word | st
             end = line.find("'", i + 1)
             if end < 0:
                 raise SyntaxErr("bash: unexpected EOF while looking for matching `''")
-            lit(line[i + 1:end])
+            lit(line[i + 1 : end])
             i = end + 1
         elif c == '"':
             j = i + 1
             in_word = True
             while True:
                 if j >= n:
-                    raise SyntaxErr('bash: unexpected EOF while looking for matching `"\'')
+                    raise SyntaxErr("bash: unexpected EOF while looking for matching `\"'")
                 d = line[j]
                 if d == '"':
                     break
@@ -289,9 +289,14 @@ def parse(toks: list[Word | str]) -> list[tuple[str, list[Command]]]:
             i += 1
             continue
         if t in ("<<", "<(", ">(", "(", ")"):
-            raise Refused({"<<": "here-documents (<<) are", "<(": "process substitution <(...) is",
-                           ">(": "process substitution >(...) is"}.get(t, "subshells ( ... ) are")
-                          + " not supported in this sandbox shell")
+            raise Refused(
+                {
+                    "<<": "here-documents (<<) are",
+                    "<(": "process substitution <(...) is",
+                    ">(": "process substitution >(...) is",
+                }.get(t, "subshells ( ... ) are")
+                + " not supported in this sandbox shell"
+            )
         if t == "&":
             raise Refused("background jobs (&) are not supported in this sandbox shell")
         if t == ";;":
@@ -346,8 +351,9 @@ def parse(toks: list[Word | str]) -> list[tuple[str, list[Command]]]:
 class Shell:
     """One interactive root shell on ``machine``; ``run(line)`` executes one command line."""
 
-    def __init__(self, machine: Machine, *, max_bytes: int = 4096, max_lines: int = 200,
-                 work_limit: int = 150_000) -> None:
+    def __init__(
+        self, machine: Machine, *, max_bytes: int = 4096, max_lines: int = 200, work_limit: int = 150_000
+    ) -> None:
         from .commands import COMMANDS
 
         self.m = machine
@@ -399,7 +405,7 @@ class Shell:
         """How ``find``/``grep -r``/``du`` print ``path`` found under the operand ``base_arg``."""
         if path == base_abs:
             return base_arg
-        rel = path[len(base_abs.rstrip("/")) + 1:]
+        rel = path[len(base_abs.rstrip("/")) + 1 :]
         return (base_arg if base_arg.endswith("/") else base_arg + "/") + rel
 
     # -- running ----------------------------------------------------------------------------------------
@@ -412,8 +418,13 @@ class Shell:
             line.encode("utf-8")
         except UnicodeEncodeError:
             self.ncommands += 1
-            return ShellResult(output="", notices=["[harness: command rejected: it is not valid Unicode text (lone "
-                                                   "surrogate); nothing was run]\n"], exit_code=2)
+            return ShellResult(
+                output="",
+                notices=[
+                    "[harness: command rejected: it is not valid Unicode text (lone surrogate); nothing was run]\n"
+                ],
+                exit_code=2,
+            )
         if line.strip():
             self.history.append(line)
         try:
@@ -436,15 +447,17 @@ class Shell:
         except OutputFull:
             status = None
         except WorkExceeded:
-            self.notices.append("[harness: command killed: it exceeded this sandbox's work limit "
-                                "(the equivalent of a 10 s timeout)]\n")
+            self.notices.append(
+                "[harness: command killed: it exceeded this sandbox's work limit (the equivalent of a 10 s timeout)]\n"
+            )
             status = 124
         except RecursionError:
             self.notices.append("[harness: command rejected: too deeply nested]\n")
             status = 2
         except Exception as e:  # a bug in a virtual command must not end the episode: report it as harness text
-            self.notices.append(f"[harness: internal error in the sandbox shell ({type(e).__name__}); the command "
-                                f"was abandoned]\n")
+            self.notices.append(
+                f"[harness: internal error in the sandbox shell ({type(e).__name__}); the command was abandoned]\n"
+            )
             status = 2
         self.ncommands += 1
         if status is not None:
@@ -452,9 +465,12 @@ class Shell:
         out = self.term.text
         notices = list(self.notices)
         if self.term.truncated:
-            notices.insert(0, ("\n" if out and not out.endswith("\n") else "")
-                           + f"[harness: output truncated: showing the first {self.term.lines} lines / "
-                             f"{self.term.bytes} bytes (cap {self.max_lines} lines / {self.max_bytes} bytes)]\n")
+            notices.insert(
+                0,
+                ("\n" if out and not out.endswith("\n") else "")
+                + f"[harness: output truncated: showing the first {self.term.lines} lines / "
+                f"{self.term.bytes} bytes (cap {self.max_lines} lines / {self.max_bytes} bytes)]\n",
+            )
         return ShellResult(output=out, notices=notices, exit_code=status, truncated=self.term.truncated)
 
     def _expand(self, words: list[Word]) -> list[str]:
@@ -486,14 +502,20 @@ class Shell:
             self.term.write(chunk)
         return holders[-1][0] if holders[-1][0] is not None else 0
 
-    def _stage(self, argv: list[str], redirects: list[Redirect], stdin: Iterator[str] | None,
-               holder: list[int | None], isatty: bool) -> Iterator[str]:
+    def _stage(
+        self,
+        argv: list[str],
+        redirects: list[Redirect],
+        stdin: Iterator[str] | None,
+        holder: list[int | None],
+        isatty: bool,
+    ) -> Iterator[str]:
         """Build the lazy output iterator of one pipeline stage (nothing runs until it is iterated)."""
         shell = self
         err_mode, out_mode = "term", "pipe"
         for r in redirects:
             if r.op == "<":
-                path, node, errno = self.lookup(r.target or "")
+                _path, node, errno = self.lookup(r.target or "")
                 if node is None or isinstance(node, Dir):
                     msg = errno or "Is a directory"
                     return _failing(self, holder, f"bash: {r.target}: {msg}\n")
@@ -632,8 +654,9 @@ def glob(sh: Shell, pattern: str) -> list[str]:
     return sorted(out)
 
 
-def iter_input(sh: Shell, io: IO, cmd: str, operands: list[str], stdin: Iterator[str] | None
-               ) -> Iterable[tuple[str, Iterator[str] | None, str | None]]:
+def iter_input(
+    sh: Shell, io: IO, cmd: str, operands: list[str], stdin: Iterator[str] | None
+) -> Iterable[tuple[str, Iterator[str] | None, str | None]]:
     """``(name, lines, error)`` per operand (``-`` or none -> stdin), with the command's error texts."""
     if not operands:
         operands = ["-"]
@@ -641,7 +664,7 @@ def iter_input(sh: Shell, io: IO, cmd: str, operands: list[str], stdin: Iterator
         if op == "-":
             yield "(standard input)", iter(stdin or ()), None
             continue
-        path, node, errno = sh.lookup(op)
+        _path, node, errno = sh.lookup(op)
         if node is None:
             yield op, None, errno
         elif isinstance(node, Dir):
@@ -649,4 +672,3 @@ def iter_input(sh: Shell, io: IO, cmd: str, operands: list[str], stdin: Iterator
         else:
             assert isinstance(node, File)
             yield op, _file_lines(sh, node), None
-

@@ -15,8 +15,10 @@ from .machine import INCIDENT_KINDS
 from .model import Machine
 from .timefmt import syslog_ts, utc
 
-USAGE = (f"usage: submit <kind> <service>  (kind: {', '.join(INCIDENT_KINDS)}; service: the systemd service at "
-         f"the centre of the incident, e.g. `submit disk_full nginx`)")
+USAGE = (
+    f"usage: submit <kind> <service>  (kind: {', '.join(INCIDENT_KINDS)}; service: the systemd service at "
+    f"the centre of the incident, e.g. `submit disk_full nginx`)"
+)
 
 
 def task_text(m: Machine, max_steps: int) -> str:
@@ -28,7 +30,7 @@ def task_text(m: Machine, max_steps: int) -> str:
         f"    submit <kind> <service>\n"
         f"where <kind> is one of: {', '.join(INCIDENT_KINDS)}\n"
         f"and <service> is the systemd service at the centre of the incident (the one that fails or misbehaves "
-        f"because of the root cause), without \".service\".\n"
+        f'because of the root cause), without ".service".\n'
         f"Send one shell command line per step; nothing on the machine can be changed. You have {max_steps} steps, "
         f"the answer included.\n"
     )
@@ -80,5 +82,6 @@ def parse_submit(args: list[str]) -> tuple[str, str] | str:
 def verify(m: Machine, kind: str, service: str) -> Verdict:
     kind_ok = kind == m.incident.kind
     service_ok = service == m.incident.service
-    return Verdict(score=1.0 if kind_ok and service_ok else 0.5 if kind_ok else 0.0, kind_ok=kind_ok,
-                   service_ok=service_ok)
+    return Verdict(
+        score=1.0 if kind_ok and service_ok else 0.5 if kind_ok else 0.0, kind_ok=kind_ok, service_ok=service_ok
+    )

@@ -82,6 +82,7 @@ def ago(seconds: float) -> str:
     """systemd's relative time (``format_timestamp_relative``) without the trailing ``ago``."""
     s = int(max(seconds, 0))
     year, month, week, day, hour, minute = 31_557_600, 2_629_800, 604_800, 86_400, 3600, 60
+
     def n(v: int, unit: str) -> str:
         return f"{v} {unit}{'' if v == 1 else 's'}"
 
@@ -146,7 +147,7 @@ def human(n: float, *, unit_suffix: bool = True) -> str:
             r = math.ceil(v * 10 - 1e-9) / 10
             if r < 10:
                 return f"{r:.1f}{u}"
-            return f"{int(r)}{u}" if r < 1024 else f"{int(r)}{u}"
+            return f"{int(r)}{u}"
         r = math.ceil(v - 1e-9)
         if r < 1024:
             return f"{r}{u}"

@@ -103,8 +103,9 @@ class VFS:
         self.default_mtime = default_mtime
 
     # -- building ------------------------------------------------------------------------------------
-    def mkdir(self, path: str, mode: str = "drwxr-xr-x", owner: str = "root", group: str = "root",
-              mtime: int | None = None) -> Dir:
+    def mkdir(
+        self, path: str, mode: str = "drwxr-xr-x", owner: str = "root", group: str = "root", mtime: int | None = None
+    ) -> Dir:
         path = normalize("/", path)
         node = self.nodes.get(path)
         if isinstance(node, Dir):
@@ -119,13 +120,31 @@ class VFS:
         self._link(path)
         return d
 
-    def add(self, path: str, text: str | None = None, *, mode: str = "-rw-r--r--", owner: str = "root",
-            group: str = "root", mtime: int | None = None, lazy: LazyText | None = None, binary: bool = False,
-            size: int | None = None) -> File:
+    def add(
+        self,
+        path: str,
+        text: str | None = None,
+        *,
+        mode: str = "-rw-r--r--",
+        owner: str = "root",
+        group: str = "root",
+        mtime: int | None = None,
+        lazy: LazyText | None = None,
+        binary: bool = False,
+        size: int | None = None,
+    ) -> File:
         path = normalize("/", path)
         self._ensure_parent(path)
-        f = File(mode=mode, owner=owner, group=group, mtime=self.default_mtime if mtime is None else mtime,
-                 text=text, lazy=lazy, binary=binary, declared_size=size)
+        f = File(
+            mode=mode,
+            owner=owner,
+            group=group,
+            mtime=self.default_mtime if mtime is None else mtime,
+            text=text,
+            lazy=lazy,
+            binary=binary,
+            declared_size=size,
+        )
         existed = path in self.nodes
         self.nodes[path] = f
         if not existed:
