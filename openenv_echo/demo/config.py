@@ -87,9 +87,9 @@ class DemoConfig:
     vocab_size: int = 4096
 
     # the start checkpoint: LM pretraining on the train seeds' expert episodes (action and env_output tokens)
-    pretrain_steps: int = 24
+    pretrain_steps: int = 30
     pretrain_batch: int = 8
-    pretrain_lr: float = 3e-3
+    pretrain_lr: float = 6e-3
     pretrain_warmup: int = 5
 
     # RL (all arms)

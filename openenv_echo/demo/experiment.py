@@ -61,7 +61,7 @@ class Evaluator:
 
 
 def run_key(arm: str, lam: float | None) -> str:
-    return "direct_ce" if arm == "direct_ce" else f"lambda={lam:g}"
+    return "direct_ce" if arm == "direct_ce" or lam is None else f"lambda={lam:g}"
 
 
 def rl_run(
@@ -128,6 +128,28 @@ def rl_run(
     }
 
 
+def resume_key(cfg: DemoConfig) -> str:
+    """What a stored checkpoint must match to be reused: every setting except where output goes, how it is shown,
+    the thread count and how many seeds are planned."""
+    d = cfg.to_dict()
+    for k in ("out", "progress", "threads", "n_seeds"):
+        d.pop(k)
+    return json.dumps(d, sort_keys=True)
+
+
+def _save(path: Path, key: str, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"key": key, "obj": obj}, tmp)
+    tmp.replace(path)
+
+
+def _load(path: Path, key: str) -> Any:
+    if not path.is_file():
+        return None
+    data = torch.load(path, weights_only=False)
+    return data["obj"] if data.get("key") == key else None
+
+
 def _strip(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if k != "state"}
 
@@ -166,7 +188,9 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     }
     if cfg.mode == "quick":
         report["note"] = SMOKE_NOTE
-    progress_file = out / "runs_so_far.json"  # every finished RL run (no test figures), rewritten after each run
+    store = out / "checkpoints"  # the start checkpoint and every finished run, for resuming
+    store.mkdir(exist_ok=True)
+    key = resume_key(cfg)
     with env_server(cfg.docker) as (url, server_desc):
         clock.lap("server_start")
         console.print(f"[bold]terminal env[/] server: {server_desc} at {url}")
@@ -221,19 +245,25 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
         )
         ev = Evaluator(runner, tok, seeds, ce_val, ce_test, cfg.micro_batch)
         try:
-            # -- the start checkpoint and the reference lines ----------------------------------------------
-            pre = pretrain(
-                model,
-                train_seqs,
-                tok,
-                steps=cfg.pretrain_steps,
-                batch_size=cfg.pretrain_batch,
-                lr=cfg.pretrain_lr,
-                warmup=cfg.pretrain_warmup,
-                micro_batch=cfg.micro_batch,
-                seed=cfg.seed,
-                progress=progress,
-            )
+            # -- the start checkpoint and the reference lines (resumed from OUT/checkpoints if it is there) ------
+            start_file = store / "start.pt"
+            saved = _load(start_file, key)
+            if saved is not None:
+                model.load_state_dict(saved["state"])
+                pre = saved["pre"]
+            else:
+                pre = pretrain(
+                    model,
+                    train_seqs,
+                    tok,
+                    steps=cfg.pretrain_steps,
+                    batch_size=cfg.pretrain_batch,
+                    lr=cfg.pretrain_lr,
+                    warmup=cfg.pretrain_warmup,
+                    micro_batch=cfg.micro_batch,
+                    seed=cfg.seed,
+                    progress=progress,
+                )
             clock.lap("start_checkpoint")
             refs = reference_lines(
                 env_targets(train_seqs, tok),
@@ -241,8 +271,12 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 env_targets(ce_test.sequences, tok),
                 len(tok),
             )
-            start_val = ev.split(model, "val")
-            start_test = ev.split(model, "test")
+            if saved is not None:
+                start_val, start_test = saved["val"], saved["test"]
+            else:
+                start_val = ev.split(model, "val")
+                start_test = ev.split(model, "test")
+                _save(start_file, key, {"state": model.state_dict(), "pre": pre, "val": start_val, "test": start_test})
             clock.lap("references_and_start_eval")
             report["warm_start"] = {
                 "what": "the start checkpoint of every arm: LM pretraining on the train seeds' expert episodes",
@@ -280,39 +314,67 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             start_state = copy.deepcopy(model.state_dict())
 
             # -- every RL run: the sweep seeds run every λ, λ is chosen on their validation figures, the other
-            # seeds run λ = 0, the chosen λ and direct CE ------------------------------------------------------
+            # seeds run λ = 0, the chosen λ and direct CE. Each finished run is stored in OUT/checkpoints (a rerun
+            # of the same command, or with more --seeds, resumes), and the report is rewritten after every seed.
             runs: list[dict[str, Any]] = []
             n_runs = (len(cfg.lambdas) + 1) * cfg.sweep_seeds + 3 * (cfg.n_seeds - cfg.sweep_seeds)
             bar = tqdm(total=n_runs * cfg.rl_steps, desc="RL steps (all runs)", disable=not progress)
             selection: dict[str, Any] = {}
             for k, rl_seed in enumerate(cfg.rl_seeds):
-                if k == cfg.sweep_seeds:
-                    selection = choose_lambda(runs, cfg.lambdas)
-                    console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
                 lams = cfg.lambdas if k < cfg.sweep_seeds else (0.0, selection["chosen"])
                 plan = [("grpo" if lam == 0 else "grpo_echo", lam) for lam in lams] + [("direct_ce", 1.0)]
                 rng = random.Random(rl_seed)
                 schedule = [rng.sample(seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
                 for arm, lam in plan:
-                    runs.append(rl_run(cfg, model, tok, ev, start_state, start_val, arm, lam, rl_seed, schedule, bar))
+                    run_file = store / f"run-{run_key(arm, lam)}-seed{rl_seed}.pt"
+                    run = _load(run_file, key)
+                    if run is None:
+                        run = rl_run(cfg, model, tok, ev, start_state, start_val, arm, lam, rl_seed, schedule, bar)
+                        _save(run_file, key, run)
+                    else:
+                        bar.update(cfg.rl_steps)
+                    runs.append(run)
                     clock.lap(f"rl_{arm}")
-                    progress_file.write_text(json.dumps([_strip(r) for r in runs], indent=1))
+                if k + 1 == cfg.sweep_seeds:
+                    selection = choose_lambda(runs, cfg.lambdas)
+                    console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
+                if selection:  # test, once per arm and seed, at the final checkpoint
+                    for r in runs:
+                        if r["lambda"] == _chosen(selection)[r["arm"]] and "final" not in r:
+                            model.load_state_dict(r["state"])
+                            test = ev.split(model, "test")
+                            r["final"] = {"step": cfg.rl_steps, "val": r["evals"][-1]["val"], "test": test}
+                            _save(store / f"run-{run_key(r['arm'], r['lambda'])}-seed{r['seed']}.pt", key, r)
+                    clock.lap("test_eval")
+                    write_report(report, runs, selection, cfg, clock, out, complete=k + 1 == cfg.n_seeds)
             bar.close()
-            if not selection:
-                selection = choose_lambda(runs, cfg.lambdas)
-                console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
-
-            # -- test once per arm and seed, final checkpoints ------------------------------------------------
-            chosen = {"grpo": 0.0, "grpo_echo": selection["chosen"], "direct_ce": None}
-            for r in runs:
-                if r["lambda"] == chosen[r["arm"]]:
-                    model.load_state_dict(r["state"])
-                    r["final"] = {"step": cfg.rl_steps, "val": r["evals"][-1]["val"], "test": ev.split(model, "test")}
-            clock.lap("test_eval")
         finally:
             runner.close()
-    runs = [_strip(r) for r in runs]
-    progress_file.unlink(missing_ok=True)
+    return json.loads((out / "report.json").read_text())
+
+
+def _chosen(selection: dict[str, Any]) -> dict[str, float | None]:
+    return {"grpo": 0.0, "grpo_echo": selection["chosen"], "direct_ce": None}
+
+
+def write_report(
+    report: dict[str, Any],
+    all_runs: list[dict[str, Any]],
+    selection: dict[str, Any],
+    cfg: DemoConfig,
+    clock: Clock,
+    out: Path,
+    complete: bool,
+) -> None:
+    """The report of the seeds finished so far (``status.complete`` says whether every planned seed is in)."""
+    report = dict(report)
+    runs = [_strip(r) for r in all_runs]
+    chosen = _chosen(selection)
+    report["status"] = {
+        "complete": complete,
+        "rl_seeds_done": sorted({r["seed"] for r in runs if "final" in r}),
+        "rl_seeds_planned": cfg.rl_seeds,
+    }
     report["lambda_selection"] = selection
     report["arms"] = {
         arm: {
@@ -320,7 +382,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "lambda": chosen[arm],
             "objective": next(r["objective"] for r in runs if r["arm"] == arm and r["lambda"] == chosen[arm]),
             "checkpoint": "the final RL step (the same rule for every arm; nothing chosen on test)",
-            "seeds": [r for r in runs if r["arm"] == arm and r["lambda"] == chosen[arm]],
+            "seeds": [r for r in runs if r["arm"] == arm and r["lambda"] == chosen[arm] and "final" in r],
         }
         for arm in ARMS
     }
@@ -329,8 +391,5 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     report["timings_s"] = {**clock.phases, "total": clock.total(), "cpu_total": clock.cpu()}
     plot_report(report, out / PLOT_NAME)
     report["plots"] = [PLOT_NAME]
-    clock.lap("plots_and_report")
-    report["timings_s"] = {**clock.phases, "total": clock.total(), "cpu_total": clock.cpu()}
     (out / "report.json").write_text(json.dumps(report, indent=1))
     (out / "summary.md").write_text(summary_markdown(report))
-    return report

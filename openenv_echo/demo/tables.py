@@ -86,8 +86,9 @@ def references_table(report: dict[str, Any]) -> str:
 def lambda_table(report: dict[str, Any]) -> str:
     sel = report["lambda_selection"]
     lines = [
-        f"λ sweep of GRPO + ECHO on the **validation** split ({len(report['seeds']['validation'])} machines, final "
-        f"step, mean [95% interval] over RL seeds). Rule: {sel['rule']}. Chosen: **λ = {sel['chosen']:g}**.",
+        f"λ sweep of GRPO + ECHO on the **validation** split ({len(report['seeds']['validation'])} machine(s), final "
+        f"step, RL seed(s) {sel['seeds']}; mean [95% interval] when more than one). Rule: {sel['rule']}. Chosen: "
+        f"**λ = {sel['chosen']:g}**.",
         "",
         "| λ | validation env CE | validation success | validation mean reward | steps with reward variance |",
         "|---|---|---|---|---|",
@@ -107,6 +108,12 @@ def summary_markdown(report: dict[str, Any]) -> str:
     parts = []
     if report.get("note"):
         parts.append(f"**{report['note']}**")
+    st = report.get("status", {})
+    if not st.get("complete", True):
+        parts.append(
+            f"**Partial run: RL seeds {st['rl_seeds_done']} of {st['rl_seeds_planned']} finished** (rerun the same "
+            "command to resume from its checkpoints)."
+        )
     parts += [
         headline(report),
         references_table(report),
