@@ -64,6 +64,10 @@ class ClientBase:
         return self._core.trajectory
 
     @property
+    def env_name(self) -> str | None:
+        return self._core.env_name
+
+    @property
     def writer(self) -> TrajectoryWriter | None:
         return self._core.writer
 

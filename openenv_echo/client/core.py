@@ -37,10 +37,10 @@ from .results import SegmentRule, StepResult, parse_observation
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 T = TypeVar("T")
 
+logging.getLogger("openenv_echo.client").addHandler(logging.NullHandler())  # a library logs only where asked to
 TRANSPORT_LOG = logging.getLogger("openenv_echo.client.transport")
-"""websockets' own log (keepalive failures and the like): handed to applications that configure logging, never
-printed on its own; the client raises a typed error for every failure it logs."""
-TRANSPORT_LOG.addHandler(logging.NullHandler())
+"""websockets' own log (keepalive failures and the like): for applications that configure logging, never printed
+on its own; the client raises a typed error for every failure it logs."""
 
 # the server abandons the episode after these, so the client ends it too (its session stays usable)
 _EPISODE_ENDING = frozenset({ErrorCode.STEP_TIMEOUT, ErrorCode.EPISODE_NOT_STARTED, ErrorCode.EPISODE_DONE})
