@@ -244,3 +244,24 @@ def test_step_after_done_refused_on_our_server_too(running_server) -> None:
         env.end_episode("truncated")
         with pytest.raises(EpisodeNotStartedError, match="truncated"):
             env.step({"message": "more"})
+
+
+def test_from_provider_on_both_faces(tmp_path: Path) -> None:
+    """Both faces start a provider's server and stop it on close (the async face stops it off the event loop)."""
+    from openenv_echo import LocalProcessProvider
+
+    provider = LocalProcessProvider("echo")
+    with EnvClient.from_provider(provider, writer=tmp_path / "a.jsonl") as env:
+        assert env.reset().segments and env.step({"message": "bye"}).done
+    assert not provider.started
+
+    async def main() -> str:
+        provider = LocalProcessProvider("echo")
+        async with AsyncEnvClient.from_provider(provider) as env:
+            await env.reset()
+            text = (await env.step({"message": "hey"})).text
+        assert not provider.started
+        return text
+
+    assert asyncio.run(main()) == "[echo] hey\n"
+    assert [t.status for t in read_trajectories(tmp_path / "a.jsonl")] == ["done"]
