@@ -97,6 +97,8 @@ def _env_name(name: str) -> str:
         raise typer.BadParameter(
             f"unknown environment {name!r}; use one of {', '.join(sorted(ENVIRONMENTS))}, or module:Class"
         )
+    if ":" in name and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like uvicorn: `serve my_module:MyEnv` finds my_module.py here
     try:
         load_env(name)
     except (ImportError, AttributeError, TypeError) as e:

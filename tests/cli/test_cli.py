@@ -197,3 +197,30 @@ def test_show_prints_text_by_label_and_the_counts_table(echo_url: str, tmp_path:
     assert "⟦warning⟧[echo] ⟦env_output⟧[b]hi[/b]" in proc.stdout
     assert "tokens per role" in proc.stdout and "|O|=" in proc.stdout
     assert "[b]hi[/b]" in (tmp_path / "t.html").read_text()
+
+
+def test_serve_module_class_from_the_current_directory(tmp_path: Path) -> None:
+    (tmp_path / "my_env.py").write_text(
+        "from openenv_echo.envs.echo import EchoEnvironment\n\nclass MyEnv(EchoEnvironment):\n    pass\n"
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env["PYTHONPATH"] = str(ROOT)
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from openenv_echo.cli import main; sys.exit(main())", "serve", "my_env:MyEnv",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        proc = cli("episode", f"http://127.0.0.1:{port}", "-a", "hi", "-a", "bye")
+        for _ in range(50):  # the server may still be starting
+            if proc.returncode == 0 or server.poll() is not None:
+                break
+            proc = cli("episode", f"http://127.0.0.1:{port}", "-a", "hi", "-a", "bye")
+        assert proc.returncode == 0, (proc.stderr, server.poll())
+        assert "⟦warning⟧[echo] ⟦env_output⟧hi\n" in proc.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
