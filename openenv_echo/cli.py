@@ -14,9 +14,10 @@ import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
@@ -84,6 +85,26 @@ def _root(plain: Plain = False, debug: Debug = False) -> None:
 
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
+
+
+class Mode(str, Enum):
+    simulation = "simulation"
+    production = "production"
+
+
+class LogLevel(str, Enum):
+    critical = "critical"
+    error = "error"
+    warning = "warning"
+    info = "info"
+    debug = "debug"
+    trace = "trace"
+
+
+class Method(str, Enum):
+    auto = "auto"
+    tito = "tito"
+    offline = "offline"
 
 
 # -- argument checks (exit 2) ----------------------------------------------------------------------------------------
@@ -177,9 +198,7 @@ def serve(
     env: str = typer.Argument(..., help="Environment name (echo, terminal, sql) or module:Class.", callback=_env_name),
     host: str = typer.Option("127.0.0.1", help="Interface to bind (0.0.0.0 in containers)."),
     port: int = typer.Option(8000, min=0, max=65535, help="TCP port."),
-    mode: Literal["simulation", "production"] = typer.Option(
-        "simulation", help="simulation (HTTP reset/step/state too) or production (WS only)."
-    ),
+    mode: Mode = typer.Option(Mode.simulation, help="simulation (HTTP reset/step/state too) or production (WS only)."),
     max_sessions: int | None = typer.Option(None, help=_limit_help("max_sessions", "Concurrent sessions")),
     idle_timeout: float | None = typer.Option(None, help=_limit_help("idle_timeout_s", "Idle session timeout in s")),
     max_message_bytes: int | None = typer.Option(
@@ -189,9 +208,7 @@ def serve(
     tokenizer: str | None = typer.Option(
         None, help="HF tokenizer (local dir, hub name when online, or local:<family>): enables return_tokens."
     ),
-    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = typer.Option(
-        "info", help="uvicorn's log level."
-    ),
+    log_level: LogLevel = typer.Option(LogLevel.info, help="uvicorn's log level."),
     debug: Debug = False,
 ) -> None:
     """Serve an environment over OpenEnv's HTTP + WebSocket protocol."""
@@ -208,13 +225,13 @@ def serve(
     )
     env_cls = load_env(env)
     try:
-        application = create_app(env_cls, limits=limits, mode=mode, tokenizer=_load_tokenizer(tokenizer))  # type: ignore[arg-type]
+        application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))  # type: ignore[arg-type]
     except ValueError as e:
         raise UsageError(f"{_one_line(e)}; fix the flags") from e
     _check_port_free(host, port)
     out = make_console(plain=_OPTS.plain)
     out.print(f"serving {env} on http://{host}:{port}  (ws://{host}:{port}/ws)  {limits!r}")
-    run(application, host=host, port=port, log_level=log_level)
+    run(application, host=host, port=port, log_level=log_level.value)
 
 
 def _parse_action(raw: str, field: str) -> dict[str, Any]:
@@ -350,7 +367,7 @@ def show(
     tokenizer: str | None = typer.Option(None, help="Tokenizer for trajectory files (dir, hub name, local:<family>)."),
     index: int | None = typer.Option(None, help="Show only this record."),
     limit: int = typer.Option(3, min=1, help="At most this many records."),
-    method: Literal["auto", "tito", "offline"] = typer.Option("auto", help="Assembly for trajectory files."),
+    method: Method = typer.Option(Method.auto, help="Assembly for trajectory files."),
     observation_role: str = typer.Option("tool", help="Chat role observations are rendered in."),
     plain: Plain = False,
     debug: Debug = False,
@@ -370,7 +387,7 @@ def show(
             tokenizer=tok,
             index=index,
             limit=limit,
-            method=method,
+            method=method.value,
             observation_role=observation_role,
             console=make_console(plain=_OPTS.plain),
         )

@@ -70,7 +70,7 @@ def test_serve_help_shows_defaults_and_env_vars() -> None:
     defaults = ServerLimits()
     assert f"(default {defaults.max_sessions}; env OPENENV_ECHO_MAX_SESSIONS)" in out
     assert f"(default {defaults.step_timeout_s}; env OPENENV_ECHO_STEP_TIMEOUT_S)" in out
-    assert "[default: 8000; 0<=x<=65535]" in out and "<simulation|production>" in out
+    assert "[default: 8000; 0<=x<=65535]" in out and "simulation|production" in out
 
 
 # -- usage errors: exit 2, one line -----------------------------------------------------------------------------------
