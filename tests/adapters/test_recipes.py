@@ -29,7 +29,7 @@ def _recipe(trainer: str, tmp_path: Path, coeff: float, steps: int, *extra: str)
 
 
 @pytest.mark.trainer
-@pytest.mark.parametrize("trainer", ["trl", "torchrl"])
+@pytest.mark.parametrize("trainer", ["trl", "torchrl", "tinker"])
 def test_recipe_world_gradient_reaches_env_output_only_when_coeff_positive(trainer: str, tmp_path: Path) -> None:
     pytest.importorskip(trainer)
     on = _recipe(trainer, tmp_path, 0.05, 2, "--group-size", "2")
