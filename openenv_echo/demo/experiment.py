@@ -362,7 +362,8 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             bar.close()
         finally:
             runner.close()
-    return json.loads((out / "report.json").read_text())
+    final: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return final
 
 
 def _chosen(selection: dict[str, Any]) -> dict[str, float | None]:
