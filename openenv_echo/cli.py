@@ -322,11 +322,11 @@ def episode(
 
 
 def _demo_actions(env_name: str, seed: int) -> list[dict[str, Any]]:
-    """The env's scripted demo episode (each env module exports ``demo_actions(seed)``)."""
+    """The env's scripted expert episode (each env module exports ``expert_actions(seed)``)."""
     from .envs import ENVIRONMENTS
 
     module = import_module(ENVIRONMENTS[env_name].partition(":")[0])
-    return list(module.demo_actions(seed))
+    return list(module.expert_actions(seed))
 
 
 @app.command()
