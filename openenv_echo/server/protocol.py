@@ -14,7 +14,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from ..tokenizer_identity import segment_tokens
 from ..wire import ErrorCode, Observation
 from .environment import EnvError, Environment
 
@@ -186,6 +185,8 @@ class Protocol:
     def envelope_json(self, obs: Observation, with_tokens: bool) -> str:
         """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path)."""
         if with_tokens and obs.tokens is None:
+            from ..tokenize.observation_tokens import segment_tokens
+
             obs.tokens = segment_tokens(self.tokenizer, obs.segments)
         body = obs.__pydantic_serializer__.to_json(obs, exclude=_ENVELOPE_TOP).decode()
         reward = "null" if obs.reward is None else repr(float(obs.reward))

@@ -14,7 +14,9 @@ from .compare import AssemblyComparison, Difference, compare_assemblies
 from .export import read_jsonl, read_parquet, read_tokenized, write_jsonl, write_parquet
 from .fragment import FragmentCodec, fragment_codec
 from .local import FAMILIES, build_tokenizer, load_tokenizer
-from .offline import STRADDLE_ROLE, TaggedMessage, conversation_from_trajectory, tokenize_offline
+from .observation_tokens import segment_tokens
+from .offline import STRADDLE_ROLE, conversation_from_trajectory, tokenize_offline
+from .rendered import TaggedMessage
 from .show import show
 from .template import Scaffold, TemplateError, TemplateNotPrefixStable, probe_template
 from .tito import TitoBuilder, tokenize_trajectory
@@ -44,6 +46,7 @@ __all__ = [
     "read_jsonl",
     "read_parquet",
     "read_tokenized",
+    "segment_tokens",
     "show",
     "tokenize_offline",
     "tokenize_trajectory",

@@ -15,8 +15,8 @@ Each call costs time proportional to what it appends (the conversation is never 
 rollout is linear in its length. ``tokenize_trajectory`` does the same for a recorded ``Trajectory``, using
 ``action_token_ids`` where present and encoding all bodies in one batched call.
 
-Bodies are encoded per segment with ``FragmentCodec.encode_content`` (mid-sequence, special-token strings as
-plain text) so every token has exactly one role; observation ``tokens`` sent by the server are used verbatim
+Bodies are encoded per segment with ``FragmentCodec.encode_body`` (mid-sequence, literal: added-token strings
+are plain text) so every token has exactly one role; observation ``tokens`` sent by the server are used verbatim
 when their tokenizer fingerprint equals this tokenizer's.
 """
 
@@ -34,7 +34,8 @@ from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import ChatMessage, Trajectory
 from ..wire import ObservationTokens, Segment
 from .fragment import backend_of, fragment_codec
-from .template import SENTINEL, TemplateNotPrefixStable, probe_template, render
+from .rendered import Parts, TaggedMessage, encode_parts, render_parts
+from .template import TemplateNotPrefixStable, probe_template
 from .tokenized import TokenizedTrajectory
 
 _CTX = Role.CONTEXT.code
@@ -80,6 +81,10 @@ def observation_parts(obs: Any) -> tuple[list[Segment] | None, ObservationTokens
                 raise TypeError(f"observation[{i}] is {type(s).__name__}, expected Segment")
         return segs, None
     raise TypeError(f"cannot read an observation from {type(obs).__name__}")
+
+
+def _extra(m: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in m.items() if k not in ("role", "content")}
 
 
 def _check_segments(segments: Sequence[Segment]) -> None:
@@ -164,56 +169,43 @@ class TitoBuilder:
         prompt ids, ending with the generation prompt. All ``context`` except the reset body."""
         self._need("new", "start()")
         msgs = chat_messages(messages)
-        body_ids: list[int] = []
-        body_roles = bytearray()
+        tagged = [TaggedMessage(m["role"], [Segment(role=Role.CONTEXT, text=m["content"])], _extra(m)) for m in msgs]
         if reset is not None:
             body_ids, body_roles = self._body(reset, _encoded)
             segments, _tokens = observation_parts(reset)
-            has_reset = bool(body_ids) or bool(segments)
-        else:
-            has_reset = False
-        gp = self.scaffold.generation_prompt
-        if has_reset:
-            text = render(
-                self.tokenizer,
-                msgs + [{"role": self.scaffold.observation_role, "content": SENTINEL}],
-                add_generation_prompt=True,
-                chat_template=self._chat_template,
-                template_kwargs=self._template_kwargs,
-            )
-            if text.count(SENTINEL) != 1:
-                raise TemplateNotPrefixStable(
-                    f"the {self.scaffold.template_name} renders the reset observation "
-                    f"{text.count(SENTINEL)} times (expected once)"
+            if body_ids or segments:
+                tagged.append(
+                    TaggedMessage(self.scaffold.observation_role, [], ids=body_ids, id_roles=bytes(body_roles))
                 )
-            pre, post = text.split(SENTINEL)
-        elif msgs:
-            pre = render(
+                self._obs_count += sum(body_roles.count(c) for c in _OBS_CODES)
+        gp = self.scaffold.generation_prompt
+        if tagged:
+            parts = render_parts(
                 self.tokenizer,
-                msgs,
+                tagged,
                 add_generation_prompt=True,
                 chat_template=self._chat_template,
                 template_kwargs=self._template_kwargs,
             )
-            post = None
+            if parts.rewritten:
+                raise TemplateNotPrefixStable(
+                    f"the {self.scaffold.template_name} rewrites the initial messages' content (e.g. trims it); "
+                    "token-in-token-out needs it verbatim: use mode='stepwise' or tokenize_offline"
+                )
         else:  # nothing to render (transformers refuses empty conversations): just the generation prompt
-            pre, post = gp, None
-        tail = post if post is not None else pre
-        split_gp = bool(gp) and tail.endswith(gp)
+            parts = Parts(gp, bytearray(len(gp)), bytearray(len(gp)), [], False)
+        split_gp = (
+            bool(gp) and parts.text.endswith(gp) and all(p <= len(parts.text) - len(gp) for p, _, _ in parts.opaque)
+        )
         if split_gp:
-            tail = tail[: len(tail) - len(gp)]
-        if post is None:
-            pre = tail
-        first = self.backend.encode(pre, add_special_tokens=False).ids
+            k = len(parts.text) - len(gp)
+            parts = Parts(parts.text[:k], parts.roles[:k], parts.kinds[:k], parts.opaque, False)
+        ids, roles, _ = encode_parts(self.codec, parts, document_start=True)
         prefix = self.codec.prefix_ids
-        if self.add_special_tokens and prefix and first[: len(prefix)] != prefix:
+        if self.add_special_tokens and prefix and ids[: len(prefix)].tolist() != prefix:
             self._extend(prefix, _CTX)
-        self._extend(first, _CTX)
-        if post is not None:
-            self._ids.extend(body_ids)
-            self._roles.extend(body_roles)
-            self._obs_count += sum(body_roles.count(c) for c in _OBS_CODES)
-            self._extend(self.codec.encode_scaffold(tail), _CTX)
+        self._ids.extend(ids.tolist())
+        self._roles.extend(roles.astype(np.uint8).tobytes())
         self._gen_start = len(self._ids) if split_gp else None
         if split_gp:
             self._extend(self.scaffold.generation_prompt_ids, _CTX)
@@ -230,7 +222,7 @@ class TitoBuilder:
                 raise ValueError("add_action needs the sampled ids or the action text")
             if not isinstance(text, str):
                 raise TypeError(f"action text must be str, got {type(text).__name__}")
-            ids = self.codec.encode_content(text) + list(self.scaffold.eot_ids)
+            ids = self.codec.encode_action(text) + list(self.scaffold.eot_ids)
             self.stats["actions_from_text"] += 1
         else:
             ids = self._validate_ids(ids)
@@ -335,7 +327,7 @@ class TitoBuilder:
             self.stats["server_tokens_rejected"] += 1
         segs = [s for s in (segments or []) if s.text]
         _check_segments(segs)
-        enc = encoded if encoded is not None else self.codec.encode_contents([s.text for s in segs])
+        enc = encoded if encoded is not None else self.codec.encode_bodies([s.text for s in segs])
         if len(enc) != len(segs):
             raise AssertionError("pre-encoded bodies do not match the segments")
         ids: list[int] = []
@@ -382,6 +374,7 @@ def tokenize_trajectory(
     )
     # Collect every text to encode, in order, for one batched call.
     texts: list[str] = []
+    act_texts: list[str] = []
     plan: list[tuple[str, Any]] = []  # (kind, payload) consumed in order below
 
     def obs_texts(obs: Any) -> None:
@@ -398,10 +391,11 @@ def tokenize_trajectory(
         if step.action_token_ids is not None:
             plan.append(("act", None))
         else:
-            plan.append(("act", len(texts)))
-            texts.append(action_text(step, action_text_fallback))
+            plan.append(("act", len(act_texts)))
+            act_texts.append(action_text(step, action_text_fallback))
         obs_texts(step.observation)
-    encoded = b.codec.encode_contents(texts)
+    encoded = b.codec.encode_bodies(texts)
+    encoded_actions = b.codec.encode_actions(act_texts)
 
     def body(p: Any) -> list[list[int]] | None:
         return None if p is None else encoded[p[0] : p[0] + p[1]]
@@ -418,7 +412,7 @@ def tokenize_trajectory(
         if step.action_token_ids is not None:
             b.add_action(step.action_token_ids)
         else:
-            b.add_action(encoded[p] + eot)
+            b.add_action(encoded_actions[p] + eot)
             b.stats["actions_from_text"] += 1
         _, p = next(it)
         b.add_observation(step.observation, _encoded=body(p))
