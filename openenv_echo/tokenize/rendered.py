@@ -30,7 +30,7 @@ import numpy as np
 from ..roles import Role
 from ..wire import Segment
 from .fragment import FragmentCodec
-from .template import render
+from .template import _template_text, render, unused_marker
 
 SCAFFOLD = 0
 BODY = 1
@@ -41,7 +41,6 @@ EOT_CODE = 4
 it), but told apart from body characters so it is recognized as the template's token."""
 
 _CTX = Role.CONTEXT.code
-_PUA = "\ue000"
 
 
 @dataclass
@@ -82,15 +81,6 @@ class TaggedMessage:
         return cls(role, segs, d)
 
 
-def unused_marker(texts: Sequence[str]) -> str:
-    """A run of U+E000 one longer than the longest such run in ``texts``: it occurs in none of them."""
-    longest = 0
-    for t in texts:
-        if _PUA in t:
-            longest = max(longest, max(len(r) for r in re.findall(f"{_PUA}+", t)))
-    return _PUA * (longest + 1)
-
-
 @dataclass
 class Parts:
     """A rendering cut into text (with a role code and a kind per character) and opaque id parts."""
@@ -113,8 +103,6 @@ def render_parts(
 ) -> Parts:
     """Render ``messages`` and attribute every character (see the module docstring). ``eot``: the template's
     end-of-turn text after assistant content (``action`` when it follows action text)."""
-    from .template import _template_text
-
     inputs = [json.dumps(m.extra, ensure_ascii=False, default=str) for m in messages]
     inputs += [s.text for m in messages for s in m.segments]
     inputs.append(_template_text(tokenizer, chat_template))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,7 @@ from typing import Any
 
 from .fragment import backend_of, fragment_codec
 
-SENTINEL = "OEEsentinel"
+_PUA = "\ue000"
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, tuple[weakref.ref, Scaffold]] = {}
 
@@ -73,6 +74,15 @@ class Scaffold:
                 if tid == last and tid in self.special_ids:
                     return list(close[j + 1 :]), True
         return list(close), False
+
+
+def unused_marker(texts: Sequence[str]) -> str:
+    """A run of U+E000 one longer than the longest such run in ``texts``: it occurs in none of them."""
+    longest = 0
+    for t in texts:
+        if _PUA in t:
+            longest = max(longest, max(len(r) for r in re.findall(f"{_PUA}+", t)))
+    return _PUA * (longest + 1)
 
 
 def template_name(tokenizer: Any, chat_template: str | None = None) -> str:
@@ -186,6 +196,7 @@ def _probe(
     check_thinking: bool,
 ) -> Scaffold:
     name = template_name(tokenizer, chat_template)
+    sentinel = unused_marker([_template_text(tokenizer, chat_template)])
 
     def r(msgs: list[dict[str, str]], gen: bool) -> str:
         return render(
@@ -197,7 +208,7 @@ def _probe(
         variants.append(lambda s: f"<think>\nreasoning {s}\n</think>\n\n{s}")
     found: dict[str, str] | None = None
     for variant in variants:
-        s = {k: f"{SENTINEL}{k}" for k in ("S", "U", "A1", "O1", "A2", "O2")}
+        s = {k: f"{sentinel}{k}{sentinel}" for k in ("S", "U", "A1", "O1", "A2", "O2")}
         conv = [
             {"role": "system", "content": s["S"]},
             {"role": "user", "content": s["U"]},
@@ -282,10 +293,11 @@ def assistant_eot_text(
 ) -> str:
     """The special-token text a template puts right after assistant content (e.g. ``<|im_end|>``), found
     without requiring prefix stability; offline assembly marks it ``action`` (the model emits it)."""
-    s = f"{SENTINEL}A"
+    sentinel = unused_marker([_template_text(tokenizer, chat_template)])
+    s = f"{sentinel}A{sentinel}"
     text = render(
         tokenizer,
-        [{"role": "user", "content": f"{SENTINEL}U"}, {"role": "assistant", "content": s}],
+        [{"role": "user", "content": f"{sentinel}U{sentinel}"}, {"role": "assistant", "content": s}],
         add_generation_prompt=False,
         chat_template=chat_template,
         template_kwargs=template_kwargs,
