@@ -125,8 +125,12 @@ def render_parts(
     kinds = bytearray()
     pos = 0
     after_action = False
+    spans: list[tuple[int, int]] = []  # alternating scaffold and body spans in the substituted text
+    n = 0
     for f in found:
         _scaffold(pieces, roles, kinds, ph_text[pos : f.start()], eot if after_action else "")
+        spans.append((n, len(roles)))
+        n = len(roles)
         m = messages[int(f.group(1))]
         if m.ids is not None:
             _append(pieces, roles, kinds, f.group(0), _CTX, SCAFFOLD)  # stays a placeholder in both renders
@@ -134,9 +138,12 @@ def render_parts(
             kind = ACTION_BODY if m.is_action else BODY
             for seg in m.segments:
                 _append(pieces, roles, kinds, seg.text, seg.role.code, kind)
+        spans.append((n, len(roles)))
+        n = len(roles)
         after_action = (m.ids is None and m.is_action) or (m.ids is not None and m.role == "assistant")
         pos = f.end()
     _scaffold(pieces, roles, kinds, ph_text[pos:], eot if after_action else "")
+    spans.append((n, len(roles)))
     subst = "".join(pieces)
     real = render(
         tokenizer,
@@ -148,7 +155,10 @@ def render_parts(
         **kw,
     )
     rewritten = real != subst
-    if rewritten:
+    anchored = _anchored(real, subst, roles, kinds, spans) if rewritten else None
+    if anchored is not None:
+        roles, kinds = anchored
+    elif rewritten:
         aligned_roles = bytearray(bytes((_CTX,)) * len(real))
         aligned_kinds = bytearray(bytes((SCAFFOLD,)) * len(real))
         sm = difflib.SequenceMatcher(None, subst, real, autojunk=False)
@@ -184,6 +194,44 @@ def render_parts(
     if len(opaque) != len(opaque_msgs):
         raise ValueError("the chat template does not render every pre-encoded message exactly once")
     return Parts("".join(out_text), out_roles, out_kinds, opaque, rewritten)
+
+
+def _anchored(
+    real: str, subst: str, roles: bytearray, kinds: bytearray, spans: list[tuple[int, int]]
+) -> tuple[bytearray, bytearray] | None:
+    """Attribute ``real`` when the template kept its own text and only cut bodies down (``trim``, dropped
+    reasoning): each scaffold piece is found in order and the text between two is a piece of that body. None
+    when that does not explain the rendering (then a character diff is used)."""
+    out_roles = bytearray(len(real))  # zeros: context / scaffold
+    out_kinds = bytearray(len(real))
+    pos = 0
+    for k in range(0, len(spans), 2):
+        s0, s1 = spans[k]
+        if not real.startswith(subst[s0:s1], pos):
+            return None
+        out_roles[pos : pos + s1 - s0] = roles[s0:s1]
+        pos += s1 - s0
+        if k + 1 == len(spans):
+            return (out_roles, out_kinds) if pos == len(real) else None
+        b0, b1 = spans[k + 1]
+        content = subst[b0:b1]
+        nxt = subst[spans[k + 2][0] : spans[k + 2][1]]
+        if k + 2 == len(spans) - 1:  # the last scaffold piece ends the text
+            j = len(real) - len(nxt) if real.endswith(nxt) and len(real) - len(nxt) >= pos else -1
+            if j >= 0 and real[pos:j] not in content:
+                j = -1
+        else:
+            j = real.find(nxt, pos)
+            while j != -1 and real[pos:j] not in content:
+                j = real.find(nxt, j + 1)
+        if j == -1:
+            return None
+        region = real[pos:j]
+        off = len(content) - len(region) if content.endswith(region) else content.find(region)
+        out_roles[pos:j] = roles[b0 + off : b0 + off + len(region)]
+        out_kinds[pos:j] = kinds[b0 + off : b0 + off + len(region)]
+        pos = j
+    return None
 
 
 def _append(pieces: list[str], roles: bytearray, kinds: bytearray, text: str, code: int, kind: int) -> None:

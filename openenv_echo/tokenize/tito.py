@@ -131,6 +131,8 @@ class TitoBuilder:
         self._state = "new"
         self._obs_count = 0
         self._gen_start: int | None = None
+        self._logprobs: list[tuple[int, list[float]]] = []  # (position, the sampler's logprobs of an action)
+        self.temperature: float | None = None
         self._pending_close: list[int] = []
         self.stats: dict[str, int] = {
             "server_tokens_used": 0,
@@ -212,11 +214,29 @@ class TitoBuilder:
         self._state = "awaiting_action"
         return list(self._ids)
 
-    def add_action(self, ids: Sequence[int] | None = None, *, text: str | None = None) -> list[int]:
+    def add_action(
+        self,
+        ids: Sequence[int] | None = None,
+        *,
+        text: str | None = None,
+        logprobs: Sequence[float] | None = None,
+        temperature: float | None = None,
+    ) -> list[int]:
         """Append the sampled action ids verbatim (``action``), including the end-of-turn token the model
         emitted. Without ids, ``text`` is encoded and the template's end-of-turn token appended (as action:
-        the model should learn to stop). Returns the appended ids."""
+        the model should learn to stop). ``logprobs`` (one per sampled id) and ``temperature`` are the
+        sampler's; they are carried to ``TokenizedTrajectory.sampler_logprobs``. Returns the appended ids."""
         self._need("awaiting_action", "add_action()")
+        if logprobs is not None:
+            if ids is None or len(logprobs) != len(ids):
+                raise ValueError("logprobs need the sampled ids, one per id")
+            self._logprobs.append((len(self._ids), [float(v) for v in logprobs]))
+        if temperature is not None:
+            if self.temperature is not None and self.temperature != temperature:
+                raise ValueError(
+                    f"actions of one sequence were sampled at two temperatures ({self.temperature}, {temperature})"
+                )
+            self.temperature = float(temperature)
         if ids is None:
             if text is None:
                 raise ValueError("add_action needs the sampled ids or the action text")
@@ -287,6 +307,11 @@ class TitoBuilder:
         if self.add_special_tokens and suffix and self._ids[-len(suffix) :] != suffix:
             self._extend(suffix, _CTX)
         self._state = "finished"
+        logp = None
+        if self._logprobs:
+            logp = np.full(len(self._ids), np.nan, dtype=np.float32)
+            for pos, values in self._logprobs:
+                logp[pos : pos + len(values)] = values
         return TokenizedTrajectory(
             input_ids=np.asarray(self._ids, dtype=np.int64),
             role_ids=np.frombuffer(bytes(self._roles), dtype=np.int8).copy(),
@@ -296,6 +321,8 @@ class TitoBuilder:
             episode_id=episode_id,
             reward=reward,
             stats=dict(self.stats),
+            sampler_logprobs=logp,
+            sampling_temperature=self.temperature,
         )
 
     # -- bodies ----------------------------------------------------------------------------------------------
@@ -410,7 +437,7 @@ def tokenize_trajectory(
     for step in traj.steps:
         _, p = next(it)
         if step.action_token_ids is not None:
-            b.add_action(step.action_token_ids)
+            b.add_action(step.action_token_ids, logprobs=step.action_logprobs, temperature=step.sampling_temperature)
         else:
             b.add_action(encoded_actions[p] + eot)
             b.stats["actions_from_text"] += 1
