@@ -313,3 +313,48 @@ def assistant_eot_text(
             break
         out += backend.id_to_token(tid)
     return out if close.startswith(out) else ""
+
+
+@dataclass(frozen=True)
+class TemplateMode:
+    """Which assembly a chat template needs, and why.
+
+    ``"tito"``: the template is prefix-stable and keeps bodies verbatim, so one sequence per episode, built by
+    appending (``TitoBuilder``), is exactly what the template renders. ``"stepwise"``: the template rewrites
+    history (drops earlier reasoning) or cuts bodies (``trim``), so only a per-turn rendering is faithful: one
+    training sequence per assistant turn (``StepwiseBuilder``); ``reasons`` says what the probe saw.
+    """
+
+    mode: str
+    reasons: tuple[str, ...]
+    template_name: str
+
+
+def template_mode(
+    tokenizer: Any,
+    observation_role: str = "tool",
+    *,
+    chat_template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+) -> TemplateMode:
+    """Probe the template (``probe_template`` plus a whitespace check of every body) and report the mode it
+    needs; ``mode="auto"`` in ``tokenize_sequences`` uses this."""
+    name = template_name(tokenizer, chat_template)
+    reasons: list[str] = []
+    try:
+        probe_template(tokenizer, observation_role, chat_template=chat_template, template_kwargs=template_kwargs)
+    except TemplateNotPrefixStable as e:
+        reasons.append(f"not prefix-stable: {e}")
+    mark = unused_marker([_template_text(tokenizer, chat_template)])
+    pad = {r: f" \n{mark}{r}{mark} \n" for r in ("system", "user", "assistant", observation_role)}
+    conv = [{"role": r, "content": c} for r, c in pad.items()]
+    text = render(
+        tokenizer, conv, add_generation_prompt=False, chat_template=chat_template, template_kwargs=template_kwargs
+    )
+    for role, content in pad.items():
+        if content not in text:
+            reasons.append(
+                f"it trims or rewrites {role!r} message bodies ({content!r} does not appear verbatim): "
+                "appended bodies would not match its rendering"
+            )
+    return TemplateMode("stepwise" if reasons else "tito", tuple(reasons), name)
