@@ -18,9 +18,13 @@ than one role (BPE merged across a role boundary) gets ``context`` and is counte
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import difflib
 import json
 import re
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +45,10 @@ EOT_CODE = 4
 it), but told apart from body characters so it is recognized as the template's token."""
 
 _CTX = Role.CONTEXT.code
+_LOCK = threading.Lock()
+_PH_MEMO: dict[tuple, tuple[weakref.ref, str]] = {}
+"""Placeholder renders by conversation shape (roles, extra keys, template): datasets repeat a few shapes."""
+_PH_MEMO_MAX = 512
 
 
 @dataclass
@@ -103,19 +111,31 @@ def render_parts(
 ) -> Parts:
     """Render ``messages`` and attribute every character (see the module docstring). ``eot``: the template's
     end-of-turn text after assistant content (``action`` when it follows action text)."""
-    inputs = [json.dumps(m.extra, ensure_ascii=False, default=str) for m in messages]
+    inputs = [json.dumps(m.extra, ensure_ascii=False, default=str) if m.extra else "" for m in messages]
     inputs += [s.text for m in messages for s in m.segments]
     inputs.append(_template_text(tokenizer, chat_template))
     mark = unused_marker(inputs)
     end = "\ue001"
     kw: dict[str, Any] = {"chat_template": chat_template, "template_kwargs": template_kwargs}
     ph = [f"{mark}{i}{end}" for i in range(len(messages))]
-    ph_text = render(
-        tokenizer,
-        [{**m.extra, "role": m.role, "content": ph[i]} for i, m in enumerate(messages)],
-        add_generation_prompt=add_generation_prompt,
-        **kw,
-    )
+    extras = inputs[: len(messages)]
+    key = (id(tokenizer), inputs[-1], json.dumps(kw, sort_keys=True, default=str), add_generation_prompt, mark)
+    key += tuple(zip((m.role for m in messages), extras))
+    with _LOCK:
+        hit = _PH_MEMO.get(key)
+    if hit is not None and hit[0]() is tokenizer:
+        ph_text = hit[1]
+    else:
+        ph_text = render(
+            tokenizer,
+            [{**m.extra, "role": m.role, "content": ph[i]} for i, m in enumerate(messages)],
+            add_generation_prompt=add_generation_prompt,
+            **kw,
+        )
+        with _LOCK, contextlib.suppress(TypeError):  # TypeError: not weak-referenceable, not memoized
+            if len(_PH_MEMO) >= _PH_MEMO_MAX:
+                _PH_MEMO.clear()
+            _PH_MEMO[key] = (weakref.ref(tokenizer), ph_text)
     found = list(re.finditer(re.escape(mark) + r"(\d+)" + end, ph_text))
     order = [int(f.group(1)) for f in found]
     if order != sorted(set(order)) or any(i >= len(messages) for i in order):
@@ -275,27 +295,35 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     _runs(items, pos, n, cuts)
     runs = [(s, e) for s, e, tid in items if tid < 0]
     encs = _encode_runs(codec, [text[s:e] for s, e in runs], [s == 0 and document_start for s, _ in runs])
+    cr = np.frombuffer(bytes(croles), dtype=np.int8)
     ids_out: list[int] = []
-    off_out: list[tuple[int, int]] = []
+    roles_out = bytearray()
+    tok_at: list[int] = []  # token index where each item starts (to splice opaque parts)
+    straddled = 0
     k = 0
     for s, e, tid in items:
-        if tid >= 0:
+        tok_at.append(len(ids_out))
+        if tid >= 0:  # an added token the template (or the model, in action text) wrote: its characters' role
             ids_out.append(tid)
-            off_out.append((s, e))
+            code = int(cr[s]) if s < n else _CTX
+            roles_out.append(Role.ACTION.code if code == EOT_CODE else code)
             continue
-        r_ids, r_off = encs[k]
+        r_ids, r_enc = encs[k]
         k += 1
+        r_roles, r_straddled = _run_roles(r_ids, r_enc, cr[s:e])
         ids_out.extend(r_ids)
-        off_out.extend([(a + s, b + s) for a, b in r_off])
-    ids = np.asarray(ids_out, dtype=np.int64)
-    role_ids, straddled = token_roles(n, croles, off_out)
-    if parts.opaque:  # splice the opaque parts in at their character positions
-        tok_start = np.asarray([a for a, _ in off_out], dtype=np.int64)
+        roles_out += r_roles
+        straddled += r_straddled
+    ids = np.fromiter(ids_out, dtype=np.int64, count=len(ids_out))
+    role_ids = np.frombuffer(bytes(roles_out), dtype=np.int8).copy()
+    if parts.opaque:  # splice the opaque parts in at their character positions (always item boundaries)
+        item_start = [s for s, _, _ in items]
         chunks_i: list[np.ndarray] = []
         chunks_r: list[np.ndarray] = []
         prev = 0
         for cpos, o_ids, o_roles in parts.opaque:
-            cut = int(np.searchsorted(tok_start, cpos, side="left"))
+            j = bisect.bisect_left(item_start, cpos)
+            cut = tok_at[j] if j < len(tok_at) else len(ids)
             chunks_i += [ids[prev:cut], np.asarray(o_ids, dtype=np.int64)]
             chunks_r += [role_ids[prev:cut], np.frombuffer(bytes(o_roles), dtype=np.int8)]
             prev = cut
@@ -304,6 +332,39 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
         ids = np.concatenate(chunks_i)
         role_ids = np.concatenate(chunks_r).astype(np.int8)
     return ids, role_ids, straddled
+
+
+def _run_roles(ids: list[int], enc: Any, cr: np.ndarray) -> tuple[bytes, int]:
+    """Role codes of one run's tokens from its characters' roles: a token inside one role's characters takes
+    it, a token across a role boundary is ``context`` (straddle). Uses the encoding's char-to-token map at the
+    few role boundaries; ``enc`` may instead be the run's offsets (re-spelled runs)."""
+    n_t = len(ids)
+    change = np.flatnonzero(cr[1:] != cr[:-1]) + 1
+    if not len(change):
+        code = int(cr[0]) if len(cr) else _CTX
+        return bytes((Role.ACTION.code if code == EOT_CODE else code,)) * n_t, 0
+    if isinstance(enc, list):
+        roles, st = token_roles(len(cr), bytearray(cr.tobytes()), enc)
+        return roles.tobytes(), st
+    bounds = [0, *change.tolist(), len(cr)]
+    tok_bounds = [0]
+    straddles: set[int] = set()
+    for p in bounds[1:-1]:
+        tp, tq = enc.char_to_token(p), enc.char_to_token(p - 1)
+        if tp is None or tq is None:  # characters no token covers (a normalizer dropped them): use offsets
+            roles, st = token_roles(len(cr), bytearray(cr.tobytes()), enc.offsets)
+            return roles.tobytes(), st
+        if tp == tq:
+            straddles.add(tp)
+        tok_bounds.append(tp)
+    tok_bounds.append(n_t)
+    out = bytearray()
+    for i in range(len(bounds) - 1):
+        code = int(cr[bounds[i]])
+        out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * max(0, tok_bounds[i + 1] - len(out))
+    for t in straddles:
+        out[t] = _CTX
+    return bytes(out[:n_t]), len(straddles)
 
 
 def _runs(out: list[tuple[int, int, int]], a: int, b: int, cuts: list[int]) -> None:
@@ -317,28 +378,27 @@ def _runs(out: list[tuple[int, int, int]], a: int, b: int, cuts: list[int]) -> N
         out.append((pos, b, -1))
 
 
-def _encode_runs(
-    codec: FragmentCodec, texts: list[str], first: list[bool]
-) -> list[tuple[list[int], list[tuple[int, int]]]]:
-    """Each run literally (no added token), with offsets; a document's first run in document mode."""
-    out: list[tuple[list[int], list[tuple[int, int]]]] = []
+def _encode_runs(codec: FragmentCodec, texts: list[str], first: list[bool]) -> list[tuple[list[int], Any]]:
+    """Each run literally (no added token): ``(ids, encoding)``, or ``(ids, offsets)`` for a re-spelled run; a
+    document's first run in document mode."""
+    out: list[tuple[list[int], Any]] = []
     if not texts:
         return out
     guard = codec._guard_body
-    doc_idx = [i for i, f in enumerate(first) if f]
     encs = codec.body.encode_batch(texts, add_special_tokens=False)
-    if doc_idx:
-        encs[doc_idx[0]] = codec.body_document.encode(texts[doc_idx[0]], add_special_tokens=False)
+    doc = [i for i, f in enumerate(first) if f]
+    if doc:
+        encs[doc[0]] = codec.body_document.encode(texts[doc[0]], add_special_tokens=False)
     for i, e in enumerate(encs):
         ids = e.ids
         if guard and not guard.isdisjoint(ids):
             out.append(codec.respell(codec.body, texts[i], guard, first=codec.body_document if first[i] else None))
         else:
-            out.append((ids, e.offsets))
+            out.append((ids, e))
     return out
 
 
-def token_roles(n: int, croles: bytearray, offsets: Sequence[tuple[int, int]]) -> tuple[np.ndarray, int]:
+def token_roles(n: int, croles: bytearray, offsets: Sequence[tuple[int, int]] | np.ndarray) -> tuple[np.ndarray, int]:
     """One role per token from per-character roles and token offsets (vectorized). Characters not covered by
     any token (trimmed whitespace) count for both neighbours; a token whose characters carry more than one role
     is ``context`` (straddle policy); end-of-turn characters are ``action``."""

@@ -27,6 +27,7 @@ from .fragment import backend_of, fragment_codec
 _PUA = "\ue000"
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, tuple[weakref.ref, Scaffold]] = {}
+_EOT_CACHE: dict[tuple, tuple[weakref.ref, str]] = {}
 
 
 class TemplateError(ValueError):
@@ -292,7 +293,29 @@ def assistant_eot_text(
     template_kwargs: Mapping[str, Any] | None = None,
 ) -> str:
     """The special-token text a template puts right after assistant content (e.g. ``<|im_end|>``), found
-    without requiring prefix stability; offline assembly marks it ``action`` (the model emits it)."""
+    without requiring prefix stability; offline assembly marks it ``action`` (the model emits it). Cached per
+    tokenizer object, template and kwargs."""
+    tpl = _template_text(tokenizer, chat_template)
+    key = (id(tokenizer), hashlib.sha256(tpl.encode()).hexdigest(), _kwargs_key(template_kwargs))
+    with _LOCK:
+        eot_hit = _EOT_CACHE.get(key)
+        if eot_hit is not None and eot_hit[0]() is tokenizer:
+            return eot_hit[1]
+    out = _assistant_eot_text(tokenizer, chat_template, template_kwargs)
+    try:
+        ref = weakref.ref(tokenizer)
+    except TypeError:
+        return out
+    with _LOCK:
+        _EOT_CACHE[key] = (ref, out)
+    return out
+
+
+def _kwargs_key(template_kwargs: Mapping[str, Any] | None) -> str:
+    return json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str)
+
+
+def _assistant_eot_text(tokenizer: Any, chat_template: str | None, template_kwargs: Mapping[str, Any] | None) -> str:
     sentinel = unused_marker([_template_text(tokenizer, chat_template)])
     s = f"{sentinel}A{sentinel}"
     text = render(
