@@ -7,6 +7,7 @@ importing transformers, and never changes the tokenizer object.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -63,4 +64,9 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
 def tokenizer_identity(tokenizer: Any, name: str | None = None) -> TokenizerIdentity:
     """``TokenizerIdentity(name, fingerprint)``; the name defaults to the tokenizer's ``name_or_path``."""
     name = name or getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
-    return TokenizerIdentity(name=str(name), fingerprint=tokenizer_fingerprint(tokenizer))
+    return _identity(str(name), tokenizer_fingerprint(tokenizer))
+
+
+@functools.lru_cache(maxsize=256)
+def _identity(name: str, fingerprint: str) -> TokenizerIdentity:
+    return TokenizerIdentity(name=name, fingerprint=fingerprint)

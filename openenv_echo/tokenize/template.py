@@ -13,6 +13,7 @@ blocks fail here, as they must.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -77,6 +78,12 @@ class Scaffold:
         return list(close), False
 
 
+@functools.lru_cache(maxsize=256)
+def _sha(text: str) -> str:
+    """sha256 of a template's text (memoized: every assembly looks its template up by it)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def unused_marker(texts: Sequence[str]) -> str:
     """A run of U+E000 one longer than the longest such run in ``texts``: it occurs in none of them."""
     longest = 0
@@ -89,7 +96,7 @@ def unused_marker(texts: Sequence[str]) -> str:
 def template_name(tokenizer: Any, chat_template: str | None = None) -> str:
     """``"<name_or_path> chat template sha256:<12 hex>"``: names the template in errors and caches."""
     text = _template_text(tokenizer, chat_template)
-    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    sha = _sha(text)[:12]
     who = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
     return f"{who!s} chat template sha256:{sha}" + (" (custom)" if chat_template else "")
 
@@ -170,7 +177,7 @@ def probe_template(
     tpl_text = _template_text(tokenizer, chat_template)
     key = (
         id(tokenizer),
-        hashlib.sha256(tpl_text.encode()).hexdigest(),
+        _sha(tpl_text),
         observation_role,
         json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
         check_thinking,
@@ -296,7 +303,7 @@ def assistant_eot_text(
     without requiring prefix stability; offline assembly marks it ``action`` (the model emits it). Cached per
     tokenizer object, template and kwargs."""
     tpl = _template_text(tokenizer, chat_template)
-    key = (id(tokenizer), hashlib.sha256(tpl.encode()).hexdigest(), _kwargs_key(template_kwargs))
+    key = (id(tokenizer), _sha(tpl), _kwargs_key(template_kwargs))
     with _LOCK:
         eot_hit = _EOT_CACHE.get(key)
         if eot_hit is not None and eot_hit[0]() is tokenizer:
