@@ -68,7 +68,8 @@ class TaggedMessage:
 
     @property
     def is_action(self) -> bool:
-        return bool(self.segments) and all(s.role is Role.ACTION for s in self.segments)
+        segs = self.segments
+        return bool(segs) and all(s.role is Role.ACTION for s in segs)
 
     @classmethod
     def coerce(cls, m: TaggedMessage | Mapping[str, Any]) -> TaggedMessage:
@@ -296,6 +297,7 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     runs = [(s, e) for s, e, tid in items if tid < 0]
     encs = _encode_runs(codec, [text[s:e] for s, e in runs], [s == 0 and document_start for s, _ in runs])
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
+    changes = (np.flatnonzero(cr[1:] != cr[:-1]) + 1).tolist()  # role boundaries (character positions)
     ids_out: list[int] = []
     roles_out = bytearray()
     tok_at: list[int] = []  # token index where each item starts (to splice opaque parts)
@@ -310,7 +312,8 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
             continue
         r_ids, r_enc = encs[k]
         k += 1
-        r_roles, r_straddled = _run_roles(r_ids, r_enc, cr[s:e])
+        inner = changes[bisect.bisect_right(changes, s) : bisect.bisect_left(changes, e)]
+        r_roles, r_straddled = _run_roles(r_ids, r_enc, croles, s, e, inner)
         ids_out.extend(r_ids)
         roles_out += r_roles
         straddled += r_straddled
@@ -334,37 +337,37 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     return ids, role_ids, straddled
 
 
-def _run_roles(ids: list[int], enc: Any, cr: np.ndarray) -> tuple[bytes, int]:
-    """Role codes of one run's tokens from its characters' roles: a token inside one role's characters takes
-    it, a token across a role boundary is ``context`` (straddle). Uses the encoding's char-to-token map at the
-    few role boundaries; ``enc`` may instead be the run's offsets (re-spelled runs)."""
+def _run_roles(ids: list[int], enc: Any, croles: bytearray, s: int, e: int, changes: list[int]) -> tuple[bytes, int]:
+    """Role codes of the tokens of the run ``[s, e)`` from its characters' roles (``changes``: positions where
+    the role changes inside it): a token inside one role's characters takes it, a token across a role boundary
+    is ``context`` (straddle). Uses the encoding's char-to-token map at the few boundaries; ``enc`` may instead
+    be the run's offsets (re-spelled runs)."""
     n_t = len(ids)
-    change = np.flatnonzero(cr[1:] != cr[:-1]) + 1
-    if not len(change):
-        code = int(cr[0]) if len(cr) else _CTX
+    if not changes:
+        code = croles[s] if e > s else _CTX
         return bytes((Role.ACTION.code if code == EOT_CODE else code,)) * n_t, 0
-    if isinstance(enc, list):
-        roles, st = token_roles(len(cr), bytearray(cr.tobytes()), enc)
-        return roles.tobytes(), st
-    bounds = [0, *change.tolist(), len(cr)]
-    tok_bounds = [0]
-    straddles: set[int] = set()
-    for p in bounds[1:-1]:
-        tp, tq = enc.char_to_token(p), enc.char_to_token(p - 1)
-        if tp is None or tq is None:  # characters no token covers (a normalizer dropped them): use offsets
-            roles, st = token_roles(len(cr), bytearray(cr.tobytes()), enc.offsets)
-            return roles.tobytes(), st
-        if tp == tq:
-            straddles.add(tp)
-        tok_bounds.append(tp)
-    tok_bounds.append(n_t)
-    out = bytearray()
-    for i in range(len(bounds) - 1):
-        code = int(cr[bounds[i]])
-        out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * max(0, tok_bounds[i + 1] - len(out))
-    for t in straddles:
-        out[t] = _CTX
-    return bytes(out[:n_t]), len(straddles)
+    if not isinstance(enc, list) and all(
+        enc.char_to_token(p - s) is not None and enc.char_to_token(p - s - 1) is not None for p in changes
+    ):
+        bounds = [s, *changes, e]
+        tok_bounds = [0]
+        straddles: set[int] = set()
+        for p in changes:
+            tp, tq = enc.char_to_token(p - s), enc.char_to_token(p - s - 1)
+            if tp == tq:
+                straddles.add(tp)
+            tok_bounds.append(tp)
+        tok_bounds.append(n_t)
+        out = bytearray()
+        for i in range(len(bounds) - 1):
+            code = croles[bounds[i]]
+            out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * max(0, tok_bounds[i + 1] - len(out))
+        for t in straddles:
+            out[t] = _CTX
+        return bytes(out[:n_t]), len(straddles)
+    # re-spelled runs, or characters no token covers (a normalizer dropped them): use the offsets
+    roles, st = token_roles(e - s, croles[s:e], enc if isinstance(enc, list) else enc.offsets)
+    return roles.tobytes(), st
 
 
 def _runs(out: list[tuple[int, int, int]], a: int, b: int, cuts: list[int]) -> None:
