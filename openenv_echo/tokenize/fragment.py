@@ -146,6 +146,7 @@ class FragmentCodec:
         self._guard_action = can_spell & self.special_ids
         self.prefix_ids, self.suffix_ids = special_affixes(_tokenizer(json.loads(backend.to_str()), literal=None))
         self._splits: dict[tuple[str, bool], tuple[tuple[int, int, int], ...]] = {}
+        self._runs: dict[tuple[str, None], list[int]] = {}
 
     # -- encoders ------------------------------------------------------------------------------------------
     def encode_scaffold(self, text: str) -> list[int]:
@@ -220,6 +221,17 @@ class FragmentCodec:
             self._splits.clear()
         self._splits[key] = spans
         return spans
+
+    def scaffold_run(self, text: str) -> list[int]:
+        """A run of template text between added tokens, encoded literally (memoized: it repeats every turn)."""
+        key = (text, None)
+        hit = self._runs.get(key)
+        if hit is None:
+            hit = self._literal(self.body, [text], self._guard_body)[0]
+            if len(self._runs) >= _SPLIT_MEMO_MAX:
+                self._runs.clear()
+            self._runs[key] = hit
+        return list(hit)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode a fragment: special tokens kept, no start-of-document space strip."""

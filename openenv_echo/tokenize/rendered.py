@@ -294,15 +294,31 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
         items.append((a, b, tid))
         pos = b
     _runs(items, pos, n, cuts)
-    runs = [(s, e) for s, e, tid in items if tid < 0]
-    encs = _encode_runs(codec, [text[s:e] for s, e in runs], [s == 0 and document_start for s, _ in runs])
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
     changes = (np.flatnonzero(cr[1:] != cr[:-1]) + 1).tolist()  # role boundaries (character positions)
+    kind_changes = bounds.tolist()
+    # a run of template text with one role (a role name between header tokens) repeats every turn: memoized;
+    # every other run goes to the tokenizer in one batch
+    plain: dict[int, list[int]] = {}
+    batch: list[tuple[int, int]] = []
+    for s, e, tid in items:
+        if tid >= 0:
+            continue
+        one_piece = not _within(kind_changes, s, e) and not _within(changes, s, e)
+        if kinds[s] == SCAFFOLD and one_piece and not (s == 0 and document_start):
+            plain[s] = codec.scaffold_run(text[s:e])
+        else:
+            batch.append((s, e))
+    encs = dict(
+        zip(
+            (s for s, _ in batch),
+            _encode_runs(codec, [text[s:e] for s, e in batch], [s == 0 and document_start for s, _ in batch]),
+        )
+    )
     ids_out: list[int] = []
     roles_out = bytearray()
     tok_at: list[int] = []  # token index where each item starts (to splice opaque parts)
     straddled = 0
-    k = 0
     for s, e, tid in items:
         tok_at.append(len(ids_out))
         if tid >= 0:  # an added token the template (or the model, in action text) wrote: its characters' role
@@ -310,8 +326,13 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
             code = int(cr[s]) if s < n else _CTX
             roles_out.append(Role.ACTION.code if code == EOT_CODE else code)
             continue
-        r_ids, r_enc = encs[k]
-        k += 1
+        if s in plain:
+            r_ids = plain[s]
+            code = croles[s]
+            ids_out.extend(r_ids)
+            roles_out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(r_ids)
+            continue
+        r_ids, r_enc = encs[s]
         inner = changes[bisect.bisect_right(changes, s) : bisect.bisect_left(changes, e)]
         r_roles, r_straddled = _run_roles(r_ids, r_enc, croles, s, e, inner)
         ids_out.extend(r_ids)
@@ -335,6 +356,11 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
         ids = np.concatenate(chunks_i)
         role_ids = np.concatenate(chunks_r).astype(np.int8)
     return ids, role_ids, straddled
+
+
+def _within(points: list[int], s: int, e: int) -> bool:
+    """Whether a sorted list of positions has one strictly inside ``(s, e)``."""
+    return bisect.bisect_left(points, e) - bisect.bisect_right(points, s) > 0
 
 
 def _run_roles(ids: list[int], enc: Any, croles: bytearray, s: int, e: int, changes: list[int]) -> tuple[bytes, int]:
