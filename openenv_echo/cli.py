@@ -225,7 +225,7 @@ def serve(
     )
     env_cls = load_env(env)
     try:
-        application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))  # type: ignore[arg-type]
+        application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))
     except ValueError as e:
         raise UsageError(f"{_one_line(e)}; fix the flags") from e
     _check_port_free(host, port)
