@@ -396,7 +396,8 @@ def show(
             f"{file} is not JSON lines ({e.msg}, line {e.lineno}); give a tokenized export or a trajectory JSONL"
         ) from e
     except (ValueError, IndexError) as e:
-        raise UsageError(f"{file}: {_one_line(e)}") from e
+        text = _one_line(e).replace("tokenizer=", "--tokenizer").replace("index=", "--index")  # the API's words
+        raise UsageError(text if str(file) in text else f"{file}: {text}") from e
 
 
 @app.command("validate-runtime")
@@ -459,6 +460,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.main(args=list(argv) if argv is not None else None, prog_name="openenv-echo", standalone_mode=False)
     except Exit as e:
         return e.exit_code
+    except UsageError as e:  # no traceback even with --debug: the command line is the problem
+        if type(e).__name__ == "NoArgsIsHelpError":  # `openenv-echo` alone shows the help, not an error
+            print(e.format_message())
+            return 0
+        line, code = _error_line(e)
+        print(line, file=sys.stderr)
+        return code
     except Abort:
         print("interrupted", file=sys.stderr)
         return 130

@@ -65,6 +65,11 @@ def test_top_help_has_exit_code_table_literally() -> None:
     assert "Exit codes:" in EXIT_CODES_HELP
 
 
+def test_no_arguments_shows_the_help() -> None:
+    proc = cli()
+    assert proc.returncode == 0 and proc.stdout.startswith("Usage: openenv-echo") and "Exit codes:" in proc.stdout
+
+
 def test_serve_help_shows_defaults_and_env_vars() -> None:
     out = " ".join(cli("serve", "--help").stdout.split())  # help is wrapped to the terminal width
     defaults = ServerLimits()
@@ -89,6 +94,8 @@ def test_serve_help_shows_defaults_and_env_vars() -> None:
         (("episode", "http://127.0.0.1:9", "-a", "{bad"), ("not valid JSON",)),
         (("show", "no-such-file.jsonl"), ("does not exist",)),
         (("show", "README.md", "--tokenizer", "local:qwen"), ("README.md is not JSON lines",)),
+        (("show", "tests/cli/data/trajectory.jsonl"), ("holds trajectories; pass --tokenizer",)),
+        (("show", "tests/cli/data/trajectory.jsonl", "--tokenizer", "local:qwen", "--index", "9"), ("out of range",)),
         (("quickstart", "foo"), ("unknown environment 'foo'",)),
         (("validate-runtime", "foo"), ("unknown environment 'foo'",)),
         (("bogus",), ("no such command 'bogus'",)),
