@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -15,6 +14,7 @@ import pytest
 
 from openenv_echo.cli import EXIT_CODES_HELP
 from openenv_echo.server import ServerLimits
+from openenv_echo.trajectory import read_trajectories
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -153,8 +153,8 @@ def test_episode_prints_env_text_exactly_with_labels_when_piped(echo_url: str, t
     assert "⟦action⟧bye\n⟦warning⟧[echo] ⟦env_output⟧bye\n" in proc.stdout
     summary = proc.stdout.strip().splitlines()[-1]
     assert summary.startswith("episode ") and "steps=2" in summary and "done=True" in summary
-    recorded = json.loads(out.read_text().splitlines()[-1])
-    assert recorded["steps"][0]["observation"]["segments"][0]["text"] == "[echo] "
+    [recorded] = read_trajectories(out)
+    assert recorded.steps[0].observation.segments[0].text == "[echo] "
 
 
 @pytest.mark.parametrize("colourless", [{"NO_COLOR": "1"}, {"argv": "--plain"}])
