@@ -247,6 +247,18 @@ def _parse_action(raw: str, field: str) -> dict[str, Any]:
     return {field: raw}
 
 
+def _read_action() -> str | None:
+    """One action line from stdin (a prompt with line editing on a terminal); None at end of input."""
+    if sys.stdin.isatty():
+        try:
+            return input("action> ")
+        except EOFError:
+            print()
+            return None
+    line = sys.stdin.readline()
+    return line.rstrip("\n") if line else None
+
+
 def _unreachable(url: str, e: Exception) -> CliError:
     return CliError(
         f"cannot reach an env server at {url} ({_one_line(e)})",
@@ -290,10 +302,11 @@ def episode(
             if queue:
                 raw, act = queue.pop(0)
             else:
-                try:
-                    raw = typer.prompt("action", prompt_suffix="> ", err=True)
-                except Abort:  # EOF / Ctrl-D ends the episode
+                raw = _read_action()
+                if raw is None:  # EOF / Ctrl-D ends the episode
                     break
+                if not raw.strip():
+                    continue
                 try:
                     act = _parse_action(raw, field)
                 except typer.BadParameter as e:

@@ -183,6 +183,7 @@ def test_interactive_reads_actions_until_eof_and_reports_refusals(echo_url: str)
     assert "⟦warning⟧[echo] ⟦env_output⟧hi\n" in proc.stdout and "⟦env_output⟧more\n" in proc.stdout
     assert "error: the server refused this action" in proc.stderr and "not valid JSON" in proc.stderr
     assert "steps=2" in proc.stdout and "done=False" in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith("episode ")  # nothing of a prompt in the output
 
 
 def test_quickstart_terminal_shows_the_verdict_line_exactly(tmp_path: Path) -> None:
