@@ -302,11 +302,12 @@ def episode(
             if queue:
                 raw, act = queue.pop(0)
             else:
-                raw = _read_action()
-                if raw is None:  # EOF / Ctrl-D ends the episode
+                typed = _read_action()
+                if typed is None:  # EOF / Ctrl-D ends the episode
                     break
-                if not raw.strip():
+                if not typed.strip():
                     continue
+                raw = typed
                 try:
                     act = _parse_action(raw, field)
                 except typer.BadParameter as e:
