@@ -19,12 +19,13 @@ from ..wire import (
     HealthResponse,
     SchemaResponse,
 )
-from . import mcp
+from . import mcp, workers
 from .environment import Environment
 from .http_routes import add_stateless_routes
 from .limits import ServerLimits
 from .protocol import Protocol, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
+from .workers import WorkerEnv, WorkerFactoryError
 
 OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
 _FRAME_KEYS = {
@@ -42,6 +43,7 @@ _HTTP_STATUS = {
     ErrorCode.TOKENIZER_UNAVAILABLE: 400,
     ErrorCode.STEP_TIMEOUT: 504,
     ErrorCode.EXECUTION_ERROR: 500,
+    ErrorCode.FACTORY_ERROR: 500,
 }
 
 
@@ -118,12 +120,14 @@ def create_app(
         raise ValueError(f"{env_cls.__name__} does not support concurrent sessions; use max_sessions=1")
     if mode not in ("simulation", "production"):
         raise ValueError(f"mode must be 'simulation' or 'production', got {mode!r}")
-    protocol = Protocol(env_cls, tokenizer=tokenizer, step_timeout_s=limits.step_timeout_s)
-    sessions = SessionManager(env_cls, limits.max_sessions, limits.idle_timeout_s)
+    protocol = Protocol(env_cls, tokenizer=tokenizer, limits=limits)
+    sessions = SessionManager(protocol.new_env, limits.max_sessions, limits.idle_timeout_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
         sessions.start_reaper()
+        if env_cls.BLOCKING:
+            await workers.prewarm()
         try:
             yield
         finally:
@@ -193,14 +197,17 @@ def create_app(
 
     @app.post("/mcp", tags=["mcp"])
     async def mcp_http(request: Request) -> JSONResponse:
-        env = sessions.new_env()
+        body = mcp.parse_body(await request.body())
+        env = await sessions.new_env()
         try:
-            return JSONResponse(mcp.handle(mcp.parse_body(await request.body()), env))
+            return JSONResponse(await protocol.mcp(env, body))
+        except ProtocolError as e:
+            return JSONResponse(mcp.rpc_error(None, mcp.INTERNAL_ERROR, f"{e.code.value}: {e.message}"))
         finally:
             env.close()
 
     if mode == "simulation":
-        add_stateless_routes(app, env_cls, protocol, errors, _error_response)
+        add_stateless_routes(app, env_cls, protocol, sessions, errors, _error_response)
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
@@ -257,16 +264,17 @@ def _decode(message: dict, max_bytes: int) -> Any:
 async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol, limits: ServerLimits) -> None:
     await ws.accept()
     try:
-        session = sessions.open()
+        session = await sessions.open()
     except CapacityReached as e:
         await _send_error(ws, ErrorCode.CAPACITY_REACHED, str(e), active_sessions=e.active, max_sessions=e.limit)
         await ws.close(code=1013)
         return
     except Exception as e:
+        why = str(e) if isinstance(e, WorkerFactoryError) else f"{type(e).__name__}: {e}"
         await _send_error(
             ws,
             ErrorCode.FACTORY_ERROR,
-            f"could not create the environment: {type(e).__name__}: {e}",
+            f"could not create the environment: {why}",
             factory_name=protocol.env_cls.__name__,
         )
         await ws.close(code=1011)
@@ -289,7 +297,7 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
             except ProtocolError as e:
                 reply = json.dumps({"type": "error", "data": e.payload()})
                 if e.code is ErrorCode.STEP_TIMEOUT and session.env is not None:
-                    session.env = None  # the timed-out call may still be running on it: abandon the instance
+                    sessions.discard_env(session)  # its worker was killed (or its call may still be running)
             except Exception as e:  # a server bug must cost one reply, not the session
                 reply = json.dumps(
                     {"type": "error", "data": {"code": "EXECUTION_ERROR", "message": f"{type(e).__name__}: {e}"}}
@@ -319,8 +327,9 @@ async def _handle_frame(
     if kind == "close":
         return None
     if kind == "reset":
-        if session.env is None:
-            session.env = sessions.new_env()
+        if session.env is None or (isinstance(session.env, WorkerEnv) and not session.env.alive):
+            sessions.discard_env(session)
+            session.env = await sessions.new_env()
         obs, session.return_tokens = await protocol.reset(session.env, frame.get("data"))
         return '{"type":"observation","data":' + protocol.envelope_json(obs, session.return_tokens) + "}"
     if session.env is None:
@@ -329,5 +338,5 @@ async def _handle_frame(
         obs = await protocol.step(session.env, frame["data"])
         return '{"type":"observation","data":' + protocol.envelope_json(obs, session.return_tokens) + "}"
     if kind == "state":
-        return json.dumps({"type": "state", "data": session.env.state.model_dump(mode="json")})
-    return json.dumps({"type": "mcp", "data": mcp.handle(frame["data"], session.env)})
+        return json.dumps({"type": "state", "data": await protocol.state(session.env)})
+    return json.dumps({"type": "mcp", "data": await protocol.mcp(session.env, frame["data"])})

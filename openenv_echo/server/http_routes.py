@@ -11,9 +11,11 @@ from typing import Any
 from fastapi import Body, FastAPI
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..wire import StepResponse
+from ..wire import ErrorCode, StepResponse
 from .environment import Environment
 from .protocol import Protocol, ProtocolError
+from .sessions import EnvHandle, SessionManager
+from .workers import WorkerFactoryError
 
 
 def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
@@ -26,13 +28,21 @@ def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
 
 
 def add_stateless_routes(
-    app: FastAPI, env_cls: type[Environment], protocol: Protocol, errors: dict[int, Any], error_response: Any
+    app: FastAPI,
+    env_cls: type[Environment],
+    protocol: Protocol,
+    sessions: SessionManager,
+    errors: dict[int, Any],
+    error_response: Any,
 ) -> None:
     reset_model = protocol.reset_model
     step_model = step_request_model(env_cls)
 
     async def fresh(call: Any) -> Any:
-        env = env_cls()
+        try:
+            env = await sessions.new_env()  # a worker process of its own for BLOCKING envs, like a session's
+        except WorkerFactoryError as e:
+            raise ProtocolError(ErrorCode.FACTORY_ERROR, f"could not create the environment: {e}") from None
         try:
             return await call(env)
         finally:
@@ -42,7 +52,7 @@ def add_stateless_routes(
     async def reset(body: reset_model | None = Body(default=None)) -> Any:  # type: ignore[valid-type]
         data = body.model_dump(exclude_unset=True) if body is not None else {}
 
-        async def run(env: Environment) -> Any:
+        async def run(env: EnvHandle) -> Any:
             obs, tokens = await protocol.reset(env, data)
             return StepResponse(**protocol.envelope(obs, tokens))
 
@@ -53,7 +63,7 @@ def add_stateless_routes(
 
     @app.post("/step", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def step(body: step_model) -> Any:  # type: ignore[valid-type]
-        async def run(env: Environment) -> Any:
+        async def run(env: EnvHandle) -> Any:
             obs = await protocol.step(env, body.action.model_dump(exclude_unset=True))  # type: ignore[attr-defined]
             return StepResponse(**protocol.envelope(obs, False))
 
