@@ -127,7 +127,7 @@ def create_app(
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
         sessions.start_reaper()
         if env_cls.BLOCKING:
-            await workers.prewarm()
+            await workers.prewarm(env_cls)
         try:
             yield
         finally:

@@ -11,6 +11,7 @@ never share a worker, so one session's step cannot stall another and the OS sche
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import os
 import pickle
@@ -31,7 +32,6 @@ from .environment import EnvError, Environment
 # starting a worker talks to the fork server over one socket: starts go through one thread, one at a time
 _STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openenv-echo-workers")
 _START_TIMEOUT_S = 30.0
-_PRELOAD = "openenv_echo.server.worker_preload"
 # workers yield the cores to the server process: however many sessions are busy, the event loop that moves their
 # frames (and answers /health) is scheduled first
 _WORKER_NICENESS = 10
@@ -264,10 +264,11 @@ class _ForkServer:
         if _recv_exact(ours, 5) != b"ready":  # the preload is done: forks are cheap from now on
             raise RuntimeError("the fork server did not start")
 
+    def warm(self, env_cls: type[Environment]) -> None:
+        self._request(env_cls, None)
+
     def fork(self, env_cls: type[Environment], limits: WorkerLimits) -> tuple[int, int, Connection]:
-        request = pickle.dumps((env_cls, limits))
-        self._sock.sendall(len(request).to_bytes(4, "big") + request)
-        msg, fds, _, _ = socket.recv_fds(self._sock, 64, 1)
+        msg, fds = self._request(env_cls, limits)
         if not fds:
             raise WorkerFactoryError(msg.decode(errors="replace") or "the fork server is gone")
         pid = int(msg.decode())
@@ -277,14 +278,20 @@ class _ForkServer:
             pidfd = os.open("/dev/null", os.O_RDONLY)
         return pid, pidfd, Connection(fds[0])
 
+    def _request(self, env_cls: type[Environment], limits: WorkerLimits | None) -> tuple[bytes, list[int]]:
+        request = pickle.dumps((env_cls, limits))
+        self._sock.sendall(len(request).to_bytes(4, "big") + request)
+        msg, fds, _, _ = socket.recv_fds(self._sock, 64, 1)
+        return msg, fds
+
 
 _fork_server_lock = threading.Lock()
 _fork_server_instance: _ForkServer | None = None
 
 
-async def prewarm() -> None:
-    """Start the fork server now, so the first session does not pay for its imports."""
-    await asyncio.get_running_loop().run_in_executor(_STARTER, _fork_server)
+async def prewarm(env_cls: type[Environment]) -> None:
+    """Start the fork server and warm ``env_cls`` in it now, so the first session pays neither."""
+    await asyncio.get_running_loop().run_in_executor(_STARTER, lambda: _fork_server().warm(env_cls))
 
 
 def _fork_server() -> _ForkServer:
@@ -305,9 +312,23 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return data
 
 
+def _warm(env_cls: type[Environment]) -> None:
+    try:
+        env = env_cls()
+        env.reset(seed=0)
+        env.close()
+    except Exception:
+        pass  # a class that cannot be built here will say so in its worker, to the session that asks for it
+    gc.collect()
+    gc.freeze()  # the collector no longer walks (and so copies) the warm objects in every worker
+
+
 def _fork_server_main(fd: int) -> None:
-    """Entry point of the fork server process: preload, then fork a worker per request until the server is gone."""
-    __import__(_PRELOAD)
+    """Entry point of the fork server process: fork a worker per request until the server is gone.
+
+    A request without limits only warms its env class: imports its module, builds and resets one instance (which
+    fills lazy caches) and freezes the heap, so that every later fork starts warm and shares those pages.
+    """
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps exited workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=fd)
@@ -320,6 +341,10 @@ def _fork_server_main(fd: int) -> None:
             return
         except Exception as e:  # an env class this process cannot import
             control.sendall(f"{type(e).__name__}: {e}".encode()[:60])
+            continue
+        if limits is None:
+            _warm(env_cls)
+            control.sendall(b"warm")
             continue
         server_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()

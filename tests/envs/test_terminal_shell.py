@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from openenv_echo.envs.terminal.commands import new_shell
 from openenv_echo.envs.terminal.machine import INCIDENT_KINDS, generate_machine
-from openenv_echo.envs.terminal.shell import Shell
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def machine():
 
 @pytest.fixture
 def sh(machine):
-    return Shell(machine)
+    return new_shell(machine)
 
 
 def test_basic_commands_print_what_a_host_prints(sh, machine):
@@ -192,7 +192,7 @@ def test_every_incident_leaves_evidence():
     """Each kind is visible to the commands a triager would run (what the expert relies on)."""
     for i, kind in enumerate(INCIDENT_KINDS):
         m = generate_machine(100 + i, kind)
-        sh = Shell(m)
+        sh = new_shell(m)
         svc = m.incident.service
         text = {
             "disk_full": sh.run("df -h /var").output,
@@ -229,10 +229,10 @@ def test_same_seed_same_bytes_different_seeds_different_machines():
         "ss -tlnp",
         "free -h",
     ]
-    a, b = Shell(generate_machine(5)), Shell(generate_machine(5))
+    a, b = new_shell(generate_machine(5)), new_shell(generate_machine(5))
     outs = [a.run(c) for c in cmds]
     assert outs == [b.run(c) for c in cmds]
-    c = Shell(generate_machine(6))
+    c = new_shell(generate_machine(6))
     assert [r.output for r in outs] != [c.run(x).output for x in cmds]
     hosts = {generate_machine(s).hostname for s in range(12)}
     assert len(hosts) >= 9
@@ -311,7 +311,7 @@ WORDS = [
 
 @pytest.fixture(scope="module")
 def fuzz_shell():
-    return Shell(generate_machine(23))
+    return new_shell(generate_machine(23))
 
 
 def test_random_command_lines_never_break_the_shell(fuzz_shell):

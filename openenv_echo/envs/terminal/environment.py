@@ -20,8 +20,9 @@ from typing import Any
 
 from ...server.environment import EnvError, Environment, MaxSteps
 from ...wire import ErrorCode, Segment, context, env_output, warning
+from .commands import new_shell
 from .machine import INCIDENT_KINDS, generate_machine
-from .model import Machine
+from .machine_state import Machine
 from .models import IncidentKind, TerminalAction, TerminalObservation
 from .shell import MAX_COMMAND_CHARS, Shell
 from .tasks import login_banner, parse_submit, task_text, verify
@@ -63,7 +64,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
         self.seed = seed
         self.max_steps = max_steps
         self.machine = generate_machine(seed, incident)
-        self.shell = Shell(self.machine, max_bytes=MAX_OUTPUT_BYTES, max_lines=MAX_OUTPUT_LINES)
+        self.shell = new_shell(self.machine, max_bytes=MAX_OUTPUT_BYTES, max_lines=MAX_OUTPUT_LINES)
         return TerminalObservation(
             segments=[
                 context(task_text(self.machine, max_steps)),

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .model import Machine
+from .machine_state import Machine
 from .vfs import Dir, File, Node, join, normalize
 
 Cmd = Callable[["Shell", "IO", list[str], "Iterator[str] | None"], Generator[str, None, int]]
@@ -348,16 +348,32 @@ def parse(toks: list[Word | str]) -> list[tuple[str, list[Command]]]:
 
 
 # -- the shell -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CommandTable:
+    """What the shell can run (name -> command) and what it says about commands it deliberately lacks.
+
+    ``commands.TABLE`` is the sandbox's; the shell gets it at construction, so it never imports its commands.
+    """
+
+    commands: dict[str, Cmd]
+    unavailable: dict[str, str]
+
+
 class Shell:
     """One interactive root shell on ``machine``; ``run(line)`` executes one command line."""
 
     def __init__(
-        self, machine: Machine, *, max_bytes: int = 4096, max_lines: int = 200, work_limit: int = 150_000
+        self,
+        machine: Machine,
+        commands: CommandTable,
+        *,
+        max_bytes: int = 4096,
+        max_lines: int = 200,
+        work_limit: int = 150_000,
     ) -> None:
-        from .commands import COMMANDS
-
         self.m = machine
-        self.commands: dict[str, Cmd] = COMMANDS
+        self.commands: dict[str, Cmd] = commands.commands
+        self.unavailable = commands.unavailable
         self.cwd = "/root"
         self.oldpwd: str | None = None
         self.env = dict(machine.env)
@@ -587,9 +603,7 @@ class Shell:
                 if base in self.commands and path.startswith(("/usr/bin/", "/bin/", "/usr/sbin/")):
                     return (yield from self.commands[base](self, io, [base, *argv[1:]], stdin))
                 raise Refused(f"running programs ({name}) is not supported in this sandbox shell")
-            from .commands import UNAVAILABLE
-
-            why = UNAVAILABLE.get(name)
+            why = self.unavailable.get(name)
             if why:
                 raise Refused(why.format(cmd=name))
             io.err(f"bash: {name}: command not found\n")
