@@ -14,17 +14,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
 
 
-def _limits(
-    max_sessions: int | None, idle_timeout: float | None, max_message_bytes: int | None, step_timeout: float | None
-) -> Any:
+def _limits(**flags: Any) -> Any:
+    """``ServerLimits`` from the environment, then the ``serve`` flags that were given (None = not given)."""
     from .server import ServerLimits
 
-    return ServerLimits.from_env(
-        max_sessions=max_sessions,
-        idle_timeout_s=idle_timeout,
-        max_message_bytes=max_message_bytes,
-        step_timeout_s=step_timeout,
-    )
+    return ServerLimits.from_env(**flags)
 
 
 def _load_tokenizer(path: str | None) -> Any:
@@ -44,7 +38,15 @@ def serve(
     max_sessions: int | None = typer.Option(None, help="Concurrent sessions [env OPENENV_ECHO_MAX_SESSIONS, 64]."),
     idle_timeout: float | None = typer.Option(None, help="Idle session timeout in s [600]."),
     max_message_bytes: int | None = typer.Option(None, help="Largest frame/body in bytes [1 MiB]."),
-    step_timeout: float | None = typer.Option(None, help="Per reset/step timeout in s [30]."),
+    step_timeout: float | None = typer.Option(None, help="Wall time of one step in s; the step is killed [2]."),
+    reset_timeout: float | None = typer.Option(None, help="Wall time of one reset in s [10]."),
+    memory_mb: int | None = typer.Option(None, help="Memory per session above its baseline, MB [64]."),
+    temp_disk_mb: int | None = typer.Option(None, help="Largest file a session may write, MB [16]."),
+    max_output_bytes: int | None = typer.Option(None, help="Observation text per step, bytes [65536]."),
+    max_json_depth: int | None = typer.Option(None, help="Deepest JSON nesting of a frame or body [32]."),
+    max_connections: int | None = typer.Option(None, help="Open TCP connections; more get 429 [256]."),
+    header_timeout: float | None = typer.Option(None, help="Deadline for complete request headers, s [10]."),
+    body_timeout: float | None = typer.Option(None, help="Longest pause inside a request body, s [10]."),
     tokenizer: str | None = typer.Option(
         None, help="HF tokenizer (local dir, hub name when online, or local:<family>): enables return_tokens."
     ),
@@ -55,7 +57,20 @@ def serve(
     from .server import create_app
     from .server import serve as run
 
-    limits = _limits(max_sessions, idle_timeout, max_message_bytes, step_timeout)
+    limits = _limits(
+        max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout,
+        max_message_bytes=max_message_bytes,
+        step_timeout_s=step_timeout,
+        reset_timeout_s=reset_timeout,
+        memory_mb=memory_mb,
+        temp_disk_mb=temp_disk_mb,
+        max_output_bytes=max_output_bytes,
+        max_json_depth=max_json_depth,
+        max_connections=max_connections,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+    )
     application = create_app(load_env(env), limits=limits, mode=mode, tokenizer=_load_tokenizer(tokenizer))  # type: ignore[arg-type]
     console.print(f"serving [bold]{env}[/] on http://{host}:{port}  (ws://{host}:{port}/ws)  {limits!r}")
     run(application, host=host, port=port, log_level=log_level)

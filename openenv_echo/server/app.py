@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from ..wire import (
     HealthResponse,
     SchemaResponse,
 )
-from . import mcp, workers
+from . import mcp, strict_json, workers
 from .environment import Environment
 from .http_routes import add_stateless_routes
 from .limits import ServerLimits
@@ -63,44 +64,75 @@ def _error_response(e: ProtocolError) -> JSONResponse:
     )
 
 
-class _BodyLimit:
-    """ASGI middleware: HTTP bodies over ``max_bytes`` get 413 before any handler parses them."""
+class _RequestGuard:
+    """ASGI middleware, before any handler: HTTP bodies over ``max_bytes`` get 413, a body that stalls for
+    ``body_timeout_s`` between chunks gets 408, and a body that is not strict JSON (see ``strict_json``) gets 400
+    INVALID_JSON. The body is read here, checked, and handed on whole."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, limits: ServerLimits) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.limits = limits
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limits = self.limits
         length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return await self._reject(send)
+        if length is not None and length.isdigit() and int(length) > limits.max_message_bytes:
+            return await _reject(
+                send, 413, "MESSAGE_TOO_LARGE", f"request body exceeds {limits.max_message_bytes} bytes"
+            )
+        chunks: list[bytes] = []
         seen = 0
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), limits.body_timeout_s)
+            except asyncio.TimeoutError:
+                return await _reject(send, 408, "REQUEST_TIMEOUT", f"no body data for {limits.body_timeout_s}s")
+            if message["type"] != "http.request":  # the client went away
+                return None
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > limits.max_message_bytes:
+                return await _reject(
+                    send, 413, "MESSAGE_TOO_LARGE", f"request body exceeds {limits.max_message_bytes} bytes"
+                )
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if body.strip() and scope.get("method") in ("POST", "PUT", "PATCH"):
+            try:
+                strict_json.loads(body, limits.max_json_depth)
+            except strict_json.BadJson as e:
+                if scope.get("path") == "/mcp":  # JSON-RPC answers everything itself, parse errors included
+                    return await _send_json(send, 200, mcp.rpc_error(None, mcp.PARSE_ERROR, f"Parse error: {e}"))
+                return await _reject(send, 400, "INVALID_JSON", f"request body is not strict JSON: {e}")
+        replayed = False
 
-        async def limited_receive() -> dict:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise _TooLarge
-            return message
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: wait for the disconnect, as the server would
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            await self._reject(send)
-
-    async def _reject(self, send: Any) -> None:
-        body = json.dumps(
-            {"code": "MESSAGE_TOO_LARGE", "message": f"request body exceeds {self.max_bytes} bytes", "detail": None}
-        ).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+        await self.app(scope, replay, send)
 
 
-class _TooLarge(Exception):
-    pass
+async def _reject(send: Any, status: int, code: str, message: str) -> None:
+    await _send_json(send, status, {"code": code, "message": message, "detail": None})
+
+
+async def _send_json(send: Any, status: int, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(
@@ -144,12 +176,16 @@ def create_app(
     app.state.sessions = sessions
     app.state.limits = limits
     app.state.env_cls = env_cls
-    app.add_middleware(_BodyLimit, max_bytes=limits.max_message_bytes)
+    app.add_middleware(_RequestGuard, limits=limits)
     errors = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = json.loads(json.dumps(exc.errors(), default=str))
+        # the offending input is not echoed: it may hold what no strict JSON reply can carry (lone surrogates)
+        errs = [
+            {k: v for k, v in e.items() if k not in ("input", "ctx", "url")}
+            for e in json.loads(json.dumps(exc.errors(), default=str))
+        ]
         first = errs[0] if errs else {}
         where = ".".join(str(x) for x in first.get("loc", ()))
         return JSONResponse(
@@ -223,7 +259,7 @@ async def _send_error(ws: WebSocket, code: ErrorCode, message: str, **extra: Any
     await ws.send_text(json.dumps({"type": "error", "data": {"code": code.value, "message": message, **extra}}))
 
 
-def _decode(message: dict, max_bytes: int) -> Any:
+def _decode(message: dict, max_bytes: int, max_depth: int) -> Any:
     """The JSON frame in a WS message, or a ``ProtocolError`` (size, encoding, syntax, shape)."""
     text = message.get("text")
     if text is None:
@@ -239,11 +275,9 @@ def _decode(message: dict, max_bytes: int) -> Any:
     ):
         raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"frame exceeds {max_bytes} bytes")
     try:
-        frame = json.loads(text)
-    except ValueError as e:
-        raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is not valid JSON: {e}") from None
-    except RecursionError:
-        raise ProtocolError(ErrorCode.INVALID_JSON, "frame is nested too deeply") from None
+        frame = strict_json.loads(text, max_depth)
+    except strict_json.BadJson as e:
+        raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is {e}") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, "a frame is a JSON object with a string 'type'")
     allowed = _FRAME_KEYS.get(frame["type"])
@@ -322,7 +356,7 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
 async def _handle_frame(
     message: dict, session: Session, sessions: SessionManager, protocol: Protocol, limits: ServerLimits
 ) -> str | None:
-    frame = _decode(message, limits.max_message_bytes)
+    frame = _decode(message, limits.max_message_bytes, limits.max_json_depth)
     kind = frame["type"]
     if kind == "close":
         return None
