@@ -11,7 +11,7 @@ from typing import Any
 from .environment import Environment
 from .workers import WorkerEnv
 
-EnvHandle = Environment | WorkerEnv
+EnvHandle = Environment[Any, Any] | WorkerEnv
 """A session's env: an instance in this process, or a handle on one in its worker process (``BLOCKING`` envs)."""
 
 

@@ -82,7 +82,7 @@ def _arm_cpu_limit(cpu_s: float | None) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))  # SIGXCPU at soft kills the worker
 
 
-def _serve(conn: Connection, env_cls: type[Environment], limits: WorkerLimits) -> None:
+def _serve(conn: Connection, env_cls: type[Environment[Any, Any]], limits: WorkerLimits) -> None:
     """The worker's loop: build the env, then answer ``(method, args, kwargs)`` requests until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which then closes its workers
     os.nice(_WORKER_NICENESS)
@@ -119,7 +119,7 @@ def _serve(conn: Connection, env_cls: type[Environment], limits: WorkerLimits) -
             os._exit(3)  # the heap may be inconsistent after a failed allocation: this instance is done
 
 
-def _dispatch(env: Environment, method: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+def _dispatch(env: Environment[Any, Any], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if method == "state":
         return env.state.model_dump(mode="json")
     if method == "mcp":
@@ -147,7 +147,7 @@ class WorkerEnv:
         self._alive = True
 
     @classmethod
-    async def start(cls, env_cls: type[Environment], limits: WorkerLimits) -> WorkerEnv:
+    async def start(cls, env_cls: type[Environment[Any, Any]], limits: WorkerLimits) -> WorkerEnv:
         """Fork a worker for a new ``env_cls`` instance; raises ``WorkerFactoryError`` if its constructor raises."""
         loop = asyncio.get_running_loop()
         pid, pidfd, conn = await loop.run_in_executor(_STARTER, _fork_server().fork, env_cls, limits)
@@ -167,7 +167,7 @@ class WorkerEnv:
         return self._alive
 
     async def call(
-        self, method: str, args: tuple = (), kwargs: dict[str, Any] | None = None, timeout_s: float | None = None
+        self, method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, timeout_s: float | None = None
     ) -> Any:
         """Run ``env.<method>(*args, **kwargs)`` in the worker; the env's own ``EnvError``s are re-raised as such."""
         if not self._alive:
@@ -264,10 +264,10 @@ class _ForkServer:
         if _recv_exact(ours, 5) != b"ready":  # the preload is done: forks are cheap from now on
             raise RuntimeError("the fork server did not start")
 
-    def warm(self, env_cls: type[Environment]) -> None:
+    def warm(self, env_cls: type[Environment[Any, Any]]) -> None:
         self._request(env_cls, None)
 
-    def fork(self, env_cls: type[Environment], limits: WorkerLimits) -> tuple[int, int, Connection]:
+    def fork(self, env_cls: type[Environment[Any, Any]], limits: WorkerLimits) -> tuple[int, int, Connection]:
         msg, fds = self._request(env_cls, limits)
         if not fds:
             raise WorkerFactoryError(msg.decode(errors="replace") or "the fork server is gone")
@@ -278,7 +278,7 @@ class _ForkServer:
             pidfd = os.open("/dev/null", os.O_RDONLY)
         return pid, pidfd, Connection(fds[0])
 
-    def _request(self, env_cls: type[Environment], limits: WorkerLimits | None) -> tuple[bytes, list[int]]:
+    def _request(self, env_cls: type[Environment[Any, Any]], limits: WorkerLimits | None) -> tuple[bytes, list[int]]:
         request = pickle.dumps((env_cls, limits))
         self._sock.sendall(len(request).to_bytes(4, "big") + request)
         msg, fds, _, _ = socket.recv_fds(self._sock, 64, 1)
@@ -289,7 +289,7 @@ _fork_server_lock = threading.Lock()
 _fork_server_instance: _ForkServer | None = None
 
 
-async def prewarm(env_cls: type[Environment]) -> None:
+async def prewarm(env_cls: type[Environment[Any, Any]]) -> None:
     """Start the fork server and warm ``env_cls`` in it now, so the first session pays neither."""
     await asyncio.get_running_loop().run_in_executor(_STARTER, lambda: _fork_server().warm(env_cls))
 
@@ -312,7 +312,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def _warm(env_cls: type[Environment]) -> None:
+def _warm(env_cls: type[Environment[Any, Any]]) -> None:
     try:
         env = env_cls()
         env.reset(seed=0)
