@@ -142,6 +142,7 @@ class Command:
 # -- tokenizer -------------------------------------------------------------------------------------------------
 _OPS = ("&&", "||", "|&", ";;", "&>>", "&>", ">>", ">&2", "<<", "<(", ">(", "|", ";", "&", ">", "<", "(", ")", "\n")
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GLOB_QUOTE = str.maketrans({c: f"[{c}]" for c in "*?["})  # literal text inside a glob pattern
 
 
 def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None = None) -> list[Word | str]:
@@ -167,7 +168,7 @@ def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None
         nonlocal in_word
         in_word = True
         buf.append(s)
-        pat.append("".join(f"[{c}]" if c in "*?[" else c for c in s))
+        pat.append(s.translate(_GLOB_QUOTE))
 
     def expand(j: int) -> tuple[str, int]:
         """Expand ``$...`` at ``line[j] == '$'``; returns (value, next index)."""
@@ -237,7 +238,7 @@ def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None
             if val:
                 in_word = True
                 buf.append(val)
-                pat.append("".join(f"[{x}]" if x in "*?[" else x for x in val))
+                pat.append(val.translate(_GLOB_QUOTE))
         elif c == "~" and not in_word and (i + 1 == n or line[i + 1] in "/ \t;|&"):
             lit(env.get("HOME", "/root"))
             i += 1
