@@ -31,6 +31,9 @@ def _no_constant(name: str) -> Any:
     raise BadJson(f"not strict JSON: {name} is not a JSON number")
 
 
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)  # built once: loads is on the hot path
+
+
 def loads(text: str | bytes, max_depth: int) -> Any:
     """Parse ``text``; raises ``BadJson`` for invalid UTF-8 or JSON, non-finite numbers or nesting deeper than
     ``max_depth`` arrays/objects."""
@@ -40,7 +43,7 @@ def loads(text: str | bytes, max_depth: int) -> Any:
         except UnicodeDecodeError as e:
             raise BadJson(f"not valid UTF-8 (byte {e.start})") from None
     try:
-        value = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
+        value = _DECODER.decode(text)
     except BadJson:
         raise
     except RecursionError:
