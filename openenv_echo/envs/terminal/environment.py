@@ -39,8 +39,8 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
     name = "terminal"
     action_type = TerminalAction
     observation_type = TerminalObservation
-    # Commands are pure Python but a pipeline may use its whole work budget (~0.1-0.5 s of CPU): run steps in a
-    # worker thread so one busy session never stalls the event loop that serves the others.
+    # Commands are pure Python but a pipeline may use its whole work budget (~0.1-0.3 s of CPU): each session runs
+    # in a worker process of its own, so one busy session never stalls the event loop that serves the others.
     BLOCKING = True
 
     def __init__(self) -> None:

@@ -5,8 +5,9 @@ machine model; nothing is ever handed to a real shell, no host file is opened, n
 
 What the machine prints (stdout and stderr, in the order they would appear on a terminal) is the *output*; the
 shell's own refusals and limits are *notices* (harness text). Output is capped (bytes and lines) and every command
-line runs under a deterministic work budget (counted in lines read/produced and estimated regex work, never wall
-time), so floods end in a truncation notice and runaway commands in a "killed" notice, identically on every host.
+line runs under a deterministic work budget (counted in lines read/produced/matched and in bytes passed between
+stages, expanded or formatted, charged before the work; never wall time), so floods end in a truncation notice
+and runaway commands in a "killed" notice, identically on every host.
 """
 
 from __future__ import annotations
