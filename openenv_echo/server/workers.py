@@ -122,10 +122,6 @@ def _serve(conn: Connection, env_cls: type[Environment[Any, Any]], limits: Worke
 def _dispatch(env: Environment[Any, Any], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if method == "state":
         return env.state.model_dump(mode="json")
-    if method == "mcp":
-        from . import mcp
-
-        return mcp.handle(args[0], env)
     if method not in ("reset", "step"):
         raise EnvError(f"unknown worker method {method!r}")
     return getattr(env, method)(*args, **kwargs)
@@ -145,6 +141,7 @@ class WorkerEnv:
         self.limits = limits
         self._conn = conn
         self._alive = True
+        self.done = False  # the last observation's ``done`` (tool lists report it without a call)
 
     @classmethod
     async def start(cls, env_cls: type[Environment[Any, Any]], limits: WorkerLimits) -> WorkerEnv:
@@ -167,7 +164,11 @@ class WorkerEnv:
         return self._alive
 
     async def call(
-        self, method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None, timeout_s: float | None = None
+        self,
+        method: str,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
     ) -> Any:
         """Run ``env.<method>(*args, **kwargs)`` in the worker; the env's own ``EnvError``s are re-raised as such."""
         if not self._alive:
