@@ -63,6 +63,8 @@ class AsyncEnvClient(ClientBase):
                 await ws.close()
             except (ConnectionClosed, OSError):
                 pass
+            finally:
+                ws.transport.abort()  # a no-op after a clean close; frees the socket when close was interrupted
         if self._http is not None:
             await self._http.aclose()
             self._http = None

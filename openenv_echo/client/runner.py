@@ -134,7 +134,7 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
     """One episode; its failure is its outcome (raised only under ``on_error="raise"``)."""
     try:
         result = await _start(client, seed, s, batch)
-    except EnvClientError as e:  # never started: recorded (and journalled) as an empty episode
+    except Exception as e:  # never started: recorded (and journalled) as an empty episode
         status: EpisodeStatus = "cut" if isinstance(e, (ConnectionLostError, EnvTimeoutError)) else "abandoned"
         empty = Trajectory(env_name=client.env_name, metadata={"seed": seed}, status=status, error=EpisodeError.of(e))
         if client.writer is not None:
@@ -151,9 +151,9 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
             out = s.policy(result, trajectory)
             step = _as_step(await out if inspect.isawaitable(out) else out)  # type: ignore[arg-type]
             result = await client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
-    except Exception as e:  # an env error, a lost connection, a policy bug: this episode's outcome
+    except BaseException as e:  # an env error, a lost connection, a policy bug, a cancellation: its outcome
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it
-        if s.on_error == "raise":
+        if s.on_error == "raise" or not isinstance(e, Exception):
             raise
         log.warning("episode %s (seed %s) %s: %s", trajectory.episode_id, seed, trajectory.status, e)
         return trajectory
