@@ -149,7 +149,7 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
             if result.done:
                 break
             out = s.policy(result, trajectory)
-            step = _as_step(await out if inspect.isawaitable(out) else out)  # type: ignore[arg-type]
+            step = _as_step(await out if inspect.isawaitable(out) else out)
             result = await client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
     except BaseException as e:  # an env error, a lost connection, a policy bug, a cancellation: its outcome
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it

@@ -54,7 +54,7 @@ def test_sync_episode_records_roles(running_server, tmp_path: Path) -> None:
         Segment(role=Role.WARNING, text="[echo] "),
         Segment(role=Role.ENV_OUTPUT, text="hi\n"),
     ]
-    assert first.observation.fields == {"message_length": 2}
+    assert first.observation.fields == {"echoed_message": "hi", "message_length": 2}
     assert traj.total_reward == pytest.approx(0.05)
     assert read_trajectories(out) == [traj]  # written when it ended
 

@@ -133,7 +133,9 @@ def test_raise_stops_the_batch_and_keeps_what_was_recorded(running_server, tmp_p
         )
     assert isinstance(info.value.__cause__, ActionValidationError)
     got = info.value.rollouts
-    assert 0 < len(got) < 130 and any(t.metadata["seed"] == BAD_SEED and t.status == "abandoned" for t in got)
+    assert 0 < len(got) < 130, len(got)
+    bad = [(t.status, t.error) for t in got if t.metadata["seed"] == BAD_SEED]
+    assert bad and bad[0][0] == "abandoned", bad
     assert all(t.ended for t in got)
     on_disk = read_trajectories(journal, open_episodes=True)  # the writer was closed after the workers stopped
     assert all(t.ended for t in on_disk) and {t.episode_id for t in got} <= {t.episode_id for t in on_disk}
