@@ -199,7 +199,11 @@ class ClientCore:
                 action=payload, action_text=action_text, action_token_ids=ids, observation=result.record()
             )
             if self.writer is not None and self._key is not None:
-                self.writer.step(self._key, len(trajectory.steps), record)  # disk first: memory never ahead of it
+                try:  # disk first: memory is never ahead of it
+                    self.writer.step(self._key, len(trajectory.steps), record)
+                except (OSError, ValueError) as e:  # the journal cannot take it: the episode cannot go on
+                    trajectory.status, trajectory.error, self._key = "abandoned", EpisodeError.of(e), None
+                    raise
             trajectory.steps.append(record)
             if result.done:
                 self.end("done")
