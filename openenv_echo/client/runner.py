@@ -199,6 +199,12 @@ async def run_episodes_async(
                 for attempt in range(1, settings.max_attempts + 1):
                     try:
                         slots[i] = await _episode(client, seed, settings, batch)
+                    except Exception:  # on_error="raise": stop the siblings now, not after this worker's cleanup
+                        queue.clear()
+                        for t in tasks:
+                            if t is not asyncio.current_task():
+                                t.cancel()
+                        raise
                     finally:
                         slots[i] = slots[i] or client.trajectory  # cancelled mid-episode: what it recorded
                     if slots[i].status != "cut" or on_error != "retry" or attempt == settings.max_attempts:  # type: ignore[union-attr]
