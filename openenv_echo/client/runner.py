@@ -199,7 +199,7 @@ async def run_episodes_async(
     pool = as_pool(base_url)
 
     async def worker() -> None:
-        client = None if pool is not None else AsyncEnvClient(base_url, writer=sink, **client_kwargs)
+        client = None if pool is not None else AsyncEnvClient(str(base_url), writer=sink, **client_kwargs)
         try:
             while queue:
                 i, seed = queue.popleft()
