@@ -143,7 +143,7 @@ def create_app(
     app.state.limits = limits
     app.state.env_cls = env_cls
     app.add_middleware(_BodyLimit, max_bytes=limits.max_message_bytes)
-    errors = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
+    errors: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
