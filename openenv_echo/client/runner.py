@@ -43,6 +43,8 @@ class PolicyStep:
     action: dict[str, Any]
     text: str | None = None
     token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    temperature: float | None = None
 
 
 PolicyOutput = dict[str, Any] | PolicyStep
@@ -96,7 +98,13 @@ def run_episode(
             if result.done:
                 break
             step = _as_step(policy(result, trajectory))
-            result = client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
+            result = client.step(
+                step.action,
+                action_text=step.text,
+                action_token_ids=step.token_ids,
+                action_logprobs=step.logprobs,
+                sampling_temperature=step.temperature,
+            )
     except BaseException as e:
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it
         raise
@@ -151,7 +159,13 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
                 break
             out = s.policy(result, trajectory)
             step = _as_step(await out if inspect.isawaitable(out) else out)
-            result = await client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
+            result = await client.step(
+                step.action,
+                action_text=step.text,
+                action_token_ids=step.token_ids,
+                action_logprobs=step.logprobs,
+                sampling_temperature=step.temperature,
+            )
     except BaseException as e:  # an env error, a lost connection, a policy bug, a cancellation: its outcome
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it
         if s.on_error == "raise" or not isinstance(e, Exception):
