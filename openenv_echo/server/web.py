@@ -25,8 +25,14 @@ ENABLE_VALUES = ("true", "1", "yes")
 
 
 def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example_action: dict[str, Any]) -> None:
-    env: Environment = driver.env_cls()
+    shared: list[Any] = []  # the page's one env instance, made on first use (a worker process for BLOCKING envs)
     lock = asyncio.Lock()
+
+    async def env() -> Any:
+        if not shared:
+            shared.append(await driver.new_env())
+        return shared[0]
+
     page = _page(driver.env_cls, example_action)
 
     @app.get("/", include_in_schema=False)
@@ -46,7 +52,7 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
     async def web_reset(options: dict[str, Any] | None = Body(default=None)) -> Response:
         async with lock:
             try:
-                obs, tokens = await driver.reset(env, options or {})
+                obs, tokens = await driver.reset(await env(), options or {})
             except ProtocolError as e:
                 return error_response(e)
             return Response(driver.envelope_json(obs, tokens, http=True), media_type="application/json")
@@ -55,14 +61,15 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
     async def web_step(body: dict[str, Any] = Body(...)) -> Response:
         async with lock:
             try:
-                obs = await driver.step(env, body.get("action"))
+                obs = await driver.step(await env(), body.get("action"))
             except ProtocolError as e:
                 return error_response(e)
             return Response(driver.envelope_json(obs, False, http=True), media_type="application/json")
 
     @app.get("/web/state", tags=["web"])
     async def web_state() -> JSONResponse:
-        return JSONResponse(env.state.model_dump(mode="json"))
+        async with lock:
+            return JSONResponse(await driver.state(await env()))
 
 
 def _page(env_cls: type[Environment], example_action: dict[str, Any]) -> str:
