@@ -19,7 +19,9 @@ from tqdm import tqdm
 
 from openenv_echo.envs.echo import EchoAction, EchoEnvironment
 from openenv_echo.envs.sql import SqlAction, SqlEnvironment
+from openenv_echo.envs.sql import expert_actions as sql_expert
 from openenv_echo.envs.terminal import TerminalAction, TerminalEnvironment
+from openenv_echo.envs.terminal import expert_actions as terminal_expert
 
 WORST_TERMINAL = [
     "grep -r x /var/log | wc -l",
