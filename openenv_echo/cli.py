@@ -255,7 +255,7 @@ def serve(
     )
     env_cls = load_env(env)
     try:
-        application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))  # type: ignore[arg-type]
+        application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))
     except ValueError as e:
         raise UsageError(f"{_one_line(e)}; fix the flags") from e
     _check_port_free(host, port)
@@ -275,6 +275,18 @@ def _parse_action(raw: str, field: str) -> dict[str, Any]:
             raise typer.BadParameter("an action is a JSON object")
         return value
     return {field: raw}
+
+
+def _read_action() -> str | None:
+    """One action line from stdin (a prompt with line editing on a terminal); None at end of input."""
+    if sys.stdin.isatty():
+        try:
+            return input("action> ")
+        except EOFError:
+            print()
+            return None
+    line = sys.stdin.readline()
+    return line.rstrip("\n") if line else None
 
 
 def _unreachable(url: str, e: Exception) -> CliError:
@@ -320,10 +332,12 @@ def episode(
             if queue:
                 raw, act = queue.pop(0)
             else:
-                try:
-                    raw = typer.prompt("action", prompt_suffix="> ", err=True)
-                except Abort:  # EOF / Ctrl-D ends the episode
+                typed = _read_action()
+                if typed is None:  # EOF / Ctrl-D ends the episode
                     break
+                if not typed.strip():
+                    continue
+                raw = typed
                 try:
                     act = _parse_action(raw, field)
                 except typer.BadParameter as e:
@@ -352,11 +366,11 @@ def episode(
 
 
 def _demo_actions(env_name: str, seed: int) -> list[dict[str, Any]]:
-    """The env's scripted demo episode (each env module exports ``demo_actions(seed)``)."""
+    """The env's scripted expert episode (each env module exports ``expert_actions(seed)``)."""
     from .envs import ENVIRONMENTS
 
     module = import_module(ENVIRONMENTS[env_name].partition(":")[0])
-    return list(module.demo_actions(seed))
+    return list(module.expert_actions(seed))
 
 
 @app.command()
@@ -426,7 +440,8 @@ def show(
             f"{file} is not JSON lines ({e.msg}, line {e.lineno}); give a tokenized export or a trajectory JSONL"
         ) from e
     except (ValueError, IndexError) as e:
-        raise UsageError(f"{file}: {_one_line(e)}") from e
+        text = _one_line(e).replace("tokenizer=", "--tokenizer").replace("index=", "--index")  # the API's words
+        raise UsageError(text if str(file) in text else f"{file}: {text}") from e
 
 
 @app.command("validate-runtime")
@@ -489,6 +504,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.main(args=list(argv) if argv is not None else None, prog_name="openenv-echo", standalone_mode=False)
     except Exit as e:
         return e.exit_code
+    except UsageError as e:  # no traceback even with --debug: the command line is the problem
+        if type(e).__name__ == "NoArgsIsHelpError":  # `openenv-echo` alone shows the help, not an error
+            print(e.format_message())
+            return 0
+        line, code = _error_line(e)
+        print(line, file=sys.stderr)
+        return code
     except Abort:
         print("interrupted", file=sys.stderr)
         return 130

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.websockets import WebSocketDisconnect, WebSocketState
@@ -25,6 +26,7 @@ from .environment import Environment
 from .http_routes import add_stateless_routes
 from .limits import ServerLimits
 from .mcp import PARSE_ERROR, SERVER_ERROR, McpEndpoint, parse_body, rpc_error
+from .metrics import ServerMetrics
 from .protocol import EnvDriver, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
 from .task_routes import add_task_routes
@@ -156,6 +158,8 @@ def create_app(
     driver = EnvDriver(env_cls, tokenizer=tokenizer, limits=limits)
     sessions = SessionManager(driver.new_env, limits.max_sessions, limits.idle_timeout_s)
     mcp = McpEndpoint(driver, sessions)
+    metrics = ServerMetrics(env_cls.get_metadata().name)
+    metrics.watch_sessions(lambda: sessions.active)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
@@ -180,8 +184,9 @@ def create_app(
     app.state.sessions = sessions
     app.state.limits = limits
     app.state.env_cls = env_cls
+    app.state.metrics = metrics
     app.add_middleware(_RequestGuard, limits=limits)
-    errors = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
+    errors: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -192,6 +197,7 @@ def create_app(
         ]
         first = errs[0] if errs else {}
         where = ".".join(str(x) for x in first.get("loc", ()))
+        metrics.error("VALIDATION_ERROR")
         return JSONResponse(
             {
                 "code": "VALIDATION_ERROR",
@@ -204,6 +210,7 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "INVALID_JSON" if exc.status_code == 400 else f"HTTP_{exc.status_code}"
+        metrics.error(code)
         return JSONResponse(
             {"code": code, "message": str(exc.detail), "detail": exc.detail},
             status_code=exc.status_code,
@@ -212,6 +219,7 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        metrics.error("EXECUTION_ERROR")
         return JSONResponse(
             {"code": "EXECUTION_ERROR", "message": f"{type(exc).__name__}: {exc}", "detail": None}, status_code=500
         )
@@ -219,6 +227,11 @@ def create_app(
     @app.get("/health", response_model=HealthResponse, tags=["health"])
     async def health() -> HealthResponse:
         return HealthResponse()
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    async def get_metrics() -> Response:
+        """Prometheus text exposition of this server's metrics (``openenv_echo_*``)."""
+        return Response(metrics.exposition(), media_type=metrics.content_type)
 
     @app.get("/metadata", response_model=EnvironmentMetadata, tags=["environment"])
     async def metadata() -> EnvironmentMetadata:
@@ -242,7 +255,7 @@ def create_app(
 
     @app.websocket("/mcp")
     async def mcp_ws(websocket: WebSocket) -> None:
-        await _serve_mcp_ws(websocket, mcp, limits)
+        await _serve_mcp_ws(websocket, mcp, limits, metrics)
 
     if mode == "simulation":
         add_stateless_routes(app, driver, errors, _error_response)
@@ -250,7 +263,7 @@ def create_app(
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
-        await _serve_ws(websocket, sessions, driver, mcp, limits)
+        await _serve_ws(websocket, sessions, driver, mcp, limits, metrics)
 
     return app
 
@@ -299,7 +312,12 @@ def _decode(message: dict, max_bytes: int, max_depth: int) -> Any:
 
 
 async def _serve_ws(
-    ws: WebSocket, sessions: SessionManager, driver: EnvDriver, mcp: McpEndpoint, limits: ServerLimits
+    ws: WebSocket,
+    sessions: SessionManager,
+    driver: EnvDriver,
+    mcp: McpEndpoint,
+    limits: ServerLimits,
+    metrics: ServerMetrics,
 ) -> None:
     await ws.accept()
     attach_id = ws.query_params.get("session_id")
@@ -313,10 +331,12 @@ async def _serve_ws(
         await ws.close(code=1008)
         return
     except CapacityReached as e:
+        metrics.capacity_refusals.inc()
         await _send_error(ws, ErrorCode.CAPACITY_REACHED, str(e), active_sessions=e.active, max_sessions=e.limit)
         await ws.close(code=1013)
         return
     except Exception as e:
+        metrics.error(ErrorCode.FACTORY_ERROR.value)
         why = str(e) if isinstance(e, WorkerFactoryError) else f"{type(e).__name__}: {e}"
         await _send_error(
             ws,
@@ -333,20 +353,24 @@ async def _serve_ws(
             await ws.close(code=1001)
 
     session.on_expire = expire
+    metrics.sessions.inc()
     try:
         while True:
             message = await ws.receive()
             if message["type"] == "websocket.disconnect":
                 break
+            metrics.received_bytes.inc(len(message.get("text") or message.get("bytes") or ""))
             session.busy = True
             try:
                 async with session.lock:
-                    reply = await _handle_frame(message, session, sessions, driver, mcp, limits)
+                    reply = await _handle_frame(message, session, sessions, driver, mcp, limits, metrics)
             except ProtocolError as e:
+                metrics.error(e.code.value)
                 reply = json.dumps({"type": "error", "data": e.payload()})
                 if e.code is ErrorCode.STEP_TIMEOUT and session.env is not None:
                     sessions.discard_env(session)  # its worker was killed (or its call may still be running)
             except Exception as e:  # a server bug must cost one reply, not the session
+                metrics.error("EXECUTION_ERROR")
                 reply = json.dumps(
                     {"type": "error", "data": {"code": "EXECUTION_ERROR", "message": f"{type(e).__name__}: {e}"}}
                 )
@@ -356,6 +380,7 @@ async def _serve_ws(
             if reply is None:  # close frame: no reply
                 await ws.close(code=1000)
                 break
+            metrics.sent_bytes.inc(len(reply))
             await ws.send_text(reply)
     except WebSocketDisconnect:
         pass  # the client went away
@@ -387,12 +412,13 @@ def _attach(sessions: SessionManager, session_id: str) -> Session:
     return session
 
 
-async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -> None:
+async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits, metrics: ServerMetrics) -> None:
     """WS ``/mcp``: raw JSON-RPC frames, one session per connection (OpenEnv's)."""
     await ws.accept()
     try:
         session = await mcp.sessions.open()
     except CapacityReached as e:
+        metrics.capacity_refusals.inc()
         await ws.send_text(
             json.dumps(rpc_error(None, SERVER_ERROR, str(e), {"active_sessions": e.active, "max_sessions": e.limit}))
         )
@@ -405,6 +431,7 @@ async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -
         )
         await ws.close(code=1011)
         return
+    metrics.sessions.inc()
     try:
         while True:
             message = await ws.receive()
@@ -445,6 +472,7 @@ async def _handle_frame(
     driver: EnvDriver,
     mcp: McpEndpoint,
     limits: ServerLimits,
+    metrics: ServerMetrics,
 ) -> str | None:
     frame = _decode(message, limits.max_message_bytes, limits.max_json_depth)
     kind = frame["type"]
@@ -454,13 +482,28 @@ async def _handle_frame(
         if session.env is None or (isinstance(session.env, WorkerEnv) and not session.env.alive):
             sessions.discard_env(session)
             session.env = await sessions.new_env()
+        began = time.perf_counter()
         obs, session.return_tokens = await driver.reset(session.env, frame.get("data"))
-        return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
+        metrics.reset_seconds.observe(time.perf_counter() - began)
+        return _observation_frame(driver, obs, session.return_tokens, metrics)
     if kind == "mcp":
         return json.dumps({"type": "mcp", "data": await mcp.handle(frame["data"], bound=session)})
     if session.env is None:
         raise ProtocolError(ErrorCode.EPISODE_NOT_STARTED, "no episode in this session: send a reset first")
     if kind == "step":
-        obs = await driver.step(session.env, frame["data"])
-        return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
+        began = time.perf_counter()
+        try:
+            obs = await driver.step(session.env, frame["data"])
+        except ProtocolError:
+            metrics.step_failed()
+            raise
+        metrics.step(time.perf_counter() - began, done=obs.done)
+        return _observation_frame(driver, obs, session.return_tokens, metrics)
     return json.dumps({"type": "state", "data": await driver.state(session.env)})
+
+
+def _observation_frame(driver: EnvDriver, obs: Any, with_tokens: bool, metrics: ServerMetrics) -> str:
+    text = driver.envelope_json(obs, with_tokens)
+    if with_tokens and obs.tokens is not None:
+        metrics.tokens_attached.inc(len(obs.tokens.ids))
+    return '{"type":"observation","data":' + text + "}"

@@ -14,14 +14,15 @@ from fastapi import Body, FastAPI
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..wire import CallToolAction, ErrorCode, ListToolsAction, StepResponse
+from ..wire import ErrorCode, ListToolsAction, StepResponse
 from .environment import Environment
 from .protocol import EnvDriver, ProtocolError
+from .tools import call_action_types
 from .workers import WorkerFactoryError
 
 
 def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
-    action_type: Any = Union[env_cls.action_type, CallToolAction, ListToolsAction]  # noqa: UP007
+    action_type: Any = Union[(env_cls.action_type, ListToolsAction, *call_action_types(env_cls.TOOLS))]
     return create_model(
         f"{env_cls.__name__}StepRequest",
         __config__=ConfigDict(extra="forbid"),
@@ -34,7 +35,9 @@ def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
     )
 
 
-def add_stateless_routes(app: FastAPI, driver: EnvDriver, errors: dict[int, Any], error_response: Any) -> None:
+def add_stateless_routes(
+    app: FastAPI, driver: EnvDriver, errors: dict[int | str, dict[str, Any]], error_response: Any
+) -> None:
     env_cls = driver.env_cls
     reset_model = driver.reset_model
     step_model = step_request_model(env_cls)
@@ -48,7 +51,7 @@ def add_stateless_routes(app: FastAPI, driver: EnvDriver, errors: dict[int, Any]
 
     @app.post("/reset", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def reset(body: reset_model | None = Body(default=None)) -> Any:  # type: ignore[valid-type]
-        data = body.model_dump(exclude_unset=True) if body is not None else {}
+        data: dict[str, Any] = body.model_dump(exclude_unset=True) if body is not None else {}
         try:
             env = await fresh()
         except ProtocolError as e:

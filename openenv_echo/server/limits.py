@@ -7,6 +7,8 @@ import os
 from pydantic import BaseModel, ConfigDict, Field
 
 _ENV_PREFIX = "OPENENV_ECHO_"
+_OPENENV_VARIABLES = {"max_sessions": "MAX_CONCURRENT_ENVS"}
+"""OpenEnv's names for the same limits, read when the ``OPENENV_ECHO_*`` variable is not set."""
 
 
 class ServerLimits(BaseModel):
@@ -64,10 +66,13 @@ class ServerLimits(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: object) -> ServerLimits:
-        """Defaults, then ``OPENENV_ECHO_<FIELD>`` variables, then explicit ``overrides`` (None values ignored)."""
+        """Defaults, then ``OPENENV_ECHO_<FIELD>`` variables (or OpenEnv's ``MAX_CONCURRENT_ENVS``), then explicit
+        ``overrides`` (None values ignored)."""
         values: dict[str, object] = {}
         for name in cls.model_fields:
             raw = os.environ.get(_ENV_PREFIX + name.upper())
+            if raw is None and name in _OPENENV_VARIABLES:
+                raw = os.environ.get(_OPENENV_VARIABLES[name])
             if raw is not None:
                 values[name] = None if raw.lower() in ("", "none", "off") else raw
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from ..roles import Role
-from ..tokenizer_identity import segment_tokens
 from ..wire import (
     MCP_ACTION_TYPES,
     Action,
@@ -277,6 +276,8 @@ class EnvDriver:
         """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path). ``http``: as
         OpenEnv's HTTP ``ResetResponse``/``StepResponse``, with ``metadata`` always present (null when empty)."""
         if with_tokens and obs.tokens is None:
+            from ..tokenize.observation_tokens import segment_tokens
+
             obs.tokens = segment_tokens(self.tokenizer, obs.segments)
         fields = obs.__dict__
         if "tools" not in fields:
