@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -19,13 +20,15 @@ from ..wire import (
     HealthResponse,
     SchemaResponse,
 )
+from . import strict_json, workers
 from .environment import Environment
 from .http_routes import add_stateless_routes
 from .limits import ServerLimits
-from .mcp import SERVER_ERROR, McpEndpoint, parse_body, rpc_error
+from .mcp import PARSE_ERROR, SERVER_ERROR, McpEndpoint, parse_body, rpc_error
 from .protocol import EnvDriver, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
 from .task_routes import add_task_routes
+from .workers import WorkerEnv, WorkerFactoryError
 
 OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
 _FRAME_KEYS = {
@@ -62,44 +65,75 @@ def _error_response(e: ProtocolError) -> JSONResponse:
     )
 
 
-class _BodyLimit:
-    """ASGI middleware: HTTP bodies over ``max_bytes`` get 413 before any handler parses them."""
+class _RequestGuard:
+    """ASGI middleware, before any handler: HTTP bodies over ``max_bytes`` get 413, a body that stalls for
+    ``body_timeout_s`` between chunks gets 408, and a body that is not strict JSON (see ``strict_json``) gets 400
+    INVALID_JSON. The body is read here, checked, and handed on whole."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, limits: ServerLimits) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.limits = limits
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limits = self.limits
         length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return await self._reject(send)
+        if length is not None and length.isdigit() and int(length) > limits.max_message_bytes:
+            return await _reject(
+                send, 413, "MESSAGE_TOO_LARGE", f"request body exceeds {limits.max_message_bytes} bytes"
+            )
+        chunks: list[bytes] = []
         seen = 0
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), limits.body_timeout_s)
+            except asyncio.TimeoutError:
+                return await _reject(send, 408, "REQUEST_TIMEOUT", f"no body data for {limits.body_timeout_s}s")
+            if message["type"] != "http.request":  # the client went away
+                return None
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > limits.max_message_bytes:
+                return await _reject(
+                    send, 413, "MESSAGE_TOO_LARGE", f"request body exceeds {limits.max_message_bytes} bytes"
+                )
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if body.strip() and scope.get("method") in ("POST", "PUT", "PATCH"):
+            try:
+                strict_json.loads(body, limits.max_json_depth)
+            except strict_json.BadJson as e:
+                if scope.get("path") == "/mcp":  # JSON-RPC answers everything itself, parse errors included
+                    return await _send_json(send, 200, rpc_error(None, PARSE_ERROR, f"Parse error: {e}"))
+                return await _reject(send, 400, "INVALID_JSON", f"request body is not strict JSON: {e}")
+        replayed = False
 
-        async def limited_receive() -> dict:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise _TooLarge
-            return message
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: wait for the disconnect, as the server would
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            await self._reject(send)
-
-    async def _reject(self, send: Any) -> None:
-        body = json.dumps(
-            {"code": "MESSAGE_TOO_LARGE", "message": f"request body exceeds {self.max_bytes} bytes", "detail": None}
-        ).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+        await self.app(scope, replay, send)
 
 
-class _TooLarge(Exception):
-    pass
+async def _reject(send: Any, status: int, code: str, message: str) -> None:
+    await _send_json(send, status, {"code": code, "message": message, "detail": None})
+
+
+async def _send_json(send: Any, status: int, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(
@@ -119,13 +153,15 @@ def create_app(
         raise ValueError(f"{env_cls.__name__} does not support concurrent sessions; use max_sessions=1")
     if mode not in ("simulation", "production"):
         raise ValueError(f"mode must be 'simulation' or 'production', got {mode!r}")
-    driver = EnvDriver(env_cls, tokenizer=tokenizer, step_timeout_s=limits.step_timeout_s)
-    sessions = SessionManager(env_cls, limits.max_sessions, limits.idle_timeout_s)
+    driver = EnvDriver(env_cls, tokenizer=tokenizer, limits=limits)
+    sessions = SessionManager(driver.new_env, limits.max_sessions, limits.idle_timeout_s)
     mcp = McpEndpoint(driver, sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
         sessions.start_reaper()
+        if env_cls.BLOCKING:
+            await workers.prewarm(env_cls)
         try:
             yield
         finally:
@@ -142,12 +178,16 @@ def create_app(
     app.state.sessions = sessions
     app.state.limits = limits
     app.state.env_cls = env_cls
-    app.add_middleware(_BodyLimit, max_bytes=limits.max_message_bytes)
-    errors = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
+    app.add_middleware(_RequestGuard, limits=limits)
+    errors: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = json.loads(json.dumps(exc.errors(), default=str))
+        # the offending input is not echoed: it may hold what no strict JSON reply can carry (lone surrogates)
+        errs = [
+            {k: v for k, v in e.items() if k not in ("input", "ctx", "url")}
+            for e in json.loads(json.dumps(exc.errors(), default=str))
+        ]
         first = errs[0] if errs else {}
         where = ".".join(str(x) for x in first.get("loc", ()))
         return JSONResponse(
@@ -220,7 +260,7 @@ async def _send_error(ws: WebSocket, code: ErrorCode, message: str, **extra: Any
     await ws.send_text(json.dumps({"type": "error", "data": {"code": code.value, "message": message, **extra}}))
 
 
-def _decode(message: dict, max_bytes: int) -> Any:
+def _decode(message: dict, max_bytes: int, max_depth: int) -> Any:
     """The JSON frame in a WS message, or a ``ProtocolError`` (size, encoding, syntax, shape)."""
     text = message.get("text")
     if text is None:
@@ -236,11 +276,9 @@ def _decode(message: dict, max_bytes: int) -> Any:
     ):
         raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"frame exceeds {max_bytes} bytes")
     try:
-        frame = json.loads(text)
-    except ValueError as e:
-        raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is not valid JSON: {e}") from None
-    except RecursionError:
-        raise ProtocolError(ErrorCode.INVALID_JSON, "frame is nested too deeply") from None
+        frame = strict_json.loads(text, max_depth)
+    except strict_json.BadJson as e:
+        raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is {e}") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, "a frame is a JSON object with a string 'type'")
     allowed = _FRAME_KEYS.get(frame["type"])
@@ -267,7 +305,7 @@ async def _serve_ws(
         if attach_id is not None:
             session = _attach(sessions, attach_id)
         else:
-            session = sessions.open()
+            session = await sessions.open()
     except _AttachError as e:
         await _send_error(ws, ErrorCode.SESSION_ERROR, str(e))
         await ws.close(code=1008)
@@ -277,10 +315,11 @@ async def _serve_ws(
         await ws.close(code=1013)
         return
     except Exception as e:
+        why = str(e) if isinstance(e, WorkerFactoryError) else f"{type(e).__name__}: {e}"
         await _send_error(
             ws,
             ErrorCode.FACTORY_ERROR,
-            f"could not create the environment: {type(e).__name__}: {e}",
+            f"could not create the environment: {why}",
             factory_name=driver.env_cls.__name__,
         )
         await ws.close(code=1011)
@@ -304,7 +343,7 @@ async def _serve_ws(
             except ProtocolError as e:
                 reply = json.dumps({"type": "error", "data": e.payload()})
                 if e.code is ErrorCode.STEP_TIMEOUT and session.env is not None:
-                    session.env = None  # the timed-out call may still be running on it: abandon the instance
+                    sessions.discard_env(session)  # its worker was killed (or its call may still be running)
             except Exception as e:  # a server bug must cost one reply, not the session
                 reply = json.dumps(
                     {"type": "error", "data": {"code": "EXECUTION_ERROR", "message": f"{type(e).__name__}: {e}"}}
@@ -350,7 +389,7 @@ async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -
     """WS ``/mcp``: raw JSON-RPC frames, one session per connection (OpenEnv's)."""
     await ws.accept()
     try:
-        session = mcp.sessions.open()
+        session = await mcp.sessions.open()
     except CapacityReached as e:
         await ws.send_text(
             json.dumps(rpc_error(None, SERVER_ERROR, str(e), {"active_sessions": e.active, "max_sessions": e.limit}))
@@ -377,8 +416,13 @@ async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -
             else:
                 session.busy = True
                 try:
-                    async with session.lock:
-                        reply = await mcp.handle(parse_body(raw), bound=session)
+                    try:
+                        request = strict_json.loads(raw, limits.max_json_depth)
+                    except strict_json.BadJson as e:
+                        reply = rpc_error(None, PARSE_ERROR, f"Parse error: {e}")
+                    else:
+                        async with session.lock:
+                            reply = await mcp.handle(request, bound=session)
                 finally:
                     session.busy = False
                     session.touch()
@@ -400,13 +444,14 @@ async def _handle_frame(
     mcp: McpEndpoint,
     limits: ServerLimits,
 ) -> str | None:
-    frame = _decode(message, limits.max_message_bytes)
+    frame = _decode(message, limits.max_message_bytes, limits.max_json_depth)
     kind = frame["type"]
     if kind == "close":
         return None
     if kind == "reset":
-        if session.env is None:
-            session.env = sessions.new_env()
+        if session.env is None or (isinstance(session.env, WorkerEnv) and not session.env.alive):
+            sessions.discard_env(session)
+            session.env = await sessions.new_env()
         obs, session.return_tokens = await driver.reset(session.env, frame.get("data"))
         return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
     if kind == "mcp":
@@ -416,4 +461,4 @@ async def _handle_frame(
     if kind == "step":
         obs = await driver.step(session.env, frame["data"])
         return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
-    return json.dumps({"type": "state", "data": session.env.state.model_dump(mode="json")})
+    return json.dumps({"type": "state", "data": await driver.state(session.env)})
