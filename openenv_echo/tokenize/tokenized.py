@@ -79,7 +79,7 @@ class TokenizedTrajectory:
 
     def mask(self, role: Role | str) -> np.ndarray:
         """Target mask of ``role``: True where token t has that role, never at t=0."""
-        m = self.role_ids == Role(role).code
+        m: np.ndarray = self.role_ids == Role(role).code
         if m.size:
             m[0] = False
         return m
