@@ -204,7 +204,29 @@ def serve(
     max_message_bytes: int | None = typer.Option(
         None, help=_limit_help("max_message_bytes", "Largest frame/body in bytes")
     ),
-    step_timeout: float | None = typer.Option(None, help=_limit_help("step_timeout_s", "Per reset/step timeout in s")),
+    step_timeout: float | None = typer.Option(
+        None, help=_limit_help("step_timeout_s", "Wall time of one step in s; over it the step is killed")
+    ),
+    reset_timeout: float | None = typer.Option(
+        None, help=_limit_help("reset_timeout_s", "Wall time of one reset in s")
+    ),
+    memory_mb: int | None = typer.Option(None, help=_limit_help("memory_mb", "Memory per session above baseline, MB")),
+    temp_disk_mb: int | None = typer.Option(
+        None, help=_limit_help("temp_disk_mb", "Largest file a session may write, MB")
+    ),
+    max_output_bytes: int | None = typer.Option(
+        None, help=_limit_help("max_output_bytes", "Observation text per step, bytes")
+    ),
+    max_json_depth: int | None = typer.Option(None, help=_limit_help("max_json_depth", "Deepest JSON nesting")),
+    max_connections: int | None = typer.Option(
+        None, help=_limit_help("max_connections", "Open TCP connections; more get 429")
+    ),
+    header_timeout: float | None = typer.Option(
+        None, help=_limit_help("header_timeout_s", "Deadline for complete request headers in s")
+    ),
+    body_timeout: float | None = typer.Option(
+        None, help=_limit_help("body_timeout_s", "Longest pause inside a request body in s")
+    ),
     tokenizer: str | None = typer.Option(
         None, help="HF tokenizer (local dir, hub name when online, or local:<family>): enables return_tokens."
     ),
@@ -222,6 +244,14 @@ def serve(
         idle_timeout_s=idle_timeout,
         max_message_bytes=max_message_bytes,
         step_timeout_s=step_timeout,
+        reset_timeout_s=reset_timeout,
+        memory_mb=memory_mb,
+        temp_disk_mb=temp_disk_mb,
+        max_output_bytes=max_output_bytes,
+        max_json_depth=max_json_depth,
+        max_connections=max_connections,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
     )
     env_cls = load_env(env)
     try:

@@ -14,10 +14,11 @@ from fastapi import Body, FastAPI
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..wire import ListToolsAction, StepResponse
+from ..wire import ErrorCode, ListToolsAction, StepResponse
 from .environment import Environment
 from .protocol import EnvDriver, ProtocolError
 from .tools import call_action_types
+from .workers import WorkerFactoryError
 
 
 def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
@@ -41,10 +42,20 @@ def add_stateless_routes(
     reset_model = driver.reset_model
     step_model = step_request_model(env_cls)
 
+    async def fresh() -> Any:
+        """A new env for one request: a worker process of its own for BLOCKING envs, as a session gets."""
+        try:
+            return await driver.new_env()
+        except WorkerFactoryError as e:
+            raise ProtocolError(ErrorCode.FACTORY_ERROR, f"could not create the environment: {e}") from None
+
     @app.post("/reset", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def reset(body: reset_model | None = Body(default=None)) -> Any:  # type: ignore[valid-type]
         data: dict[str, Any] = body.model_dump(exclude_unset=True) if body is not None else {}
-        env = env_cls()
+        try:
+            env = await fresh()
+        except ProtocolError as e:
+            return error_response(e)
         try:
             obs, tokens = await driver.reset(env, data)
             return _json(driver.envelope_json(obs, tokens, http=True))
@@ -55,7 +66,10 @@ def add_stateless_routes(
 
     @app.post("/step", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def step(body: step_model) -> Any:  # type: ignore[valid-type]
-        env = env_cls()
+        try:
+            env = await fresh()
+        except ProtocolError as e:
+            return error_response(e)
         try:
             if not isinstance(body.action, ListToolsAction):  # type: ignore[attr-defined]
                 await driver.reset(env, {})
