@@ -43,6 +43,8 @@ class PolicyStep:
     action: dict[str, Any]
     text: str | None = None
     token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    temperature: float | None = None
 
 
 PolicyOutput = dict[str, Any] | PolicyStep
@@ -96,7 +98,13 @@ def run_episode(
             if result.done:
                 break
             step = _as_step(policy(result, trajectory))
-            result = client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
+            result = client.step(
+                step.action,
+                action_text=step.text,
+                action_token_ids=step.token_ids,
+                action_logprobs=step.logprobs,
+                sampling_temperature=step.temperature,
+            )
     except BaseException as e:
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it
         raise
@@ -135,7 +143,7 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
     """One episode; its failure is its outcome (raised only under ``on_error="raise"``)."""
     try:
         result = await _start(client, seed, s, batch)
-    except EnvClientError as e:  # never started: recorded (and journalled) as an empty episode
+    except Exception as e:  # never started: recorded (and journalled) as an empty episode
         status: EpisodeStatus = "cut" if isinstance(e, (ConnectionLostError, EnvTimeoutError)) else "abandoned"
         empty = Trajectory(env_name=client.env_name, metadata={"seed": seed}, status=status, error=EpisodeError.of(e))
         if client.writer is not None:
@@ -150,11 +158,17 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
             if result.done:
                 break
             out = s.policy(result, trajectory)
-            step = _as_step(await out if inspect.isawaitable(out) else out)  # type: ignore[arg-type]
-            result = await client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
-    except Exception as e:  # an env error, a lost connection, a policy bug: this episode's outcome
+            step = _as_step(await out if inspect.isawaitable(out) else out)
+            result = await client.step(
+                step.action,
+                action_text=step.text,
+                action_token_ids=step.token_ids,
+                action_logprobs=step.logprobs,
+                sampling_temperature=step.temperature,
+            )
+    except BaseException as e:  # an env error, a lost connection, a policy bug, a cancellation: its outcome
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it
-        if s.on_error == "raise":
+        if s.on_error == "raise" or not isinstance(e, Exception):
             raise
         log.warning("episode %s (seed %s) %s: %s", trajectory.episode_id, seed, trajectory.status, e)
         return trajectory
@@ -199,7 +213,7 @@ async def run_episodes_async(
     pool = as_pool(base_url)
 
     async def worker() -> None:
-        client = None if pool is not None else AsyncEnvClient(base_url, writer=sink, **client_kwargs)
+        client = None if pool is not None else AsyncEnvClient(str(base_url), writer=sink, **client_kwargs)
         try:
             while queue:
                 i, seed = queue.popleft()
@@ -218,6 +232,12 @@ async def run_episodes_async(
                     assert client is not None
                     try:
                         slots[i] = await _episode(client, seed, settings, batch)
+                    except Exception:  # on_error="raise": stop the siblings now, not after this worker's cleanup
+                        queue.clear()
+                        for t in tasks:
+                            if t is not asyncio.current_task():
+                                t.cancel()
+                        raise
                     finally:
                         slots[i] = slots[i] or client.trajectory  # cancelled mid-episode: what it recorded
                         if pool is not None:
