@@ -49,7 +49,7 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
         return {**driver.env_cls.get_metadata().model_dump(), "tools": [t.model_dump() for t in driver.tool_specs]}
 
     @app.post("/web/reset", tags=["web"])
-    async def web_reset(options: dict[str, Any] | None = Body(default=None)) -> Response:
+    async def web_reset(options: dict[str, Any] | None = Body(default=None)) -> Any:
         async with lock:
             try:
                 obs, tokens = await driver.reset(await env(), options or {})
@@ -58,7 +58,7 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
             return Response(driver.envelope_json(obs, tokens, http=True), media_type="application/json")
 
     @app.post("/web/step", tags=["web"])
-    async def web_step(body: dict[str, Any] = Body(...)) -> Response:
+    async def web_step(body: dict[str, Any] = Body(...)) -> Any:
         async with lock:
             try:
                 obs = await driver.step(await env(), body.get("action"))
@@ -72,7 +72,7 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
             return JSONResponse(await driver.state(await env()))
 
 
-def _page(env_cls: type[Environment], example_action: dict[str, Any]) -> str:
+def _page(env_cls: type[Environment[Any, Any]], example_action: dict[str, Any]) -> str:
     meta = env_cls.get_metadata()
     css = "\n".join(
         f".role-{r} {{ color: {c}; }} .count-{r} {{ border-left: 6px solid {c}; }}" for r, c in ROLE_COLOURS.items()
