@@ -26,7 +26,6 @@ from ..objective import (
     group_advantages,
     local_denominators,
     token_logps,
-    weighted_nll,
 )
 from ..roles import Role
 from ..tokenize import TokenizedTrajectory, collate
@@ -115,7 +114,8 @@ def warm_start(
             b = collate(part, tokenizer=tokenizer)
             lp = forward_logps(model, b)
             mask = b["action_mask"]
-            loss = weighted_nll(lp, mask, mask.to(lp.dtype) / max(n_action, 1))
+            zero = torch.zeros((), dtype=lp.dtype)
+            loss = -(torch.where(mask, lp, zero) * (mask.to(lp.dtype) / max(n_action, 1))).sum()  # SFT NLL
             loss.backward()
             total += float(loss.detach())
             seen += int(b["attention_mask"].sum())

@@ -10,6 +10,7 @@ Normative spec: ``rfcs/0003-token-masks.md``. Importing this package needs numpy
 tokenizers, torch and pyarrow are imported when used.
 """
 
+from ..roles import OBSERVATION_ROLES
 from .compare import AssemblyComparison, Difference, compare_assemblies
 from .export import read_jsonl, read_parquet, read_tokenized, write_jsonl, write_parquet
 from .fragment import FragmentCodec, fragment_codec
@@ -18,7 +19,7 @@ from .offline import STRADDLE_ROLE, TaggedMessage, conversation_from_trajectory,
 from .show import show
 from .template import Scaffold, TemplateError, TemplateNotPrefixStable, probe_template
 from .tito import TitoBuilder, tokenize_trajectory
-from .tokenized import MASK_KEYS, OBSERVATION_ROLES, TokenizedTrajectory, collate
+from .tokenized import MASK_KEYS, TokenizedTrajectory, collate
 
 __all__ = [
     "FAMILIES",

@@ -31,14 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role
+from ..roles import Role, observation_count
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import Trajectory
 from ..wire import Segment
 from .fragment import backend_of, fragment_codec
 from .template import assistant_eot_text, render
 from .tito import action_text as _action_text
-from .tokenized import OBSERVATION_ROLES, TokenizedTrajectory
+from .tokenized import TokenizedTrajectory
 
 STRADDLE_ROLE = Role.CONTEXT
 """Role given to a token whose characters belong to more than one role (see the module docstring)."""
@@ -222,7 +222,7 @@ def tokenize_offline(
     if add_special_tokens and suffix and ids[len(ids) - len(suffix) :].tolist() != suffix:
         ids = np.concatenate([ids, np.asarray(suffix, dtype=np.int64)])
         role_ids = np.concatenate([role_ids, np.full(len(suffix), Role.CONTEXT.code, dtype=np.int8)])
-    obs_count = int(np.isin(role_ids, [r.code for r in OBSERVATION_ROLES]).sum())
+    obs_count = int(observation_count(role_ids))  # |O|: bodies after the first action (roles.observation_count)
     return TokenizedTrajectory(
         input_ids=ids,
         role_ids=role_ids,
