@@ -1,28 +1,40 @@
 # One venv for everything; torch comes first from the local CPU wheel (any other torch spec pulls CUDA).
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu takes torch from PyTorch's CPU-only index (a normal machine).
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+TORCH_INDEX ?=
 
-.PHONY: setup quickstart test test-main test-docker bench
+.PHONY: setup quickstart test test-fast test-main test-docker bench
 $(BIN)/.installed: pyproject.toml
+	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test]'"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -q -e '.[all,test]'
 	touch $@
 
 setup: $(BIN)/.installed
 
 quickstart: setup
+	@echo "[make quickstart] an echo server as a local process, one scripted episode printed by role"
 	$(BIN)/openenv-echo quickstart echo
 
-# Everything, as CI runs it: the container tier (needs root for dockerd), then the main tier.
+# Everything, as CI runs it: the container tier (as root it may apt-install docker and start dockerd; it removes the
+# images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every other test.
 test: test-docker test-main
 
+# The inner loop: no containers, no trainer runs.
+test-fast: setup
+	@echo "[make test-fast] pytest -m 'not docker and not trainer' (no containers, no trainer runs)"
+	$(BIN)/python -m pytest -q -m "not docker and not trainer"
+
 test-main: setup
+	@echo "[make test-main] pytest -m 'not docker' (everything but the container tier, trainer runs included)"
 	$(BIN)/python -m pytest -q -m "not docker"
 
 test-docker: setup
+	@echo "[make test-docker] the container tier: scripts/docker/ci-tier.sh"
 	PYTHON=$(BIN)/python bash scripts/docker/ci-tier.sh
 
 bench: setup

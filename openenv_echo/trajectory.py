@@ -1,4 +1,4 @@
-"""Recorded episodes (``Trajectory``) and their crash-safe JSONL storage.
+"""Recorded episodes (``Trajectory``) and their durable storage: a step-by-step journal, readable after any crash.
 
 A trajectory is the conversation a policy had with an environment, with the author of every character kept:
 
@@ -7,25 +7,33 @@ A trajectory is the conversation a policy had with an environment, with the auth
 3. ``steps``    – per step: the action as sent, the policy's text for it (and, live, the sampled token ids),
    then the observation that came back as role-tagged segments.
 
-One JSON object per line; a line is written with a single ``write`` of the whole line and flushed, so a crash
-never leaves a partial episode, and a reader drops a torn last line (from a crash mid-write) with a warning.
+An episode ends as ``done`` (the env said so), ``truncated`` (the caller's step limit), ``cut`` (the connection
+was lost; ``error`` says how) or ``abandoned`` (the client moved on: a new reset, ``close``, an error it gave up
+on); it is ``running`` until then. ``TrajectoryWriter`` journals each episode as it happens, one JSON record per
+line: ``begin`` (the header and reset), one ``step`` per completed step, ``end`` (status, step count, error). The
+reader rebuilds exact trajectories from a journal cut at any byte; an episode whose ``end`` never made it to disk
+(the writing process died) reads back as ``cut``. Files of whole-trajectory lines (the earlier format) read too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 import warnings
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .journal import FsyncPolicy, Journal, read_lines
 from .roles import ROLE_SPEC_VERSION
 from .wire import ObservationTokens, Segment, join_segments
 
 TRAJECTORY_SCHEMA_VERSION = "1"
+
+EpisodeStatus = Literal["running", "done", "truncated", "cut", "abandoned"]
+ENDED: frozenset[str] = frozenset({"done", "truncated", "cut", "abandoned"})
 
 
 class ChatMessage(BaseModel):
@@ -71,6 +79,23 @@ class StepRecord(BaseModel):
     observation: ObservationRecord
 
 
+class EpisodeError(BaseModel):
+    """Why an episode was cut or abandoned: the exception's type, the server's error code if any, the message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+    message: str
+    code: str | None = None
+
+    @classmethod
+    def of(cls, exc: BaseException) -> EpisodeError:
+        code = getattr(exc, "code", None)
+        return cls(
+            type=type(exc).__name__, message=str(exc), code=None if code is None else str(getattr(code, "value", code))
+        )
+
+
 class Trajectory(BaseModel):
     """A whole episode, lossless through JSON."""
 
@@ -84,6 +109,12 @@ class Trajectory(BaseModel):
     reset: ObservationRecord | None = None
     steps: list[StepRecord] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    status: EpisodeStatus = Field(default="running", description="How the episode ended (``running`` until then).")
+    error: EpisodeError | None = Field(default=None, description="Why it was cut or abandoned, when an error did it.")
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
 
     @property
     def rewards(self) -> list[float | None]:
@@ -106,46 +137,63 @@ class Trajectory(BaseModel):
         return cls.model_validate_json(line)
 
 
-class TrajectoryWriter:
-    """Appends trajectories to a JSONL file, one whole line per ``write`` call (``O_APPEND``), fsynced.
+def _dumps(record: dict[str, Any], key: str, payload: BaseModel | None = None) -> str:
+    """One journal line; the payload model is serialized by pydantic straight into the line."""
+    head = json.dumps(record, ensure_ascii=False)
+    if payload is None:
+        return head + "\n"
+    return f'{head[:-1]}, "{key}": {payload.model_dump_json()}}}\n'
 
-    A process killed at any point leaves every previously written episode intact; at worst the line being
-    written is torn, and ``read_trajectories`` skips it.
+
+class TrajectoryWriter:
+    """Journals episodes as they happen: ``begin`` at reset, ``step`` per completed step, ``end`` with the status.
+
+    Each record is appended whole (one ``write``, ``O_APPEND``) before the caller sees the step, so a process killed
+    at any point loses no completed step; ``fsync`` decides what survives a machine crash (``"episode"``: each
+    episode's end). Thread-safe; ``write`` stores an already finished trajectory in one go.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fsync = fsync
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._repair_tail()
+    def __init__(self, path: str | os.PathLike[str], *, fsync: FsyncPolicy | bool = "episode") -> None:
+        policy: FsyncPolicy = ("episode" if fsync else "never") if isinstance(fsync, bool) else fsync
+        self._journal = Journal(path, fsync=policy)
+        self.path = self._journal.path
 
-    def _repair_tail(self) -> None:
-        """If a previous writer died mid-line, start on a fresh line so the next record stays readable."""
-        size = os.fstat(self._fd).st_size
-        if size:
-            with open(self.path, "rb") as f:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    os.write(self._fd, b"\n")
+    @property
+    def closed(self) -> bool:
+        return self._journal.closed
+
+    def begin(self, trajectory: Trajectory) -> str:
+        """Journal a new episode's header (messages, reset, metadata) and return its journal key."""
+        key = uuid.uuid4().hex
+        header = trajectory.model_copy(update={"steps": [], "status": "running", "error": None})
+        self._journal.append(_dumps({"kind": "begin", "key": key}, "trajectory", header))
+        for i, step in enumerate(trajectory.steps):
+            self.step(key, i, step)
+        return key
+
+    def step(self, key: str, index: int, step: StepRecord) -> None:
+        self._journal.append(_dumps({"kind": "step", "key": key, "index": index}, "step", step))
+
+    def end(self, key: str, trajectory: Trajectory) -> None:
+        """Journal the episode's end as ``trajectory.status`` (and ``error``), with its step count as a check."""
+        if not trajectory.ended:
+            raise ValueError(f"episode {trajectory.episode_id!r} has not ended (status {trajectory.status!r})")
+        record = {"kind": "end", "key": key, "status": trajectory.status, "steps": len(trajectory.steps)}
+        self._journal.append(_dumps(record, "error", trajectory.error), boundary=True)
 
     def write(self, trajectory: Trajectory) -> None:
-        data = (trajectory.model_dump_json() + "\n").encode("utf-8")
-        view = memoryview(data)
-        while view:  # a regular-file write is whole in practice; loop for the pathological short write
-            n = os.write(self._fd, view)
-            view = view[n:]
-        if self._fsync:
-            os.fsync(self._fd)
+        """Store a whole trajectory; one still ``running`` is stored as ``done`` if its last observation says so,
+        else as ``abandoned`` (nobody continues it)."""
+        if not trajectory.ended:
+            trajectory = trajectory.model_copy(update={"status": "done" if trajectory.done else "abandoned"})
+        self.end(self.begin(trajectory), trajectory)
 
     def write_all(self, trajectories: Iterable[Trajectory]) -> None:
         for t in trajectories:
             self.write(t)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._journal.close()
 
     def __enter__(self) -> TrajectoryWriter:
         return self
@@ -154,27 +202,84 @@ class TrajectoryWriter:
         self.close()
 
 
-def iter_trajectories(path: str | os.PathLike[str]) -> Iterator[Trajectory]:
-    """Yield the trajectories of a JSONL file, skipping (with a warning) lines torn by a crash."""
-    with open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield Trajectory.model_validate_json(line)
-            except ValueError as e:
-                if line.endswith(b"\n") and _is_complete_json(line):
-                    raise ValueError(f"{path}:{lineno}: not a valid trajectory: {e}") from e
-                warnings.warn(f"{path}:{lineno}: skipping a torn line ({len(line)} bytes)", stacklevel=2)
+class _Open:
+    """An episode being rebuilt from its journal records."""
+
+    def __init__(self, where: str, trajectory: Trajectory) -> None:
+        self.where = where
+        self.trajectory = trajectory
 
 
-def _is_complete_json(line: bytes) -> bool:
-    try:
-        json.loads(line)
-    except ValueError:
-        return False
-    return True
+def iter_trajectories(path: str | os.PathLike[str], *, open_episodes: bool = False) -> Iterator[Trajectory]:
+    """Rebuild the trajectories of a journal (or a file of whole-trajectory lines), each as its end is read.
+
+    Only episodes whose ``end`` record is on disk are yielded, unless ``open_episodes``: then those whose end never
+    made it (the writing process died; at most the last record is torn) follow, as ``cut``, with every step that
+    was journalled. A complete record that is not valid is an error, never skipped.
+    """
+    pending: dict[str, _Open] = {}
+    for lineno, line in read_lines(path):
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except ValueError:  # a line torn by a writer that died, closed by the next writer's fresh line
+            warnings.warn(f"{where}: skipping a torn record ({len(line)} bytes)", stacklevel=2)
+            continue
+        try:
+            done = _apply(record, pending, where)
+        except ValueError as e:
+            raise ValueError(f"{where}: not a valid journal record: {e}") from e
+        if done is not None:
+            yield done
+    if open_episodes:
+        for ep in pending.values():
+            t = ep.trajectory
+            t.status = "cut"
+            t.error = EpisodeError(
+                type="JournalEnded", message=f"the journal ends before this episode's end (begun at {ep.where})"
+            )
+            yield t
 
 
-def read_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
-    return list(iter_trajectories(path))
+def _apply(record: Any, pending: dict[str, _Open], where: str) -> Trajectory | None:
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    kind = record.get("kind")
+    if kind is None:  # a whole trajectory per line (the earlier format, or ``write`` of old)
+        t = Trajectory.model_validate(record)
+        if "status" not in record:
+            t.status = "done" if t.done else "abandoned"
+        return t
+    key = record.get("key")
+    if not isinstance(key, str):
+        raise ValueError("record without a key")
+    if kind == "begin":
+        if key in pending:
+            raise ValueError(f"episode {key} begun twice")
+        pending[key] = _Open(where, Trajectory.model_validate(record["trajectory"]))
+        return None
+    ep = pending.get(key)
+    if ep is None:
+        raise ValueError(f"{kind} record of an episode that was not begun ({key})")
+    t = ep.trajectory
+    if kind == "step":
+        if record.get("index") != len(t.steps):
+            raise ValueError(f"step {record.get('index')} of episode {key} follows step {len(t.steps) - 1}")
+        t.steps.append(StepRecord.model_validate(record["step"]))
+        return None
+    if kind == "end":
+        if record.get("steps") != len(t.steps):
+            raise ValueError(f"episode {key} ends after {record.get('steps')} steps but {len(t.steps)} are on disk")
+        t.status = record["status"]
+        if t.status not in ENDED:
+            raise ValueError(f"unknown end status {t.status!r}")
+        error = record.get("error")
+        t.error = None if error is None else EpisodeError.model_validate(error)
+        del pending[key]
+        return t
+    raise ValueError(f"unknown record kind {kind!r}")
+
+
+def read_trajectories(path: str | os.PathLike[str], *, open_episodes: bool = False) -> list[Trajectory]:
+    """``list(iter_trajectories(path, open_episodes=...))``."""
+    return list(iter_trajectories(path, open_episodes=open_episodes))

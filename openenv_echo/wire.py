@@ -150,65 +150,6 @@ CLOSING_CODES = frozenset({ErrorCode.CAPACITY_REACHED, ErrorCode.FACTORY_ERROR, 
 """Codes after which the server closes the socket; after any other error the session stays usable."""
 
 
-class ErrorData(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    code: ErrorCode
-    message: str
-
-
-class ResetFrame(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["reset"]
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-class StepFrame(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["step"]
-    data: dict[str, Any]
-
-
-class StateFrame(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["state"]
-
-
-class CloseFrame(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["close"]
-
-
-class McpFrame(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["mcp"]
-    data: dict[str, Any]
-
-
-ClientFrame = ResetFrame | StepFrame | StateFrame | CloseFrame | McpFrame
-"""Client-to-server WS frames (OpenEnv's). Replies: ``observation``, ``state``, ``mcp`` or ``error`` frames."""
-
-
-class ResetRequest(BaseModel):
-    """HTTP ``POST /reset`` body. Extra keys are passed to ``Environment.reset`` when it accepts them."""
-
-    model_config = ConfigDict(extra="allow")
-
-    seed: int | None = Field(default=None, ge=0)
-    episode_id: str | None = Field(default=None, max_length=255)
-    return_tokens: bool = Field(default=False, description="Ask the server to attach segment-body token ids.")
-
-
-class StepRequest(BaseModel):
-    """HTTP ``POST /step`` body."""
-
-    model_config = ConfigDict(extra="allow")
-
-    action: dict[str, Any]
-    timeout_s: float | None = Field(default=None, gt=0)
-    request_id: str | None = Field(default=None, max_length=255)
-
-
 class StepResponse(BaseModel):
     """HTTP reply of ``/reset`` and ``/step`` (OpenEnv's ``ResetResponse``/``StepResponse``)."""
 
@@ -240,3 +181,53 @@ class SchemaResponse(BaseModel):
     observation: dict[str, Any]
     state: dict[str, Any]
     reset_observation: dict[str, Any] | None = None
+
+
+# -- MCP (OpenEnv RFC 003): tools as actions ----------------------------------------------------------------
+
+
+class Tool(BaseModel):
+    """An MCP tool as ``step(ListToolsAction())`` returns it (OpenEnv's ``mcp_types.Tool``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Unique identifier of the tool.")
+    description: str = Field(description="What the tool does.")
+    input_schema: dict[str, Any] = Field(description="JSON Schema of the tool's arguments.")
+
+
+class ToolErrorType(str, Enum):
+    EXECUTION_ERROR = "execution_error"
+    INVALID_ARGS = "invalid_args"
+    TRANSPORT_ERROR = "transport_error"
+    TOOL_NOT_FOUND = "tool_not_found"
+    TIMEOUT = "timeout"
+
+
+class ToolError(BaseModel):
+    """A transport or framework failure of a tool call (OpenEnv's ``ToolError``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error_type: ToolErrorType
+    message: str
+
+
+class ListToolsAction(Action):
+    """``step`` with this lists the environment's tools; it needs no reset and is not an episode step."""
+
+    type: Literal["list_tools"] = Field(default="list_tools", description="Action type discriminator.")
+
+
+class CallToolAction(Action):
+    """``step`` with this calls one tool: the same transition as the native action the tool stands for."""
+
+    type: Literal["call_tool"] = Field(default="call_tool", description="Action type discriminator.")
+    tool_name: str = Field(description="Name of the tool to call.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Arguments of the tool.")
+
+
+MCP_ACTION_TYPES: dict[str, type[Action]] = {"list_tools": ListToolsAction, "call_tool": CallToolAction}
+"""``type`` discriminator of an action dict -> OpenEnv's MCP action model."""
+
+RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})

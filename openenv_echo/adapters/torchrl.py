@@ -178,6 +178,7 @@ def history_role_ids(
     chat_template_name: str | None = None,
     observation_roles: Sequence[str] = ("tool",),
     policy_roles: Sequence[str] = ("assistant",),
+    segments: Sequence[Sequence[Sequence[tuple[str, str]] | None]] | None = None,
 ) -> torch.Tensor:
     """(B, T) role ids for a batch of torchrl ``History`` conversations, left-padded with -1 like
     ``ChatHistory.to_tokens(...)`` padded on the left.
@@ -185,13 +186,20 @@ def history_role_ids(
     Each conversation is rendered with the same template torchrl uses (pass the same ``chat_template`` /
     ``chat_template_name`` as the wrapper). Tokens lying entirely inside the body of an ``observation_roles``
     message are ``env_output``, inside a ``policy_roles`` body ``action``; all template scaffolding is ``context``.
+    ``segments`` (per conversation, per message: ``[(role, text), ...]`` or None) refines observation bodies to
+    the roles the env tagged (``env_output`` / ``warning`` / ``context``), e.g. ``Rollout.conversation``'s.
     Raises if the template is not prefix-stable or the ids differ from torchrl's own tokenization.
     """
     rows = [history[i] for i in range(history.batch_size[0])] if history.ndim > 1 else [history]
+    if segments is not None and len(segments) != len(rows):
+        raise ValueError(f"segments for {len(segments)} conversations, history has {len(rows)}")
     out: list[torch.Tensor] = []
-    for conv in rows:
+    for i, conv in enumerate(rows):
+        segs = segments[i] if segments is not None else None
         out.append(
-            _conversation_roles(conv, tokenizer, chat_template, chat_template_name, observation_roles, policy_roles)
+            _conversation_roles(
+                conv, tokenizer, chat_template, chat_template_name, observation_roles, policy_roles, segs
+            )
         )
     width = max(len(r) for r in out)
     padded = torch.full((len(out), width), PAD_ROLE_CODE, dtype=torch.long)
@@ -207,6 +215,7 @@ def _conversation_roles(
     chat_template_name: str | None,
     observation_roles: Sequence[str],
     policy_roles: Sequence[str],
+    segments: Sequence[Sequence[tuple[str, str]] | None] | None = None,
 ) -> torch.Tensor:
     kw: dict[str, Any] = {"tokenizer": tokenizer, "add_generation_prompt": False, "tokenize": False}
     if chat_template is not None:
@@ -233,7 +242,16 @@ def _conversation_roles(
         pos = text.find(content, starts[k], starts[k + 1])
         if pos < 0:
             raise ValueError(f"message {k} ({role}) does not render its content verbatim: cannot attribute roles")
-        spans.append((pos, pos + len(content), code))
+        segs = segments[k] if segments is not None and k < len(segments) else None
+        if segs and code == Role.ENV_OUTPUT.code:
+            if "".join(t for _, t in segs) != content:
+                raise ValueError(f"message {k}: its segments do not join to its content")
+            at = pos
+            for seg_role, seg_text in segs:
+                spans.append((at, at + len(seg_text), Role(seg_role).code))
+                at += len(seg_text)
+        else:
+            spans.append((pos, pos + len(content), code))
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids = list(enc["input_ids"])
     ref = conv.apply_chat_template(**{**kw, "tokenize": True, "return_dict": True})
@@ -247,6 +265,60 @@ def _conversation_roles(
                 roles[t] = code
                 break
     return roles
+
+
+def rollout_batch(
+    rollouts: Sequence[Any], tokenizer: Any, advantages: Sequence[float], *, observation_role: str = "tool"
+) -> TensorDictBase:
+    """A torchrl GRPO batch from env rollouts (``openenv_echo.adapters.rollouts.Rollout``): each episode's
+    ``conversation`` as a ``ChatHistory`` (prompt = the messages before the first assistant turn), its tokens,
+    masks, the rollout's advantage on every position, and role ids refined to the env's segments.
+
+    ``("log_probs", "full")`` holds zeros: fill it with the sampling policy's log-probs (see the recipe) before
+    the loss if the ratio should start at 1.
+    """
+    import tensordict as tdlib
+    from tensordict import TensorDict, lazy_stack
+    from tensordict.tensorclass import MetaData
+    from torchrl.data.llm import History
+    from torchrl.modules.llm.policies.common import ChatHistory, Masks
+
+    if len(rollouts) != len(advantages):
+        raise ValueError(f"{len(rollouts)} rollouts but {len(advantages)} advantages")
+    samples = []
+    with tdlib.set_list_to_stack(True):
+        for r, adv in zip(rollouts, advantages):
+            msgs = list(r.conversation)
+            k = next((i for i, m in enumerate(msgs) if m["role"] == "assistant"), None)
+            if not k:
+                raise ValueError("a rollout has no assistant turn after its prompt: nothing for GRPO to train")
+            full = History(
+                role=[m["role"] for m in msgs], content=[m["content"] for m in msgs], batch_size=(len(msgs),)
+            ).unsqueeze(0)
+            hist = ChatHistory(prompt=full[:, :k], response=full[:, k:], full=full, batch_size=(1,))
+            toks = hist.to_tokens(tokenizer)
+            t = toks.get("full", as_padded_tensor=True).shape[-1]
+            roles = history_role_ids(
+                full, tokenizer, observation_roles=(observation_role,), segments=[[m.get("segments") for m in msgs]]
+            )
+            td = TensorDict(
+                {
+                    "advantage": torch.full((1, t, 1), float(adv)),
+                    "history": hist,
+                    "tokens": toks,
+                    "masks": Masks(
+                        all_attention_mask=torch.ones(1, t, dtype=torch.bool),
+                        all_assistant_mask=None,
+                        padded=MetaData(False),
+                        batch_size=(1,),
+                    ),
+                    "log_probs": torch.zeros_like(toks, dtype=torch.float32),
+                    ROLE_IDS_KEY: roles,
+                },
+                batch_size=(1,),
+            )
+            samples.append(td[0])
+        return lazy_stack(samples)
 
 
 def _flat_ids(x: Any) -> list[int]:
@@ -264,4 +336,5 @@ __all__ = [
     "EchoGRPOLossOutput",
     "global_denominators",
     "history_role_ids",
+    "rollout_batch",
 ]

@@ -33,6 +33,7 @@ from trl import GRPOTrainer
 
 from ..objective import Denominators, EchoBatch, EchoConfig, RolloutStats, echo_loss, env_keep_mask, local_denominators
 from ..roles import PAD_ROLE_CODE, Role, observation_count
+from .rollouts import HFSampler, check_groups, reset_options_of, run_rollouts
 
 ROLE_KEY = "echo_role_ids"
 """Batch key of the (B, T_completion) role ids (and the rollout_func output key of per-completion role lists)."""
@@ -46,6 +47,9 @@ STATS_KEYS = {
     "correct": "echo_correct",
 }
 """Optional rollout_func keys (one value per completion) feeding the world-term rollout filters."""
+RESET_KEY = "env_reset"
+"""Dataset column: the env's reset options of that row (a dict or a JSON object string, e.g. ``{"seed": 7}``).
+TRL repeats each row ``num_generations`` times, so every completion of a GRPO group runs the same world."""
 _WORLD_TOKENS_KEY = "echo_world_tokens"
 _WORLD_SEQS_KEY = "echo_world_sequences"
 _REQUIRED_HOOKS = ("_get_per_token_logps_and_entropies", "_compute_loss", "_generate_and_score_completions")
@@ -146,6 +150,61 @@ def rollout_output(
     return out
 
 
+def env_rollout_func(
+    base_url: str,
+    *,
+    to_action: Callable[[str], dict[str, Any]],
+    max_turns: int = 4,
+    max_new_tokens: int = 32,
+    client_kwargs: dict[str, Any] | None = None,
+) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """A ready ``rollout_func`` for :class:`EchoGRPOTrainer`: multi-turn episodes on the env server at ``base_url``.
+
+    All completions of a call run concurrently (one session each, sampling batched with ``trainer.model`` at
+    ``trainer.temperature``); each is reset with its dataset row's :data:`RESET_KEY` options, so a GRPO group
+    shares one world (checked). Completions respect ``args.max_completion_length`` and follow the
+    end-of-completion rule (:func:`openenv_echo.adapters.rollouts.end_completion`). The env's summed reward is
+    passed to reward functions as ``env_reward``; ``env_world`` holds each completion's reset text.
+    """
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        if not all(isinstance(p, list) for p in prompts):
+            raise TypeError("env_rollout_func needs conversational prompts (lists of chat messages)")
+        options = list(getattr(trainer, "echo_reset_options", None) or [None] * len(prompts))
+        if len(options) != len(prompts):
+            raise ValueError(f"{len(options)} reset options for {len(prompts)} prompts")
+        num_gen = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
+        check_groups(options, num_gen)
+        tok = trainer.processing_class
+        eos = list(trainer.eos_token_ids)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        sampler = HFSampler(model, tok, temperature=float(trainer.temperature), eos_ids=eos)
+        rollouts = run_rollouts(
+            base_url,
+            tok,
+            sampler,
+            options,
+            prompts,
+            to_action=to_action,
+            max_turns=max_turns,
+            max_completion_length=int(trainer.args.max_completion_length),
+            max_new_tokens=max_new_tokens,
+            eos_ids=eos,
+            client_kwargs=client_kwargs,
+        )
+        return rollout_output(
+            [r.prompt_ids for r in rollouts],
+            [r.completion_ids for r in rollouts],
+            [r.role_ids for r in rollouts],
+            [r.logprobs for r in rollouts],
+            obs_count=[r.obs_count for r in rollouts],
+            env_reward=[r.reward for r in rollouts],
+            env_world=[r.reset_text for r in rollouts],
+        )
+
+    return rollout_func
+
+
 # -- the trainer ------------------------------------------------------------------------------------------------
 class _HiddenCapture:
     """Forward hook on the LM backbone that keeps the last hidden states of the policy forward (for T=1 CE)."""
@@ -207,6 +266,8 @@ class EchoGRPOTrainer(GRPOTrainer):
         self._echo_tool_roles: list[list[int]] | None = None
         self._echo_rewards: torch.Tensor | None = None
         self._echo_warned_empty = False
+        self.echo_reset_options: list[dict[str, Any]] | None = None
+        """Reset options (dataset column :data:`RESET_KEY`) of the prompts ``rollout_func`` receives, in order."""
         super().__init__(*args, **kwargs)
         if getattr(self.args, "use_liger_kernel", False):
             raise ValueError("EchoGRPOTrainer refuses use_liger_kernel=True (it bypasses _compute_loss)")
@@ -234,6 +295,7 @@ class EchoGRPOTrainer(GRPOTrainer):
         def wrapped(prompts: list[Any], trainer: Any) -> dict[str, Any]:
             out = dict(fn(prompts, trainer))
             pending: dict[str, Any] = {}
+            self._echo_limit_lengths(out)
             roles = out.pop(ROLE_KEY, None)
             if roles is not None:
                 comps = out.get("completion_ids", [])
@@ -256,6 +318,30 @@ class EchoGRPOTrainer(GRPOTrainer):
             return out
 
         return wrapped
+
+    def _echo_limit_lengths(self, out: dict[str, Any]) -> None:
+        """Cut rollout_func completions to ``max_completion_length`` (TRL does not) and refuse a batch that
+        ``mask_truncated_completions`` would zero entirely (every completion not ending on an EOS id)."""
+        limit = int(self.max_completion_length)
+        comps = out.get("completion_ids") or []
+        if any(len(c) > limit for c in comps):
+            roles = out.get(ROLE_KEY)
+            if roles is not None and OBS_COUNT_KEY not in out:
+                obs = (Role.ENV_OUTPUT.code, Role.WARNING.code)
+                out[OBS_COUNT_KEY] = [sum(1 for r in row if _role_code(r) in obs) for row in roles]
+            for key in ("completion_ids", "logprobs", "env_mask", ROLE_KEY, "logprob_token_ids"):
+                if out.get(key) is not None:
+                    out[key] = [list(row)[:limit] for row in out[key]]
+        if self.mask_truncated_completions and comps:
+            ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+            if all(not c or c[-1] not in ends for c in out["completion_ids"]):
+                raise ValueError(
+                    "mask_truncated_completions=True would zero every completion of this batch: none ends on an EOS "
+                    f"id {sorted(e for e in ends if e is not None)}, so TRL counts all of them as truncated and the "
+                    "loss and gradients are 0. End each completion on an end-of-turn token when its episode ended "
+                    "(openenv_echo.adapters.rollouts.end_completion; env_rollout_func does), or set "
+                    "mask_truncated_completions=False"
+                )
 
     def _calculate_rewards(self, *args: Any, **kwargs: Any) -> torch.Tensor:
         rewards = super()._calculate_rewards(*args, **kwargs)
@@ -339,6 +425,7 @@ class EchoGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: Any) -> dict[str, Any]:
         self._echo_pending, self._echo_tool_roles, self._echo_rewards = None, None, None
+        self.echo_reset_options = [reset_options_of(row.get(RESET_KEY)) for row in inputs]
         out = super()._generate_and_score_completions(inputs)
         pending = self._echo_pending or {}
         tool_roles = self._echo_tool_roles
@@ -533,10 +620,12 @@ class EchoGRPOTrainer(GRPOTrainer):
 __all__ = [
     "ENV_KEEP_KEY",
     "OBS_COUNT_KEY",
+    "RESET_KEY",
     "ROLE_KEY",
     "STATS_KEYS",
     "VERIFIER_FREE_KEY",
     "EchoGRPOTrainer",
+    "env_rollout_func",
     "rollout_output",
     "split_at_first_action",
 ]

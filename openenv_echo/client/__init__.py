@@ -20,7 +20,7 @@ from .errors import (
     UnknownTypeError,
 )
 from .results import PlainTextRule, StepResult
-from .runner import PolicyStep, run_episode, run_episodes
+from .runner import OnError, PolicyStep, RolloutAborted, Rollouts, run_episode, run_episodes, run_episodes_async
 from .sync import EnvClient
 
 __all__ = [
@@ -37,8 +37,11 @@ __all__ = [
     "FactoryError",
     "InvalidJSONError",
     "MessageTooLargeError",
+    "OnError",
     "PlainTextRule",
     "PolicyStep",
+    "RolloutAborted",
+    "Rollouts",
     "ServerError",
     "SessionError",
     "StepResult",
@@ -47,4 +50,5 @@ __all__ = [
     "UnknownTypeError",
     "run_episode",
     "run_episodes",
+    "run_episodes_async",
 ]

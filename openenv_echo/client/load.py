@@ -51,11 +51,11 @@ class LoadReport:
 
 
 ActionFn = Callable[[int, int], dict[str, Any]]
-"""(session index, step index) -> action."""
+"""(the episode's reset seed, step index within the episode) -> action."""
 
 
-def echo_action(session: int, step: int) -> dict[str, Any]:
-    return {"message": f"session {session} step {step}"}
+def echo_action(seed: int, step: int) -> dict[str, Any]:
+    return {"message": f"episode {seed} step {step}"}
 
 
 async def run_load(
@@ -71,12 +71,15 @@ async def run_load(
     async def one(i: int) -> None:
         try:
             async with AsyncEnvClient(urls[i % len(urls)], message_timeout_s=60) as env:
-                result = await env.reset(seed=i, **(reset_options or {}))
+                seed, index = i, 0
+                result = await env.reset(seed=seed, **(reset_options or {}))
                 for k in range(steps):
                     if result.done:
-                        result = await env.reset(seed=i * 100_003 + k, **(reset_options or {}))
+                        seed, index = i * 100_003 + k, 0
+                        result = await env.reset(seed=seed, **(reset_options or {}))
                     t0 = time.perf_counter()
-                    result = await env.step(action(i, k))
+                    result = await env.step(action(seed, index))
+                    index += 1
                     report.latencies_s.append(time.perf_counter() - t0)
                     report.steps += 1
         except ServerError as e:

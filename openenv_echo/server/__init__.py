@@ -1,18 +1,19 @@
 """The server side of openenv-echo: environments, the FastAPI app and its limits."""
 
 from .app import create_app
-from .environment import EnvError, Environment, EpisodeDone, EpisodeNotStarted, MaxSteps, ToolSpec
+from .environment import EnvError, Environment, EpisodeDone, EpisodeNotStarted, MaxSteps
 from .limits import ServerLimits
 from .serve import serve, uvicorn_config
+from .tools import EnvTool
 
 __all__ = [
     "EnvError",
+    "EnvTool",
     "Environment",
     "EpisodeDone",
     "EpisodeNotStarted",
     "MaxSteps",
     "ServerLimits",
-    "ToolSpec",
     "create_app",
     "serve",
     "uvicorn_config",

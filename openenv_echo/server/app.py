@@ -19,12 +19,13 @@ from ..wire import (
     HealthResponse,
     SchemaResponse,
 )
-from . import mcp
 from .environment import Environment
 from .http_routes import add_stateless_routes
 from .limits import ServerLimits
-from .protocol import Protocol, ProtocolError
+from .mcp import SERVER_ERROR, McpEndpoint, parse_body, rpc_error
+from .protocol import EnvDriver, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
+from .task_routes import add_task_routes
 
 OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
 _FRAME_KEYS = {
@@ -118,8 +119,9 @@ def create_app(
         raise ValueError(f"{env_cls.__name__} does not support concurrent sessions; use max_sessions=1")
     if mode not in ("simulation", "production"):
         raise ValueError(f"mode must be 'simulation' or 'production', got {mode!r}")
-    protocol = Protocol(env_cls, tokenizer=tokenizer, step_timeout_s=limits.step_timeout_s)
+    driver = EnvDriver(env_cls, tokenizer=tokenizer, step_timeout_s=limits.step_timeout_s)
     sessions = SessionManager(env_cls, limits.max_sessions, limits.idle_timeout_s)
+    mcp = McpEndpoint(driver, sessions)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
@@ -180,11 +182,12 @@ def create_app(
     async def metadata() -> EnvironmentMetadata:
         return meta
 
+    observation_schema = driver.observation_type.model_json_schema()
     schema = SchemaResponse(
         action=env_cls.action_type.model_json_schema(),
-        observation=env_cls.observation_type.model_json_schema(),
+        observation=observation_schema,
         state=env_cls.state_type.model_json_schema(),
-        reset_observation=env_cls.observation_type.model_json_schema(),
+        reset_observation=observation_schema,
     )
 
     @app.get("/schema", response_model=SchemaResponse, tags=["environment"])
@@ -193,18 +196,19 @@ def create_app(
 
     @app.post("/mcp", tags=["mcp"])
     async def mcp_http(request: Request) -> JSONResponse:
-        env = sessions.new_env()
-        try:
-            return JSONResponse(mcp.handle(mcp.parse_body(await request.body()), env))
-        finally:
-            env.close()
+        return JSONResponse(await mcp.handle(parse_body(await request.body())))
+
+    @app.websocket("/mcp")
+    async def mcp_ws(websocket: WebSocket) -> None:
+        await _serve_mcp_ws(websocket, mcp, limits)
 
     if mode == "simulation":
-        add_stateless_routes(app, env_cls, protocol, errors, _error_response)
+        add_stateless_routes(app, driver, errors, _error_response)
+    add_task_routes(app, env_cls)
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
-        await _serve_ws(websocket, sessions, protocol, limits)
+        await _serve_ws(websocket, sessions, driver, mcp, limits)
 
     return app
 
@@ -254,10 +258,20 @@ def _decode(message: dict, max_bytes: int) -> Any:
     return frame
 
 
-async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol, limits: ServerLimits) -> None:
+async def _serve_ws(
+    ws: WebSocket, sessions: SessionManager, driver: EnvDriver, mcp: McpEndpoint, limits: ServerLimits
+) -> None:
     await ws.accept()
+    attach_id = ws.query_params.get("session_id")
     try:
-        session = sessions.open()
+        if attach_id is not None:
+            session = _attach(sessions, attach_id)
+        else:
+            session = sessions.open()
+    except _AttachError as e:
+        await _send_error(ws, ErrorCode.SESSION_ERROR, str(e))
+        await ws.close(code=1008)
+        return
     except CapacityReached as e:
         await _send_error(ws, ErrorCode.CAPACITY_REACHED, str(e), active_sessions=e.active, max_sessions=e.limit)
         await ws.close(code=1013)
@@ -267,7 +281,7 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
             ws,
             ErrorCode.FACTORY_ERROR,
             f"could not create the environment: {type(e).__name__}: {e}",
-            factory_name=protocol.env_cls.__name__,
+            factory_name=driver.env_cls.__name__,
         )
         await ws.close(code=1011)
         return
@@ -285,7 +299,8 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
                 break
             session.busy = True
             try:
-                reply = await _handle_frame(message, session, sessions, protocol, limits)
+                async with session.lock:
+                    reply = await _handle_frame(message, session, sessions, driver, mcp, limits)
             except ProtocolError as e:
                 reply = json.dumps({"type": "error", "data": e.payload()})
                 if e.code is ErrorCode.STEP_TIMEOUT and session.env is not None:
@@ -308,11 +323,82 @@ async def _serve_ws(ws: WebSocket, sessions: SessionManager, protocol: Protocol,
             raise
         # the socket was closed under us (reaper, or a send racing a disconnect)
     finally:
-        sessions.close(session)
+        if session.http and not session.closing:
+            session.attached = False  # an attached HTTP session outlives its socket until session/close
+            session.on_expire = None
+        else:
+            sessions.close(session)
+
+
+class _AttachError(Exception):
+    pass
+
+
+def _attach(sessions: SessionManager, session_id: str) -> Session:
+    """The HTTP-created session ``/ws?session_id=`` attaches to (one socket at a time)."""
+    session = sessions.get(session_id)
+    if session is None or not session.http:
+        raise _AttachError(f"Unknown session_id: {session_id}")
+    if session.attached:
+        raise _AttachError(f"Session {session_id} already has an attached WebSocket")
+    session.attached = True
+    session.touch()
+    return session
+
+
+async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -> None:
+    """WS ``/mcp``: raw JSON-RPC frames, one session per connection (OpenEnv's)."""
+    await ws.accept()
+    try:
+        session = mcp.sessions.open()
+    except CapacityReached as e:
+        await ws.send_text(
+            json.dumps(rpc_error(None, SERVER_ERROR, str(e), {"active_sessions": e.active, "max_sessions": e.limit}))
+        )
+        await ws.close(code=1013)
+        return
+    except Exception as e:
+        message = f"could not create the environment: {type(e).__name__}: {e}"
+        await ws.send_text(
+            json.dumps(rpc_error(None, SERVER_ERROR, message, {"factory_name": mcp.driver.env_cls.__name__}))
+        )
+        await ws.close(code=1011)
+        return
+    try:
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            raw = message.get("text")
+            if raw is None:
+                raw = message.get("bytes") or b""
+            if len(raw) > limits.max_message_bytes:
+                reply = rpc_error(None, -32600, f"Invalid Request: frame exceeds {limits.max_message_bytes} bytes")
+            else:
+                session.busy = True
+                try:
+                    async with session.lock:
+                        reply = await mcp.handle(parse_body(raw), bound=session)
+                finally:
+                    session.busy = False
+                    session.touch()
+            await ws.send_text(json.dumps(reply))
+    except WebSocketDisconnect:
+        pass
+    except RuntimeError:
+        if ws.client_state is WebSocketState.CONNECTED and ws.application_state is WebSocketState.CONNECTED:
+            raise
+    finally:
+        mcp.sessions.close(session)
 
 
 async def _handle_frame(
-    message: dict, session: Session, sessions: SessionManager, protocol: Protocol, limits: ServerLimits
+    message: dict,
+    session: Session,
+    sessions: SessionManager,
+    driver: EnvDriver,
+    mcp: McpEndpoint,
+    limits: ServerLimits,
 ) -> str | None:
     frame = _decode(message, limits.max_message_bytes)
     kind = frame["type"]
@@ -321,13 +407,13 @@ async def _handle_frame(
     if kind == "reset":
         if session.env is None:
             session.env = sessions.new_env()
-        obs, session.return_tokens = await protocol.reset(session.env, frame.get("data"))
-        return '{"type":"observation","data":' + protocol.envelope_json(obs, session.return_tokens) + "}"
+        obs, session.return_tokens = await driver.reset(session.env, frame.get("data"))
+        return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
+    if kind == "mcp":
+        return json.dumps({"type": "mcp", "data": await mcp.handle(frame["data"], bound=session)})
     if session.env is None:
         raise ProtocolError(ErrorCode.EPISODE_NOT_STARTED, "no episode in this session: send a reset first")
     if kind == "step":
-        obs = await protocol.step(session.env, frame["data"])
-        return '{"type":"observation","data":' + protocol.envelope_json(obs, session.return_tokens) + "}"
-    if kind == "state":
-        return json.dumps({"type": "state", "data": session.env.state.model_dump(mode="json")})
-    return json.dumps({"type": "mcp", "data": mcp.handle(frame["data"], session.env)})
+        obs = await driver.step(session.env, frame["data"])
+        return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
+    return json.dumps({"type": "state", "data": session.env.state.model_dump(mode="json")})

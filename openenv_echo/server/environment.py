@@ -12,9 +12,10 @@ import uuid
 from abc import ABC, abstractmethod
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..wire import Action, EnvironmentMetadata, ErrorCode, Observation, State
+from .tools import EnvTool
 
 ActT = TypeVar("ActT", bound=Action)
 ObsT = TypeVar("ObsT", bound=Observation)
@@ -43,16 +44,6 @@ class EpisodeDone(EnvError):
     code = ErrorCode.EPISODE_DONE
 
 
-class ToolSpec(BaseModel):
-    """An MCP tool an environment exposes through ``/mcp`` (``tools/list``, ``tools/call``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
-
-
 class Environment(ABC, Generic[ActT, ObsT]):
     """One episode-at-a-time environment instance; the server makes one per WebSocket session.
 
@@ -61,7 +52,10 @@ class Environment(ABC, Generic[ActT, ObsT]):
     * ``action_type`` / ``observation_type`` / ``state_type`` – pydantic models, published by ``/schema``;
     * ``BLOCKING`` – True when ``_step`` may block (I/O, heavy CPU): the server then runs it in a worker thread;
       cheap environments leave it False and are stepped on the event loop, which is several times faster;
-    * ``SUPPORTS_CONCURRENT_SESSIONS`` – False makes the server refuse ``max_sessions > 1``.
+    * ``SUPPORTS_CONCURRENT_SESSIONS`` – False makes the server refuse ``max_sessions > 1``;
+    * ``TOOLS`` – the MCP tools (``EnvTool``), each a typed front for one native action;
+    * ``TASK_SEEDS`` – task splits for OpenEnv's task routes: split name -> the seeds of its tasks (a task is the
+      reset options ``{"seed": s}``); empty means the env has no task API (the routes answer 501).
     """
 
     action_type: ClassVar[type[Action]] = Action
@@ -72,6 +66,8 @@ class Environment(ABC, Generic[ActT, ObsT]):
     version: ClassVar[str] = "1.0.0"
     BLOCKING: ClassVar[bool] = False
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
+    TOOLS: ClassVar[tuple[EnvTool, ...]] = ()
+    TASK_SEEDS: ClassVar[dict[str, range]] = {}
 
     def __init__(self) -> None:
         self._episode_id: str | None = None
@@ -91,14 +87,6 @@ class Environment(ABC, Generic[ActT, ObsT]):
     def extra_state(self) -> dict[str, Any]:
         """Env-specific fields added to ``state`` (next to ``episode_id`` and ``step_count``)."""
         return {}
-
-    def tools(self) -> list[ToolSpec]:
-        """MCP tools this environment offers; none by default."""
-        return []
-
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
-        """Run an MCP tool; the result must be JSON-serializable."""
-        raise EnvError(f"tool {name!r} not found", ErrorCode.VALIDATION_ERROR)
 
     def close(self) -> None:
         """Release resources; called once when the session ends."""

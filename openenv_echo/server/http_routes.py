@@ -1,66 +1,67 @@
 """HTTP ``/reset``, ``/step``, ``/state`` (simulation mode): stateless like OpenEnv's, a fresh env per request.
 
-Request bodies are generated per environment (its reset options, its action model), so ``/openapi.json`` states
-exactly what the server accepts. Episodes need the WebSocket: ``/step`` on a fresh env answers 409.
+Request bodies are generated per environment (its reset options; its action model or OpenEnv's MCP actions), so
+``/openapi.json`` states exactly what the server accepts, and each body is validated once. ``/step`` answers as
+OpenEnv's does: the action runs on a fresh env, here at the start of a freshly reset (unseeded) episode, since
+an openenv-echo env has no episode before a reset. Episodes that last more than one step need the WebSocket.
 
 (No ``from __future__ import annotations`` here: FastAPI must see the generated models as real annotations.)
 """
 
-from typing import Any
+from typing import Any, Union
 
 from fastapi import Body, FastAPI
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..wire import StepResponse
+from ..wire import CallToolAction, ListToolsAction, StepResponse
 from .environment import Environment
-from .protocol import Protocol, ProtocolError
+from .protocol import EnvDriver, ProtocolError
 
 
 def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
+    action_type: Any = Union[env_cls.action_type, CallToolAction, ListToolsAction]  # noqa: UP007
     return create_model(
         f"{env_cls.__name__}StepRequest",
         __config__=ConfigDict(extra="forbid"),
-        action=(env_cls.action_type, Field(description="The action; its fields are the env's action model.")),
+        action=(
+            action_type,
+            Field(description="The env's native action, or OpenEnv's call_tool / list_tools action."),
+        ),
+        timeout_s=(float | None, Field(default=None, gt=0, description="Accepted for OpenEnv compatibility.")),
         request_id=(str | None, Field(default=None, max_length=255, description="Free-form, ignored.")),
     )
 
 
-def add_stateless_routes(
-    app: FastAPI, env_cls: type[Environment], protocol: Protocol, errors: dict[int, Any], error_response: Any
-) -> None:
-    reset_model = protocol.reset_model
+def add_stateless_routes(app: FastAPI, driver: EnvDriver, errors: dict[int, Any], error_response: Any) -> None:
+    env_cls = driver.env_cls
+    reset_model = driver.reset_model
     step_model = step_request_model(env_cls)
-
-    async def fresh(call: Any) -> Any:
-        env = env_cls()
-        try:
-            return await call(env)
-        finally:
-            env.close()
 
     @app.post("/reset", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def reset(body: reset_model | None = Body(default=None)) -> Any:  # type: ignore[valid-type]
         data = body.model_dump(exclude_unset=True) if body is not None else {}
-
-        async def run(env: Environment) -> Any:
-            obs, tokens = await protocol.reset(env, data)
-            return StepResponse(**protocol.envelope(obs, tokens))
-
+        env = env_cls()
         try:
-            return await fresh(run)
+            obs, tokens = await driver.reset(env, data)
+            return _json(driver.envelope_json(obs, tokens, http=True))
         except ProtocolError as e:
             return error_response(e)
+        finally:
+            env.close()
 
     @app.post("/step", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def step(body: step_model) -> Any:  # type: ignore[valid-type]
-        async def run(env: Environment) -> Any:
-            obs = await protocol.step(env, body.action.model_dump(exclude_unset=True))  # type: ignore[attr-defined]
-            return StepResponse(**protocol.envelope(obs, False))
-
+        env = env_cls()
         try:
-            return await fresh(run)
+            if not isinstance(body.action, ListToolsAction):  # type: ignore[attr-defined]
+                await driver.reset(env, {})
+            obs = await driver.act(env, body.action)  # type: ignore[attr-defined]
+            return _json(driver.envelope_json(obs, False, http=True))
         except ProtocolError as e:
             return error_response(e)
+        finally:
+            env.close()
 
     @app.get("/state", response_model=env_cls.state_type, tags=["simulation"])
     async def state() -> Any:
@@ -69,3 +70,8 @@ def add_stateless_routes(
             return env.state.model_dump()
         finally:
             env.close()
+
+
+def _json(text: str) -> Response:
+    """The envelope as serialized once by the driver (``response_model`` still documents it in OpenAPI)."""
+    return Response(content=text, media_type="application/json")

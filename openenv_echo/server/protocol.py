@@ -15,8 +15,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from ..tokenizer_identity import segment_tokens
-from ..wire import ErrorCode, Observation
+from ..wire import MCP_ACTION_TYPES, Action, CallToolAction, ErrorCode, ListToolsAction, Observation
 from .environment import EnvError, Environment
+from .tools import TOOL_CALL_FIELDS, TOOL_LIST_FIELDS, tool_observation_type
 
 MAX_SEED = 2**53 - 1  # the largest integer every JSON implementation represents exactly
 _RESET_RESERVED = ("seed", "episode_id", "return_tokens")
@@ -100,14 +101,17 @@ def reset_model(env_cls: type[Environment], with_tokenizer: bool) -> type[ResetO
     return model  # type: ignore[no-any-return]
 
 
-class Protocol:
-    """Validates and runs reset/step for one environment class."""
+class EnvDriver:
+    """Validates and runs reset/step (native actions and OpenEnv's MCP actions) for one environment class."""
 
     def __init__(self, env_cls: type[Environment], tokenizer: Any = None, step_timeout_s: float | None = None) -> None:
         self.env_cls = env_cls
         self.tokenizer = tokenizer
         self.step_timeout_s = step_timeout_s
         self.reset_model = reset_model(env_cls, with_tokenizer=tokenizer is not None)
+        self.tools = {t.name: t for t in env_cls.TOOLS}
+        self.tool_specs = [t.spec() for t in env_cls.TOOLS]
+        self.observation_type = tool_observation_type(env_cls.observation_type)
 
     # -- reset ------------------------------------------------------------------------------------------
     def parse_reset(self, data: Any) -> tuple[int | None, str | None, bool, dict[str, Any]]:
@@ -139,19 +143,50 @@ class Protocol:
         return obs, return_tokens
 
     # -- step -------------------------------------------------------------------------------------------
-    def parse_action(self, data: Any) -> Any:
+    def parse_action(self, data: Any) -> Action:
+        """The native action, or OpenEnv's ``ListToolsAction``/``CallToolAction`` when ``data["type"]`` says so."""
         if not isinstance(data, dict):
             raise ProtocolError(ErrorCode.VALIDATION_ERROR, "action must be a JSON object")
+        model = MCP_ACTION_TYPES.get(data["type"]) if "type" in data else None
         try:
-            return self.env_cls.action_type.model_validate(data)
+            return (model or self.env_cls.action_type).model_validate(data)
         except ValidationError as e:
             raise ProtocolError(
                 ErrorCode.VALIDATION_ERROR, f"invalid action: {_summary(e)}", errors=validation_errors(e)
             ) from None
 
     async def step(self, env: Environment, data: Any) -> Observation:
-        action = self.parse_action(data)
+        return await self.act(env, self.parse_action(data))
+
+    async def act(self, env: Environment, action: Action) -> Observation:
+        """Run one validated action: a tool list needs no episode; a tool call is its native action's step."""
+        if isinstance(action, ListToolsAction):
+            return self.tool_list(env.done)
+        if isinstance(action, CallToolAction):
+            return await self.call_tool(env, action.tool_name, action.arguments)
         return await self._run(env, "step", action)
+
+    def tool_list(self, done: bool = False) -> Observation:
+        return self.observation_type.model_construct(tools=self.tool_specs, done=done)
+
+    async def call_tool(self, env: Environment, name: str, arguments: Any) -> Observation:
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ProtocolError(
+                ErrorCode.VALIDATION_ERROR, f"tool {name!r} not found; this environment's tools: {sorted(self.tools)}"
+            )
+        try:
+            native = tool.action(tool.arguments.model_validate(arguments))
+        except ValidationError as e:
+            raise ProtocolError(
+                ErrorCode.VALIDATION_ERROR,
+                f"invalid arguments for {name!r}: {_summary(e)}",
+                errors=validation_errors(e),
+            ) from None
+        obs = await self._run(env, "step", native)
+        return self.observation_type.model_construct(
+            _fields_set=obs.model_fields_set | TOOL_CALL_FIELDS, **obs.__dict__, tool_name=name, result=tool.result(obs)
+        )
 
     async def _run(self, env: Environment, method: str, *args: Any, **kwargs: Any) -> Observation:
         """Call ``env.<method>``: blocking envs in a worker thread and async overrides under the step timeout;
@@ -183,20 +218,30 @@ class Protocol:
         """OpenEnv's observation envelope: ``{"observation": {...}, "reward", "done", "metadata"?}``."""
         return json.loads(self.envelope_json(obs, with_tokens))
 
-    def envelope_json(self, obs: Observation, with_tokens: bool) -> str:
-        """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path)."""
+    def envelope_json(self, obs: Observation, with_tokens: bool, http: bool = False) -> str:
+        """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path). ``http``: as
+        OpenEnv's HTTP ``ResetResponse``/``StepResponse``, with ``metadata`` always present (null when empty)."""
         if with_tokens and obs.tokens is None:
             obs.tokens = segment_tokens(self.tokenizer, obs.segments)
-        body = obs.__pydantic_serializer__.to_json(obs, exclude=_ENVELOPE_TOP).decode()
+        fields = obs.__dict__
+        if "tools" not in fields:
+            exclude = _ENVELOPE_TOP
+        else:  # a tool list carries no tool-call keys and vice versa (OpenEnv's clients dispatch on them)
+            exclude = _TOOL_LIST_EXCLUDE if fields["tools"] is not None else _TOOL_CALL_EXCLUDE
+        body = obs.__pydantic_serializer__.to_json(obs, exclude=exclude).decode()
         reward = "null" if obs.reward is None else repr(float(obs.reward))
         done = "true" if obs.done else "false"
         if obs.metadata:
             meta = json.dumps(obs.metadata, default=str)
             return f'{{"observation":{body},"reward":{reward},"done":{done},"metadata":{meta}}}'
+        if http:
+            return f'{{"observation":{body},"reward":{reward},"done":{done},"metadata":null}}'
         return f'{{"observation":{body},"reward":{reward},"done":{done}}}'
 
 
 _ENVELOPE_TOP = {"reward", "done"}
+_TOOL_LIST_EXCLUDE = _ENVELOPE_TOP | TOOL_CALL_FIELDS
+_TOOL_CALL_EXCLUDE = _ENVELOPE_TOP | TOOL_LIST_FIELDS
 
 
 def _summary(e: ValidationError) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,14 +21,22 @@ class CapacityReached(Exception):
 
 @dataclass(eq=False)
 class Session:
-    """A connection's state. ``env`` is None after a timed-out step orphaned the old instance."""
+    """One env instance and its state. ``env`` is None after a timed-out step orphaned the old instance.
 
-    id: int
+    A WS ``/ws`` connection owns its session; one made by JSON-RPC ``openenv/session/create`` (``http``) lives
+    until ``openenv/session/close`` or the idle reaper, and a WebSocket may attach to it (``attached``).
+    """
+
+    id: str
     env: Environment | None
+    http: bool = False
+    attached: bool = False
+    closing: bool = False
     return_tokens: bool = False
     last_activity: float = field(default_factory=time.monotonic)
     busy: bool = False
     on_expire: Callable[[], Awaitable[None]] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
@@ -40,20 +49,18 @@ class SessionManager:
         self._factory = factory
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
-        self._sessions: dict[int, Session] = {}
-        self._next_id = 0
+        self._sessions: dict[str, Session] = {}
         self._reaper: asyncio.Task[None] | None = None
 
     @property
     def active(self) -> int:
         return len(self._sessions)
 
-    def open(self) -> Session:
+    def open(self, http: bool = False) -> Session:
         """Reserve a slot and build the env; raises ``CapacityReached`` or whatever the factory raises."""
         if len(self._sessions) >= self.max_sessions:
             raise CapacityReached(len(self._sessions), self.max_sessions)
-        self._next_id += 1
-        session = Session(id=self._next_id, env=None)
+        session = Session(id=str(uuid.uuid4()), env=None, http=http)
         self._sessions[session.id] = session  # slot reserved before the factory runs
         try:
             session.env = self._factory()
@@ -61,6 +68,9 @@ class SessionManager:
             del self._sessions[session.id]
             raise
         return session
+
+    def get(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
 
     def new_env(self) -> Environment:
         return self._factory()

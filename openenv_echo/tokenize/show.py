@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..render import ROLE_STYLES, legend
+from ..printing import ROLE_STYLES, has_colour, legend, make_console, write_segments
 from ..roles import Role
 from ..tokenizer_identity import tokenizer_fingerprint
 from .tokenized import TokenizedTrajectory
@@ -96,20 +96,28 @@ def load_for_show(
     return out, tok
 
 
-def renderables(tt: TokenizedTrajectory, tokenizer: Any, title: str = "") -> list[Any]:
-    """Header, role-colored text (runs of same-role tokens decoded together) and a counts table."""
+def role_runs(tt: TokenizedTrajectory, tokenizer: Any) -> list[tuple[Role, str]]:
+    """Runs of same-role tokens, each decoded together: ``(role, text)``."""
     from .fragment import fragment_codec
 
     codec = fragment_codec(tokenizer)
     ids, roles = tt.input_ids.tolist(), tt.role_ids.tolist()
-    body = Text()
+    runs = []
     i = 0
     while i < len(ids):
         j = i
         while j < len(ids) and roles[j] == roles[i]:
             j += 1
-        body.append(codec.decode(ids[i:j]), style=ROLE_STYLES[Role.from_code(roles[i])])
+        runs.append((Role.from_code(roles[i]), codec.decode(ids[i:j])))
         i = j
+    return runs
+
+
+def renderables(tt: TokenizedTrajectory, tokenizer: Any, title: str = "", colour: bool = True) -> list[Any]:
+    """Header, legend, role-colored text and a counts table (the text as a rich ``Text``: for HTML export)."""
+    body = Text()
+    for role, text in role_runs(tt, tokenizer):
+        body.append(text, style=ROLE_STYLES[role])
     counts = tt.role_counts()
     masks = tt.masks()
     table = Table(title="tokens per role", show_header=True, header_style="bold")
@@ -131,7 +139,7 @@ def renderables(tt: TokenizedTrajectory, tokenizer: Any, title: str = "") -> lis
         f"truncated={tt.num_truncated} reward={tt.reward}",
         (f"  {stats}" if stats else "", "dim"),
     )
-    return [head, legend(), body, table]
+    return [head, legend(colour), body, table]
 
 
 def show(
@@ -159,15 +167,20 @@ def show(
         if limit < 1:
             raise ValueError("limit must be >= 1")
         chosen = list(enumerate(items))[:limit]
-    console = console or Console()
+    console = console or make_console()
     recorder = Console(record=True, file=io.StringIO(), width=120, force_terminal=True) if html_out else None
+    colour = has_colour(console)
     for k, tt in chosen:
-        for item in renderables(tt, tok, title=f"#{k}"):
-            console.print(item)
-            if recorder is not None:
+        head, key, _, table = renderables(tt, tok, title=f"#{k}", colour=colour)
+        console.print(head)
+        console.print(key)
+        write_segments(console, role_runs(tt, tok), end_line=True)  # the text exactly (labels per run without colour)
+        console.print(table)
+        if recorder is not None:
+            for item in renderables(tt, tok, title=f"#{k}"):
                 recorder.print(item)
     if len(chosen) < len(items):
-        console.print(f"[dim]({len(items) - len(chosen)} more in {file}; use index=)[/]")
+        console.print(Text(f"({len(items) - len(chosen)} more in {file}; use index=)", style="dim"))
     if recorder is not None:
         assert html_out is not None
         Path(html_out).parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@
 # with explicit --python-version/--platform tags and --only-binary.
 #
 # Contents: the project's runtime dependencies ([project].dependencies of pyproject.toml, plus extras listed in
-# $WHEELHOUSE_EXTRAS, e.g. "docker") and its build backend (setuptools>=68, wheel). The project itself is NOT
+# $WHEELHOUSE_EXTRAS, e.g. "docker") and its build backend (setuptools>=77, wheel). The project itself is NOT
 # put here: the Dockerfiles build it from the copied source, so an image never runs a stale wheel.
 #
 # Usage: scripts/docker/build-wheelhouse.sh [OUT_DIR]     (default: .cache/wheelhouse at the repo root)
@@ -39,7 +39,7 @@ for extra in filter(None, sys.argv[2].replace(",", " ").split()):
     for r in project.get("optional-dependencies", {}).get(extra, []):
         if not r.startswith(project["name"]):
             reqs.append(r)
-reqs += ["setuptools>=68", "wheel"]
+reqs += ["setuptools>=77", "wheel"]
 print("\n".join(sorted(set(reqs))))
 EOF
 

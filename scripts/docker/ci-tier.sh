@@ -3,6 +3,8 @@
 # pytest -m docker tests/containers -> teardown. Prints how long each stage took.
 #
 # Fails (exit != 0) when the Docker engine cannot be started: this tier never passes silently.
+# Cleans up what it started: the compose services, the images it built or pulled (any image not present when the
+# engine came up) and the dockerd it started; KEEP_DOCKER=1 keeps the images and the engine (faster reruns).
 # Env: BASE_IMAGE (default: the local debootstrap image openenv-echo/base:bookworm-py311, built if missing; set it
 #      to e.g. python:3.11-slim where a registry is reachable), PYTHON (default .venv/bin/python),
 #      COMPOSE_PROJECT (default openenv-echo-ci), PYTEST_ARGS (extra pytest arguments).
@@ -37,6 +39,40 @@ summary() {
 
 compose() { docker-compose -p "$PROJECT" -f "$ROOT/docker-compose.yml" "$@"; }
 
+DOCKERD_PIDFILE="$(mktemp)"
+export DOCKERD_PIDFILE
+IMAGES_BEFORE=""  # image ids present when the engine came up; "" until then
+KEEP_DOCKER="${KEEP_DOCKER:-0}"
+printf '[docker tier] may install (as root, via apt): docker.io docker-compose, if missing\n'
+printf '[docker tier] starts: dockerd (if no engine answers), compose project %s\n' "$PROJECT"
+printf '[docker tier] builds: %s, images of %s\n' "$BASE_IMAGE" "${ENVS[*]}"
+if [[ "$KEEP_DOCKER" == 1 ]]; then
+  printf '[docker tier] KEEP_DOCKER=1: images and a started dockerd are kept\n'
+else
+  printf '[docker tier] at the end: removes the images it added and stops the dockerd it started (KEEP_DOCKER=1 keeps them)\n'
+fi
+
+cleanup_started() {  # remove images added since the engine came up, stop a dockerd this tier started
+  [[ "$KEEP_DOCKER" == 1 ]] && return 0
+  if [[ -n "$IMAGES_BEFORE" ]] && docker info >/dev/null 2>&1; then
+    local added
+    added=$(comm -13 <(printf '%s\n' "$IMAGES_BEFORE" | sort -u) <(docker images -q --no-trunc | sort -u))
+    if [[ -n "$added" ]]; then
+      echo "[docker tier] removing $(wc -l <<<"$added") image(s) this tier added"
+      # shellcheck disable=SC2086
+      docker rmi -f $added >/dev/null 2>&1 || true
+    fi
+  fi
+  local pid
+  pid=$(cat "$DOCKERD_PIDFILE" 2>/dev/null || true)
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+    echo "[docker tier] stopping the dockerd it started (pid $pid)"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  fi
+  rm -f "$DOCKERD_PIDFILE"
+}
+
 teardown() {
   local rc=$?
   if docker info >/dev/null 2>&1; then
@@ -49,6 +85,7 @@ teardown() {
     docker image prune -f --filter label=io.openenv-echo.stage=build >/dev/null 2>&1 || true
     docker image prune -f --filter label=io.openenv-echo.image=env >/dev/null 2>&1 || true
   fi
+  cleanup_started
   summary
   if ((rc != 0)); then printf '\n[docker tier] FAILED (exit %d)\n' "$rc" >&2; fi
   exit "$rc"
@@ -56,6 +93,7 @@ teardown() {
 trap teardown EXIT
 
 stage "start dockerd" bash "$ROOT/scripts/docker/start-dockerd.sh"
+IMAGES_BEFORE=$(docker images -q --no-trunc | sort -u; echo "-")  # "-": non-empty even with no images
 
 base_image() {
   if [[ "$BASE_IMAGE" == "$LOCAL_BASE" ]]; then

@@ -4,6 +4,8 @@
 # - installs docker.io + docker-compose (v1) from Debian's apt if dockerd/docker-compose are missing
 # - starts `dockerd` as root in the background (log: $DOCKERD_LOG) when no engine answers
 # - waits up to $DOCKERD_WAIT_S seconds (default 60) for `docker info`
+# - with DOCKERD_PIDFILE set, writes the pid of the dockerd it started there (empty when it started none), so the
+#   caller can stop exactly what it started
 # - if the engine cannot be started, prints a loud message with the daemon's last log lines and exits 1:
 #   callers (scripts/docker/ci-tier.sh, .ci/run) must never treat that as a pass.
 set -euo pipefail
@@ -59,6 +61,7 @@ else
     rm -f /var/run/docker.pid
   fi
   setsid nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  if [[ -n "${DOCKERD_PIDFILE:-}" ]]; then echo $! >"$DOCKERD_PIDFILE"; fi
 fi
 
 for ((i = 0; i < WAIT_S * 2; i++)); do

@@ -221,7 +221,7 @@ def test_env_mask_without_roles_is_refused_unless_target_all(tmp_path: Any, qwen
     rollouts = EchoRollouts(qwen_tokenizer, with_roles=False)
     with pytest.raises(ValueError, match="no per-token roles"):
         _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5), rollouts=rollouts)
-    # target "all": every non-model token (TRL's 1 - tool_mask) is a CE target
+    # target "full_observation": every non-model token (TRL's 1 - tool_mask) is a CE target
     trainer, _, _ = _run(
         tmp_path,
         qwen_tokenizer,
@@ -243,24 +243,44 @@ def test_env_mask_leaking_observations_into_the_policy_is_refused(tmp_path: Any,
         _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5), rollouts=Leaky(qwen_tokenizer))
 
 
+class Truncating(EchoRollouts):
+    """Cuts the completions at even indices (``every=2``) or all of them (``every=1``) before their final EOS."""
+
+    def __init__(self, tokenizer: Any, every: int) -> None:
+        super().__init__(tokenizer)
+        self.every = every
+        self.kept_env_tokens = 0
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        out = super().__call__(prompts, trainer)
+        for key in ("completion_ids", "env_mask", ROLE_KEY):
+            out[key] = [row[:-1] if i % self.every == 0 else row for i, row in enumerate(out[key])]
+        self.kept_env_tokens = sum(
+            r == Role.ENV_OUTPUT.code for i, row in enumerate(out[ROLE_KEY]) if i % self.every for r in row
+        )
+        return out
+
+
 @pytest.mark.trainer
 def test_truncated_rows_carry_no_env_term(tmp_path: Any, qwen_tokenizer: Any) -> None:
-    class Truncating(EchoRollouts):
-        def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-            out = super().__call__(prompts, trainer)
-            for key in ("completion_ids", "env_mask", ROLE_KEY):  # cut every completion before its final EOS
-                out[key] = [row[:-1] for row in out[key]]
-            return out
-
+    rollouts = Truncating(qwen_tokenizer, every=2)
     trainer, _, _ = _run(
-        tmp_path,
-        qwen_tokenizer,
-        EchoConfig(world_model_coeff=0.5),
-        rollouts=Truncating(qwen_tokenizer),
-        mask_truncated_completions=True,
+        tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5), rollouts=rollouts, mask_truncated_completions=True
     )
     logged = trainer.state.log_history[0]
-    assert logged["echo/tokens/selected"] == 0 and logged["echo/world_loss"] == 0
+    assert 0 < rollouts.kept_env_tokens == logged["echo/tokens/selected"]
+
+
+@pytest.mark.trainer
+def test_a_batch_that_truncation_masking_would_zero_is_refused(tmp_path: Any, qwen_tokenizer: Any) -> None:
+    with pytest.raises(ValueError, match="would zero every completion"):
+        _run(
+            tmp_path,
+            qwen_tokenizer,
+            EchoConfig(world_model_coeff=0.5),
+            rollouts=Truncating(qwen_tokenizer, every=1),
+            mask_truncated_completions=True,
+        )
 
 
 def test_liger_is_refused(tmp_path: Any, qwen_tokenizer: Any) -> None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,7 +23,13 @@ from openenv_echo import (
     run_episode,
     run_episodes,
 )
-from openenv_echo.client import ConnectionLostError, EnvTimeoutError
+from openenv_echo.client import (
+    ConnectionLostError,
+    EnvTimeoutError,
+    EpisodeDoneError,
+    EpisodeNotStartedError,
+    TokenizerUnavailableError,
+)
 from openenv_echo.server import free_port
 
 
@@ -165,3 +172,96 @@ def test_connect_to_nothing_is_a_typed_error() -> None:
     with EnvClient(f"http://127.0.0.1:{free_port()}", connect_timeout_s=2) as env:
         with pytest.raises(ConnectionLostError):
             env.reset()
+
+
+def _plain_openenv_app() -> Any:
+    """OpenEnv's own server (``openenv.core`` ``create_app``) around an env that, like many, answers a step after
+    ``done`` and ignores ``return_tokens``."""
+    from openenv.core.env_server.http_server import create_app
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, Observation, State
+
+    from openenv_echo.server import ServerLimits
+
+    class Msg(Action):
+        message: str
+
+    class Obs(Observation):
+        message: str = ""
+
+    class Lenient(Environment):
+        def __init__(self) -> None:
+            super().__init__()
+            self._state = State(step_count=0)
+
+        def reset(self, seed: Any = None, episode_id: Any = None, **kw: Any) -> Obs:
+            self._state = State(episode_id=episode_id, step_count=0)
+            return Obs(message="ready")
+
+        def step(self, action: Any, timeout_s: Any = None, **kw: Any) -> Obs:
+            self._state.step_count += 1
+            return Obs(message=action.message, reward=0.0, done=action.message == "bye")
+
+        @property
+        def state(self) -> State:
+            return self._state
+
+    app = create_app(Lenient, Msg, Obs, env_name="lenient", max_concurrent_envs=1)
+    app.state.limits = ServerLimits()
+    return app
+
+
+def test_client_integrity_against_a_lenient_openenv_server(running_server, tmp_path: Path) -> None:
+    """A step after done is refused by the client (the server would take it); memory and disk agree; asking
+    for tokens from a server that cannot attach them is an error, not silence."""
+    url = running_server(_plain_openenv_app())
+    journal = tmp_path / "j.jsonl"
+    with EnvClient(url, writer=journal) as env:
+        env.reset(episode_id="e1")
+        assert env.step({"message": "bye"}).done
+        with pytest.raises(EpisodeDoneError, match="has ended"):
+            env.step({"message": "again"})
+        assert env.state()["step_count"] == 1  # the refused step never reached the server
+        in_memory = env.trajectory
+        assert in_memory is not None and in_memory.status == "done" and len(in_memory.steps) == 1
+        with pytest.raises(TokenizerUnavailableError, match="attached none"):
+            env.reset(return_tokens=True)
+        with pytest.raises(EpisodeDoneError):  # no episode started by the refused reset
+            env.step({"message": "x"})
+    assert read_trajectories(journal, open_episodes=True) == [in_memory]
+
+
+def test_step_after_done_refused_on_our_server_too(running_server) -> None:
+    url = running_server("echo")
+    with EnvClient(url) as env:
+        env.reset()
+        env.step({"message": "bye"})
+        with pytest.raises(EpisodeDoneError):
+            env.step({"message": "more"})
+        env.end_episode("abandoned")  # a no-op once ended: the status stays
+        assert env.trajectory is not None and env.trajectory.status == "done"
+        env.reset()
+        env.end_episode("truncated")
+        with pytest.raises(EpisodeNotStartedError, match="truncated"):
+            env.step({"message": "more"})
+
+
+def test_from_provider_on_both_faces(tmp_path: Path) -> None:
+    """Both faces start a provider's server and stop it on close (the async face stops it off the event loop)."""
+    from openenv_echo import LocalProcessProvider
+
+    provider = LocalProcessProvider("echo")
+    with EnvClient.from_provider(provider, writer=tmp_path / "a.jsonl") as env:
+        assert env.reset().segments and env.step({"message": "bye"}).done
+    assert not provider.started
+
+    async def main() -> str:
+        provider = LocalProcessProvider("echo")
+        async with AsyncEnvClient.from_provider(provider) as env:
+            await env.reset()
+            text = (await env.step({"message": "hey"})).text
+        assert not provider.started
+        return text
+
+    assert asyncio.run(main()) == "[echo] hey\n"
+    assert [t.status for t in read_trajectories(tmp_path / "a.jsonl")] == ["done"]

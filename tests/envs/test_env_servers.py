@@ -153,7 +153,7 @@ def test_sql_hostile_input_never_escapes_or_stops_the_server(running_server):
         client.reset(seed=13, max_steps=1000)
         for sql in SQL_HOSTILE:
             r = client.step({"query": sql})
-            assert r.observation["error"] is True or r.observation["truncated"] is True, (sql, r.observation)
+            assert r.observation["failed"] is True or r.observation["truncated"] is True, (sql, r.observation)
             alive = client.step({"query": "SELECT COUNT(*) AS n FROM orders"})
             assert alive.segments[1].role == R.ENV_OUTPUT and "(1 row)" in alive.observation["text"]
         for bad in ({"query": ["SELECT 1"]}, {"sql": "SELECT 1"}, {"query": None, "answer": 5}):
@@ -161,7 +161,7 @@ def test_sql_hostile_input_never_escapes_or_stops_the_server(running_server):
                 client.step(bad)
         for ambiguous in ({}, {"query": "SELECT 1", "answer": "1"}):  # schema-valid: a format warning, no error
             r = client.step(ambiguous)
-            assert [s.role for s in r.segments] == [R.WARNING] and r.observation["error"] is True
+            assert [s.role for s in r.segments] == [R.WARNING] and r.observation["failed"] is True
         assert client.step({"answer": "0"}).done
 
 

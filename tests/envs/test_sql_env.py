@@ -44,7 +44,7 @@ def test_result_table_roles(env):
     body = obs.segments[1].text.splitlines()
     assert body[0].split("|")[0].strip() == "order_id" and set(body[1]) <= {"-", "+"}
     assert body[2].split("|")[0].strip() == "1" and body[-1] == "(2 rows)"
-    assert (obs.columns, obs.row_count, obs.truncated, obs.error) == (["order_id", "status"], 2, False, False)
+    assert (obs.columns, obs.row_count, obs.truncated, obs.failed) == (["order_id", "status"], 2, False, False)
 
 
 def test_row_and_byte_caps_are_warnings(env):
@@ -62,7 +62,7 @@ def test_engine_errors_split_prefix_and_message(env):
         (Role.WARNING, "ERROR:  "),
         (Role.ENV_OUTPUT, 'near "SELEC": syntax error\n'),
     ]
-    assert obs.error and not obs.done
+    assert obs.failed and not obs.done
     assert q(env, "SELECT nope FROM orders").segments[2].text == "no such column: nope\n"
     assert q(env, "SELECT * FROM nowhere").segments[2].text == "no such table: nowhere\n"
 
@@ -104,7 +104,7 @@ def test_hostile_queries_are_refused_and_nothing_changes(env, sql, needle):
     before = q(env, "SELECT COUNT(*), SUM(freight) FROM orders").segments[1].text
     obs = q(env, sql)
     assert [s.role for s in obs.segments] == [Role.WARNING, Role.WARNING], obs.segments
-    assert obs.error and needle in obs.segments[1].text and not obs.done
+    assert obs.failed and needle in obs.segments[1].text and not obs.done
     assert q(env, "SELECT COUNT(*), SUM(freight) FROM orders").segments[1].text == before
     names = q(env, "SELECT group_concat(name) FROM (SELECT name FROM sqlite_master ORDER BY name)").text
     assert "customers,employees" in names and "idx_" in names
@@ -175,7 +175,7 @@ def test_action_needs_exactly_one_field(env):
     for action in (SqlAction(), SqlAction(query="SELECT 1", answer="1")):
         obs = env.step(action)
         assert [s.role for s in obs.segments] == [Role.WARNING] and "exactly one of" in obs.text
-        assert obs.error and not obs.done and obs.reward == 0.0
+        assert obs.failed and not obs.done and obs.reward == 0.0
     with pytest.raises(ValueError):
         SqlAction(query="SELECT 1", extra="x")
     with pytest.raises(ValueError):

@@ -195,7 +195,6 @@ def test_typed_client_errors(echo_url: str) -> None:
         ("get", "/no-such-route", {}, 404, "HTTP_404"),
         ("get", "/reset", {}, 405, "HTTP_405"),
         ("post", "/step", {"json": {"action": {"message": 3}}}, 422, "VALIDATION_ERROR"),
-        ("post", "/step", {"json": {"action": {"message": "hi"}}}, 409, "EPISODE_NOT_STARTED"),
         ("post", "/step", {"json": {"action": {"message": "x" * 5000}}}, 413, "MESSAGE_TOO_LARGE"),
     ],
 )
@@ -239,4 +238,19 @@ def test_mcp_tools_list(echo_url: str) -> None:
     data = httpx.post(
         echo_url + "/mcp", json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, trust_env=False
     ).json()
-    assert data == {"jsonrpc": "2.0", "id": 7, "result": {"tools": []}}
+    message = {"type": "string", "description": "The message to echo back.", "maxLength": 65536, "title": "Message"}
+    schema = {"type": "object", "properties": {"message": message}, "required": ["message"]}
+    assert data == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "result": {
+            "tools": [
+                {"name": "echo_message", "description": "Echo back the provided message.", "inputSchema": schema},
+                {
+                    "name": "echo_with_length",
+                    "description": "Echo back the message with its length.",
+                    "inputSchema": schema,
+                },
+            ]
+        },
+    }

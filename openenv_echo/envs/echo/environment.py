@@ -8,8 +8,9 @@ format warning for an empty message. Reward is the message length / 100 (capped 
 from __future__ import annotations
 
 from ...server.environment import Environment, MaxSteps
+from ...server.tools import EnvTool
 from ...wire import context, env_output, warning
-from .models import EchoAction, EchoObservation
+from .models import EchoAction, EchoObservation, MessageArguments
 
 PROMPT = "You are talking to an echo server. Send a message and it will repeat it. Say 'bye' to finish.\n"
 PREFIX = "[echo] "
@@ -21,6 +22,22 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation]):
     name = "echo"
     action_type = EchoAction
     observation_type = EchoObservation
+    TOOLS = (
+        EnvTool(
+            name="echo_message",
+            description="Echo back the provided message.",
+            arguments=MessageArguments,
+            action=lambda a: EchoAction(message=a.message),
+            result=lambda obs: obs.echoed_message,
+        ),
+        EnvTool(
+            name="echo_with_length",
+            description="Echo back the message with its length.",
+            arguments=MessageArguments,
+            action=lambda a: EchoAction(message=a.message),
+            result=lambda obs: {"message": obs.echoed_message, "length": obs.message_length},
+        ),
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -39,6 +56,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation]):
             segments = [warning(PREFIX), env_output(msg + "\n")]
         return EchoObservation(
             segments=segments,
+            echoed_message=msg,
             message_length=len(msg),
             reward=min(len(msg) / 100.0, 1.0),
             done=done,

@@ -15,16 +15,19 @@ Reward: 1.0 for a correct answer, 0.0 for a wrong one, 0.0 on every other step (
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
 from typing import Any
 
 from ...server.environment import EnvError, Environment, MaxSteps
+from ...server.tools import EnvTool
 from ...wire import ErrorCode, Segment, context, env_output, warning
+from ..splits import TASK_SPLITS
 from .database import generate_database, schema_summary
-from .formatting import MAX_CELL, footer, long_cells, table_lines
+from .formatting import MAX_CELL, cell, footer, long_cells, table_lines
 from .guard import Guard, GuardLimits, Refusal
-from .models import SqlAction, SqlObservation, TemplateName
+from .models import AnswerArguments, QueryArguments, SqlAction, SqlObservation, TemplateName
 from .tasks import TEMPLATE_NAMES, Task, check, make_task
 
 DEFAULT_MAX_STEPS = 20
@@ -51,6 +54,28 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
     action_type = SqlAction
     observation_type = SqlObservation
     BLOCKING = True  # a query may run for its whole VM-step budget
+    TASK_SEEDS = TASK_SPLITS
+    TOOLS = (
+        EnvTool(
+            name="query",
+            description="Run one read-only SQLite query; returns its columns and rows, or the error.",
+            arguments=QueryArguments,
+            action=lambda a: SqlAction(query=a.sql),
+            result=lambda obs: {
+                "columns": obs.columns,
+                "rows": obs.rows,
+                "truncated": obs.truncated,
+                "error": obs.error_message,
+            },
+        ),
+        EnvTool(
+            name="answer",
+            description="Give the final answer to the question; ends the episode.",
+            arguments=AnswerArguments,
+            action=lambda a: SqlAction(answer=a.answer),
+            result=lambda obs: {"reward": obs.reward, "done": obs.done},
+        ),
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -93,14 +118,14 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         metadata: dict[str, Any] = {}
         text = action.answer if action.answer is not None else action.query or ""
         if (action.query is None) == (action.answer is None):
-            segments = [warning('[harness: send exactly one of {"query": "SELECT ..."} or {"answer": "..."}]\n')]
-            fields["error"] = True
+            segments = [warning(f"[harness: {ONE_OF}]\n")]
+            fields = _failed(ONE_OF)
         elif not _valid_text(text):
             segments = [
                 warning(f"{'answer' if action.answer is not None else 'sqlite'}> {_clip(text)}\n"),
-                warning("[harness: rejected: the text is not valid Unicode (lone surrogate)]\n"),
+                warning(f"[harness: {NOT_UNICODE}]\n"),
             ]
-            fields["error"] = True
+            fields = _failed(NOT_UNICODE)
         elif action.answer is not None:
             ok = check(self.task, action.answer)
             done, reward = True, 1.0 if ok else 0.0
@@ -125,19 +150,19 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         assert self.guard is not None
         segments: list[Segment] = [warning(f"sqlite> {_clip(sql)}\n")]
         if not sql.strip():
-            segments.append(warning("[harness: empty query; send one SQL statement]\n"))
-            return segments, {"error": True}
+            segments.append(warning(f"[harness: {EMPTY_QUERY}]\n"))
+            return segments, _failed(EMPTY_QUERY)
         try:
             cols, rows, more = self.guard.run(sql, MAX_ROWS)
         except Refusal as e:
             segments.append(warning(f"[harness: {e}]\n"))
-            return segments, {"error": True}
+            return segments, _failed(str(e))
         except sqlite3.Error as e:
             segments += [warning("ERROR:  "), env_output(f"{e}\n")]
-            return segments, {"error": True}
+            return segments, _failed(str(e))
         if not cols:
             segments.append(env_output(footer(0)))
-            return segments, {"columns": [], "row_count": 0}
+            return segments, {"columns": [], "rows": [], "row_count": 0}
         lines = table_lines(cols, rows)
         kept, size = [], 0
         for line in lines:
@@ -170,7 +195,8 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         if long_cells(rows):
             truncated = True
             segments.append(warning(f"[harness: values longer than {MAX_CELL} characters are cut (…)]\n"))
-        return segments, {"columns": cols, "row_count": shown, "truncated": truncated}
+        values = [[_json_cell(v) for v in row] for row in rows[:shown]]
+        return segments, {"columns": cols, "rows": values, "row_count": shown, "truncated": truncated}
 
     def extra_state(self) -> dict[str, Any]:
         if self.task is None:
@@ -183,6 +209,25 @@ class SqlEnvironment(Environment[SqlAction, SqlObservation]):
         if self.conn is not None:
             self.conn.close()
         self.guard = self.conn = None
+
+
+ONE_OF = 'send exactly one of {"query": "SELECT ..."} or {"answer": "..."}'
+NOT_UNICODE = "rejected: the text is not valid Unicode (lone surrogate)"
+EMPTY_QUERY = "empty query; send one SQL statement"
+
+
+def _failed(message: str) -> dict[str, Any]:
+    """The typed fields of a failed, refused or malformed action."""
+    return {"failed": True, "error_message": message}
+
+
+def _json_cell(value: object) -> object:
+    """A result cell as a JSON value: numbers and NULL as they are, text cut like the table, blobs as shown."""
+    if value is None or isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    if isinstance(value, str) and len(value) <= MAX_CELL:
+        return value
+    return cell(value)
 
 
 def _clip(text: str) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from ...wire import Action, Observation
 from .tasks import TEMPLATE_NAMES
@@ -49,7 +49,25 @@ class SqlObservation(Observation):
     (warning: row/byte truncation, refusals, limits, verdict)."""
 
     columns: list[str] | None = Field(default=None, description="Result column names of the last query.")
+    rows: list[list[Any]] | None = Field(
+        default=None, description="The result rows shown (each a list of cell values; long cells cut)."
+    )
     row_count: int | None = Field(default=None, ge=0, description="Number of result rows shown.")
     truncated: bool = Field(default=False, description="True when rows or bytes were cut by the caps.")
-    error: bool = Field(default=False, description="True when the query failed or was refused.")
+    failed: bool = Field(default=False, description="True when the action failed, was refused or was malformed.")
+    error_message: str | None = Field(
+        default=None, description="The database's error text, or the harness's reason for a refusal."
+    )
     steps_left: int = Field(default=0, ge=0, description="Steps left before the episode ends without an answer.")
+
+
+class QueryArguments(BaseModel):
+    """Arguments of the ``query`` tool."""
+
+    sql: str = Field(description="One read-only SQLite statement.", max_length=65536)
+
+
+class AnswerArguments(BaseModel):
+    """Arguments of the ``answer`` tool: the final answer; ends the episode."""
+
+    answer: str = Field(description="The value the question asks for.", max_length=4096)

@@ -19,10 +19,12 @@ import shlex
 from typing import Any
 
 from ...server.environment import EnvError, Environment, MaxSteps
+from ...server.tools import EnvTool
 from ...wire import ErrorCode, Segment, context, env_output, warning
+from ..splits import TASK_SPLITS
 from .machine import INCIDENT_KINDS, generate_machine
 from .model import Machine
-from .models import IncidentKind, TerminalAction, TerminalObservation
+from .models import CommandArguments, IncidentKind, SubmitArguments, TerminalAction, TerminalObservation
 from .shell import MAX_COMMAND_CHARS, Shell
 from .tasks import login_banner, parse_submit, task_text, verify
 
@@ -41,6 +43,23 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
     # Commands are pure Python but a pipeline may use its whole work budget (~0.1-0.5 s of CPU): run steps in a
     # worker thread so one busy session never stalls the event loop that serves the others.
     BLOCKING = True
+    TASK_SEEDS = TASK_SPLITS
+    TOOLS = (
+        EnvTool(
+            name="run_command",
+            description="Run a bash command line on the host; returns what it printed and its exit status.",
+            arguments=CommandArguments,
+            action=lambda a: TerminalAction(command=a.command),
+            result=lambda obs: {"output": obs.output, "exit_code": obs.exit_code, "truncated": obs.truncated},
+        ),
+        EnvTool(
+            name="submit",
+            description="Answer with the incident's kind and the service at its root; ends the episode.",
+            arguments=SubmitArguments,
+            action=lambda a: TerminalAction(command=f"submit {a.kind} {shlex.quote(a.service)}"),
+            result=lambda obs: {"reward": obs.reward, "done": obs.done},
+        ),
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,6 +102,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
         segments: list[Segment] = [warning(f"$ {shown}\n")]
         exit_code: int | None = None
         truncated = False
+        output = ""
         done = False
         reward = 0.0
         metadata: dict[str, Any] = {}
@@ -128,8 +148,9 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
                 }
         else:
             result = self.shell.run(cmd)
-            if result.output:
-                segments.append(env_output(result.output))
+            output = result.output
+            if output:
+                segments.append(env_output(output))
             segments.extend(warning(n) for n in result.notices)
             exit_code, truncated = result.exit_code, result.truncated
         if not done and steps_left <= 0:
@@ -143,6 +164,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
             }
         return TerminalObservation(
             segments=segments,
+            output=output,
             exit_code=exit_code,
             cwd=self.shell.cwd,
             truncated=truncated,

@@ -1,0 +1,138 @@
+"""ECHO with torchrl's ``GRPOLoss``, end to end on CPU: an env server, a model, multi-turn rollouts, N steps.
+
+    python examples/trainers/torchrl/train.py --steps 2 --world-model-coeff 0.05
+
+What it does (copy it and change the marked lines for your model and env):
+1. starts the terminal env server in a child process (``LocalProcessProvider``);
+2. builds a tiny random Qwen2 with the offline ChatML tokenizer (``--model`` takes a ``from_pretrained`` path);
+3. per step, ``--groups`` worlds (reset options: seed, step cap), each run ``--group-size`` times concurrently
+   (``run_rollouts``: one session per episode, sampling batched): a GRPO group shares one world;
+4. group-relative advantages from the env's reward (plus a small brevity shaping term);
+5. ``rollout_batch`` turns the episodes into torchrl ``ChatHistory`` data with role ids refined to the env's
+   segments; the sampling policy's log-probs are filled in so the PPO ratio starts at 1;
+6. ``EchoGRPOLoss`` (``GRPOLoss`` + ``world_model_coeff * CE(env_output tokens)``, masking strategy ``rlhf``);
+   the ``loss_*`` fields are summed, backpropagated, one Adam step; per-step metrics are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import tensordict
+import torch
+from torchrl.modules.llm import TransformersWrapper
+
+from openenv_echo.adapters.recipes import (
+    SYSTEM_PROMPT,
+    RoleGradients,
+    command_action,
+    format_metrics,
+    load_model,
+    terminal_worlds,
+)
+from openenv_echo.adapters.rollouts import HFSampler, group_reset_options, run_rollouts
+from openenv_echo.adapters.torchrl import ROLE_IDS_KEY, EchoGRPOLoss, rollout_batch
+from openenv_echo.objective import EchoConfig, group_advantages
+from openenv_echo.providers import LocalProcessProvider
+
+METRICS = ("loss", "loss_objective", "loss_world_model", "world_model_ce", "world_model_tokens", "reward")
+
+
+class ProbedLoss(EchoGRPOLoss):
+    """``EchoGRPOLoss`` that records where the loss's gradient goes (per role of the scored token)."""
+
+    probe = RoleGradients()
+    probe_roles: torch.Tensor | None = None
+
+    def _get_cur_log_prob(self, td: Any) -> Any:
+        log_prob, dist, composite = super()._get_cur_log_prob(td)
+        if self.probe_roles is not None:
+            logits = dist.logits
+            # |dL/dlogits| summed over the vocabulary = the gradient reaching each position's prediction
+            self.probe.watch(logits, self.probe_roles.unsqueeze(-1).expand_as(logits))
+        return log_prob, dist, composite
+
+
+def set_sampling_log_probs(loss_fn: EchoGRPOLoss, batch: Any) -> None:
+    """Store the current policy's per-token log-probs (no grad) under ``("log_probs", "full")``: the "old"
+    log-probs of an on-policy step, so the ratio starts at 1."""
+    with torch.no_grad():
+        dist = loss_fn.actor_network._get_rlhf_dist(batch.copy())
+        tokens = batch.get(("tokens", "full"), as_padded_tensor=True, padding_side="left", padding_value=0)
+        lp = torch.log_softmax(dist.logits.float(), -1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    for i, row in enumerate(batch.tensordicts):
+        n = row.get(("tokens", "full")).shape[-1]
+        row.set(("log_probs", "full"), lp[i, lp.shape[1] - n :].clone())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--world-model-coeff", type=float, default=0.05)
+    ap.add_argument("--model", default=None, help="from_pretrained path (default: a tiny random Qwen2, offline)")
+    ap.add_argument("--groups", type=int, default=2, help="worlds (GRPO groups) per step")
+    ap.add_argument("--group-size", type=int, default=4, help="completions per world")
+    ap.add_argument("--max-turns", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=12, help="per action")
+    ap.add_argument("--max-completion-length", type=int, default=384)
+    ap.add_argument("--learning-rate", type=float, default=1e-3)
+    ap.add_argument("--probe", action="store_true", help="print the gradient reaching each role's predictions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="write the per-step metrics here")
+    a = ap.parse_args()
+
+    tensordict.set_list_to_stack(True).set()
+    model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model
+    wrapper = TransformersWrapper(model, tokenizer=tokenizer, generate=False, pad_output=True, input_mode="history")
+    loss_cls = ProbedLoss if a.probe else EchoGRPOLoss
+    loss_fn = loss_cls(wrapper, masking_strategy="rlhf", echo_config=EchoConfig(world_model_coeff=a.world_model_coeff))
+    optim = torch.optim.Adam(model.parameters(), lr=a.learning_rate)
+    sampler = HFSampler(model, tokenizer, temperature=1.0)
+    rows = []
+    with LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning") as env:  # <- env
+        for step in range(1, a.steps + 1):
+            worlds = terminal_worlds(a.groups, max_steps=a.max_turns, first_seed=a.seed + (step - 1) * a.groups)
+            rollouts = run_rollouts(
+                env.base_url,
+                tokenizer,
+                sampler,
+                group_reset_options(worlds, a.group_size),
+                [[{"role": "system", "content": SYSTEM_PROMPT}]] * (a.groups * a.group_size),
+                to_action=command_action,
+                max_turns=a.max_turns,
+                max_completion_length=a.max_completion_length,
+                max_new_tokens=a.max_new_tokens,
+            )
+            rewards = torch.tensor([r.reward - len(r.completion_ids) / 1000 for r in rollouts], dtype=torch.float64)
+            adv = group_advantages(rewards, a.group_size).float().tolist()
+            batch = rollout_batch(rollouts, tokenizer, adv)
+            set_sampling_log_probs(loss_fn, batch)
+            if isinstance(loss_fn, ProbedLoss):
+                loss_fn.probe_roles = batch.get(
+                    ROLE_IDS_KEY, as_padded_tensor=True, padding_side="left", padding_value=-1
+                )
+            loss_fn.echo_step = step - 1
+            out = loss_fn(batch)
+            loss = sum(v for k, v in out.items() if isinstance(k, str) and k.startswith("loss_") and v is not None)
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            row: dict[str, Any] = {"loss": float(loss), "reward": float(rewards.mean())}
+            for k in METRICS[1:-1]:
+                v = getattr(out, k, None)
+                row[k] = float(v) if v is not None else None
+            line = format_metrics(step, row, METRICS)
+            if isinstance(loss_fn, ProbedLoss):
+                row["grad"] = loss_fn.probe.take()
+                line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(row["grad"].items()))
+            print(line, flush=True)
+            rows.append(row)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"world_model_coeff": a.world_model_coeff, "steps": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

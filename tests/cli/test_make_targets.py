@@ -1,0 +1,86 @@
+"""Make targets say what they run, and the docker tier can tell which dockerd it started (to stop only that one)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_dry_run(target: str, **variables: str) -> str:
+    venv = str(Path(sys.executable).parent.parent)
+    args = ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}", *(f"{k}={v}" for k, v in variables.items())]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture(autouse=True)
+def _needs_make() -> None:
+    if subprocess.run(["sh", "-c", "command -v make"], capture_output=True).returncode != 0:
+        pytest.fail("make is not installed (the README's first commands need it)")
+
+
+def test_test_fast_runs_no_containers_and_no_trainers() -> None:
+    out = make_dry_run("test-fast")
+    assert '-m pytest -q -m "not docker and not trainer"' in out
+    assert "ci-tier.sh" not in out and "[make test-fast]" in out
+
+
+def test_test_runs_the_container_tier_then_the_rest() -> None:
+    out = make_dry_run("test")
+    assert out.index("scripts/docker/ci-tier.sh") < out.index('-m pytest -q -m "not docker"')
+    assert "[make test-docker]" in out and "[make test-main]" in out
+
+
+def test_setup_can_take_torch_from_the_cpu_index(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"  # a venv that does not exist yet: make shows the whole install
+    args = ["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}", "TORCH_INDEX=https://download.pytorch.org/whl/cpu"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+    assert "pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in out
+    assert "[make setup]" in out and "-e '.[all,test]'" in out
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def test_start_dockerd_records_the_pid_of_the_daemon_it_started(tmp_path: Path) -> None:
+    fake, up, pidfile = tmp_path / "bin", tmp_path / "engine-up", tmp_path / "dockerd.pid"
+    fake.mkdir()
+    _stub(fake, "docker", f'[ -f "{up}" ] || exit 1; echo 28.0')  # answers once the fake daemon is up
+    _stub(fake, "docker-compose", "exit 0")
+    _stub(fake, "dockerd", f'echo $$ > "{tmp_path}/real.pid"; touch "{up}"; exec sleep 30')
+    _stub(fake, "pgrep", "exit 1")
+    _stub(fake, "id", "echo 0")
+    env = {
+        **os.environ,
+        "PATH": f"{fake}:{os.environ['PATH']}",
+        "DOCKERD_LOG": str(tmp_path / "d.log"),
+        "DOCKERD_WAIT_S": "20",
+        "DOCKERD_PIDFILE": str(pidfile),
+    }
+    script = ROOT / "scripts" / "docker" / "start-dockerd.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    try:
+        assert proc.returncode == 0, proc.stderr
+        pid = int(pidfile.read_text())
+        assert pid == int((tmp_path / "real.pid").read_text())
+    finally:
+        real = tmp_path / "real.pid"
+        if real.exists():
+            try:
+                os.kill(int(real.read_text()), 15)
+            except ProcessLookupError:
+                pass
+    # an engine already running: nothing started, nothing recorded
+    pidfile.write_text("")
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and pidfile.read_text() == "" and "already running" in proc.stderr

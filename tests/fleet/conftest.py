@@ -1,0 +1,31 @@
+"""A real local Ray cluster for the fleet tests: a head and a second node process on this machine, on loopback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+# Ray turns 127.0.0.1 into the machine's outward address unless told it runs as a one-machine cluster; the tests
+# must only ever talk to loopback. Read at `import ray`, so set before it.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """Address of a two-node Ray cluster (head + a second raylet), torn down after the session."""
+    pytest.importorskip("ray")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=2)
+        cluster.wait_for_nodes()
+        assert cluster.address.startswith("127.0.0.1:"), cluster.address
+        yield cluster.address
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
