@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from openenv_echo.envs.echo import EchoAction, EchoEnvironment
 from openenv_echo.envs.sql import SqlAction, SqlEnvironment, expert_actions
-from openenv_echo.envs.terminal import TerminalAction, TerminalEnvironment, expert_commands
+from openenv_echo.envs.terminal import TerminalAction, TerminalEnvironment, expert_actions
 
 WORST_TERMINAL = [
     "grep -r x /var/log | wc -l",
@@ -47,7 +47,7 @@ def _bench_seed(seed: int, rows: dict[str, dict[str, list[float]]]) -> None:
     term = TerminalEnvironment()
     rows["terminal"]["reset"].append(_timed(lambda: term.reset(seed=seed, incident="disk_full", max_steps=100)))
     rows["terminal"]["step"] += [
-        _timed(lambda a=a: term.step(TerminalAction(**a))) for a in expert_commands(seed, "disk_full")[:-1]
+        _timed(lambda a=a: term.step(TerminalAction(**a))) for a in expert_actions(seed, "disk_full")[:-1]
     ]
     rows["terminal"]["worst"] += [_timed(lambda c=c: term.step(TerminalAction(command=c))) for c in WORST_TERMINAL]
     sql = SqlEnvironment()

@@ -192,15 +192,9 @@ def env_rollout_func(
             eos_ids=eos,
             client_kwargs=client_kwargs,
         )
-        return rollout_output(
-            [r.prompt_ids for r in rollouts],
-            [r.completion_ids for r in rollouts],
-            [r.role_ids for r in rollouts],
-            [r.logprobs for r in rollouts],
-            obs_count=[r.obs_count for r in rollouts],
-            env_reward=[r.reward for r in rollouts],
-            env_world=[r.reset_text for r in rollouts],
-        )
+        from .converters import to_trl
+
+        return to_trl(rollouts)
 
     return rollout_func
 

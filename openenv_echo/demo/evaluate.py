@@ -6,6 +6,7 @@
   tokenizers of different models compare. The set is the same at every evaluation and for every arm.
 * **success**: greedy policy rollouts on held-out seeds through the env server: share of episodes with reward 1
   (right incident kind *and* service), mean reward (0.5 for the right kind only), share that submitted an answer.
+* **references**: the (previous token, target) pairs of a split's env-CE targets, for the n-gram reference lines;
 * **novelty**: how much of the held-out observation text was ever seen verbatim in training observations; env CE
   is also reported on the target tokens of *novel* lines only (lines that never occur in a training observation),
   the part of a held-out observation that no amount of memorisation predicts.
@@ -22,6 +23,7 @@ from ..objective import EchoBatch, EchoConfig, token_weights
 from ..roles import Role
 from ..tokenize import TokenizedTrajectory, collate, tokenize_trajectory
 from ..trajectory import Trajectory
+from .ngram import Targets, targets_of
 from .rollout import PolicyRunner, RolloutResult
 from .train import forward_logps
 
@@ -96,6 +98,18 @@ def build_ce_set(
     return CeSet(name, list(seeds), seqs, novel, n_bytes, n_tok, int(sum(int(m.sum()) for m in novel)))
 
 
+def env_targets(seqs: list[TokenizedTrajectory], tokenizer: Any, micro_batch: int = 16) -> Targets:
+    """The env-CE target pairs of tokenized episodes (the same positions ``env_ce`` scores)."""
+    ids: list[torch.Tensor] = []
+    sel: list[torch.Tensor] = []
+    for lo in range(0, len(seqs), micro_batch):
+        b = collate(seqs[lo : lo + micro_batch], tokenizer=tokenizer)
+        s = token_weights(EchoBatch(role_ids=b["role_ids"]), TARGETS).world_mask & b["attention_mask"].bool()
+        ids.extend(b["input_ids"])
+        sel.extend(s)
+    return targets_of(ids, sel)
+
+
 @torch.no_grad()
 def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int = 4) -> dict[str, float]:
     """Mean CE over the set's env targets: ``nats_per_token``, ``nats_per_byte`` (total nats / target bytes), and
@@ -141,6 +155,7 @@ def outcome_stats(results: list[RolloutResult]) -> dict[str, float]:
         "submitted": sum(r.submitted for r in results) / n,
         "mean_turns": sum(r.turns for r in results) / n,
         "context_limit": sum(r.end == "context_limit" for r in results) / n,
+        "episodes": float(len(results)),
     }
 
 
@@ -153,6 +168,16 @@ def policy_success(
     for lo in range(0, len(tagged), chunk):
         results.extend(runner.run(model, [s for _, s in tagged[lo : lo + chunk]], temperature=0.0, generator=None))
     return {name: outcome_stats([r for (n, _), r in zip(tagged, results) if n == name]) for name in splits}
+
+
+def hostnames_seen(train_seeds: list[int], held_out_seeds: list[int]) -> dict[str, float]:
+    """How many held-out machines share their hostname with some training machine (hostnames come from a finite
+    pool ``<env>-<role>-<NN>``, so a new machine can carry a name seen in training)."""
+    from ..envs.terminal.machine import generate_machine
+
+    train = {generate_machine(s).hostname for s in train_seeds}
+    held = [generate_machine(s).hostname for s in held_out_seeds]
+    return {"held_out_machines": float(len(held)), "hostname_seen_in_training": float(sum(h in train for h in held))}
 
 
 def verbatim_overlap(train: list[Trajectory], held_out: list[Trajectory]) -> dict[str, float]:

@@ -35,6 +35,10 @@ class LlamaSize:
 
 
 SIZES: dict[str, LlamaSize] = {
+    # the default: d=64 keeps three seeds of every arm, the λ sweep and the references within the CPU budget of a
+    # shared 2-core machine (the cost is mostly attention over ~1,900-token episodes: halving d halves it)
+    "nano": LlamaSize(hidden=64, layers=2, heads=4, ffn=172),
+    "micro": LlamaSize(hidden=128, layers=2, heads=4, ffn=344),
     # 2 layers (the minimum for induction/copy heads): on this 2-core CPU it learned the expert's actions faster
     # per wall-clock second *and* per step than 4 layers at d=192 or d=256 (README, "model size")
     "tiny": LlamaSize(hidden=256, layers=2, heads=4, ffn=688),
@@ -61,6 +65,7 @@ def build_scratch_model(kind: str, tokenizer: Any, max_positions: int, seed: int
         rms_norm_eps=1e-5,
         rope_theta=10_000.0,
         initializer_range=0.02,
+        attn_implementation="sdpa",
         attention_dropout=0.0,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,

@@ -1,4 +1,5 @@
-"""The demo's figure: held-out curves of the three arms next to their train curves (matplotlib, Agg backend)."""
+"""The demo's figure: validation curves, the λ dose-response, and the test figures against the references
+(matplotlib, Agg backend)."""
 
 from __future__ import annotations
 
@@ -7,81 +8,105 @@ from typing import Any
 
 from .config import ARM_LABELS
 
-COLORS = {"grpo": "#7f7f7f", "grpo_echo": "#d62728", "verifier_free": "#1f77b4"}
+COLORS = {"grpo": "#7f7f7f", "grpo_echo": "#d62728", "direct_ce": "#1f77b4"}
+REF_STYLE = {"unigram": ":", "bigram": "-.", "start": "--"}
+
+
+def _mean_curve(seeds: list[dict[str, Any]], get: Any) -> tuple[list[int], list[float]]:
+    steps = [e["step"] for e in seeds[0]["evals"]]
+    return steps, [sum(get(s["evals"][i]["val"]) for s in seeds) / len(seeds) for i in range(len(steps))]
 
 
 def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
-    """2x3 panels: held-out env CE (nats/token), held-out success, held-out mean reward (top); train env CE on
-    the rollout batch, train mean reward, warm-start action NLL (bottom)."""
+    """2x3 panels: validation env CE and success per RL step (mean over seeds), λ dose-response on validation (top);
+    test env CE and test success per arm with 95% intervals and the references, the start checkpoint's
+    pretraining loss (bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(2, 3, figsize=(13.5, 7.2))
+    fig, ax = plt.subplots(2, 3, figsize=(14, 7.6))
     arms: dict[str, Any] = report["arms"]
+    vref = report["baselines"]["validation"]
     for arm, data in arms.items():
-        # dashed: with no reward variance, verifier-free ECHO and GRPO + ECHO take identical steps and overlap
-        kw = {
-            "color": COLORS.get(arm),
-            "label": ARM_LABELS.get(arm, arm),
-            "linestyle": "--" if arm == "verifier_free" else "-",
-        }
-        ev = data["evals"]
-        steps = [e["step"] for e in ev]
-        ax[0, 0].plot(steps, [e["test"]["env_ce"]["nats_per_token"] for e in ev], marker="o", **kw)
-        ax[0, 0].plot(
-            steps,
-            [e["test"]["env_ce"]["novel_nats_per_token"] for e in ev],
-            marker=".",
-            alpha=0.5,
-            color=kw["color"],
-            linestyle=":",
-        )
-        ax[0, 1].plot(steps, [e["test"]["policy"]["success"] for e in ev], marker="o", **kw)
-        ax[0, 2].plot(steps, [e["test"]["policy"]["mean_reward"] for e in ev], marker="o", **kw)
-        tr = data["train"]
-        ts = [t["step"] for t in tr]
-        ax[1, 0].plot(ts, [t["env_ce"] for t in tr], **kw)
-        ax[1, 1].plot(ts, [t["reward_mean"] for t in tr], **kw)
-        sel = data.get("selected")
-        if sel is not None:
-            ax[0, 0].scatter(
-                [sel["step"]],
-                [sel["test"]["env_ce"]["nats_per_token"]],
-                s=140,
-                facecolors="none",
-                edgecolors=kw["color"],
-                linewidths=1.5,
-            )
+        kw = {"color": COLORS.get(arm), "label": ARM_LABELS.get(arm, arm)}
+        for s in data["seeds"]:  # thin: each seed; thick: the mean
+            st = [e["step"] for e in s["evals"]]
+            ax[0, 0].plot(st, [e["val"]["env_ce"]["nats_per_token"] for e in s["evals"]], alpha=0.25, color=kw["color"])
+        ax[0, 0].plot(*_mean_curve(data["seeds"], lambda v: v["env_ce"]["nats_per_token"]), marker="o", **kw)
+        ax[0, 1].plot(*_mean_curve(data["seeds"], lambda v: v["policy"]["success"]), marker="o", **kw)
+    for name in ("unigram", "bigram"):
+        ax[0, 0].axhline(vref[name], color="black", linestyle=REF_STYLE[name], linewidth=1, label=name)
+    sel = report["lambda_selection"]
+    xs = list(range(len(sel["validation"])))
+    ce = [r["env_ce"] for r in sel["validation"]]
+    ax[0, 2].errorbar(
+        xs,
+        [c["mean"] for c in ce],
+        yerr=_err(ce),
+        marker="o",
+        color="#d62728",
+        capsize=3,
+        label="validation env CE",
+    )
+    twin = ax[0, 2].twinx()
+    twin.errorbar(
+        xs,
+        [r["success"]["mean"] for r in sel["validation"]],
+        yerr=_err([r["success"] for r in sel["validation"]]),
+        marker="s",
+        color="#2ca02c",
+        capsize=3,
+        label="validation success",
+    )
+    twin.set_ylabel("success", fontsize=9)
+    twin.set_ylim(-0.03, 1.03)
+    ax[0, 2].set_xticks(xs, [f"{r['lambda']:g}" for r in sel["validation"]])
+    ax[0, 2].axvline(xs[[r["lambda"] for r in sel["validation"]].index(sel["chosen"])], color="gray", alpha=0.4, lw=6)
+    ax[0, 2].legend(fontsize=7, loc="upper left")
+    twin.legend(fontsize=7, loc="upper right")
+
+    names = list(arms)
+    tce = [arms[a]["summary"]["test_env_ce"] for a in names]
+    ax[1, 0].errorbar(range(len(names)), [c["mean"] for c in tce], yerr=_err(tce), fmt="o", capsize=4, color="black")
+    for i, a in enumerate(names):
+        ax[1, 0].scatter([i] * len(tce[i]["per_seed"]), tce[i]["per_seed"], color=COLORS.get(a), alpha=0.6, zorder=3)
+    b = report["baselines"]
+    for name in ("unigram", "bigram", "start"):
+        ax[1, 0].axhline(b[name], color="black", linestyle=REF_STYLE[name], linewidth=1, label=f"{name} {b[name]:.2f}")
+    ax[1, 0].set_xticks(range(len(names)), [ARM_LABELS.get(a, a) for a in names], fontsize=8)
+    ax[1, 0].legend(fontsize=7)
+    succ = [arms[a]["summary"]["test_success"] for a in names]
+    lo = [s["mean"] - s["binomial_ci95"][0] for s in succ]
+    hi = [s["binomial_ci95"][1] - s["mean"] for s in succ]
+    ax[1, 1].errorbar(range(len(names)), [s["mean"] for s in succ], yerr=[lo, hi], fmt="o", capsize=4, color="black")
+    ax[1, 1].axhline(report["warm_start"]["after"]["test"]["policy"]["success"], color="black", ls="--", lw=1)
+    ax[1, 1].set_xticks(range(len(names)), [ARM_LABELS.get(a, a) for a in names], fontsize=8)
+    ax[1, 1].set_ylim(-0.03, 1.03)
     ws = report["warm_start"]["losses"]
     ax[1, 2].plot(range(1, len(ws) + 1), ws, color="black")
     titles = [
-        ("held-out env CE (test seeds, teacher-forced)", "nats / env token"),
-        ("held-out success (test seeds, greedy)", "share with reward 1"),
-        ("held-out mean reward (test seeds, greedy)", "reward (0.5 = right kind)"),
-        ("train env CE (own rollouts, before update)", "nats / env token"),
-        ("train mean reward (sampled rollouts)", "reward"),
-        ("warm start: SFT on expert actions (train seeds)", "action NLL (nats/token)"),
+        ("validation env CE per RL step (thin: seeds)", "nats / env token", "RL step"),
+        ("validation success per RL step (greedy)", "share with reward 1", "RL step"),
+        ("λ sweep of GRPO + ECHO (validation, final step)", "nats / env token", "λ (shaded: chosen)"),
+        ("test env CE, final checkpoint (95% CI over seeds)", "nats / env token", ""),
+        ("test success (binomial 95% CI; dashed: start)", "share with reward 1", ""),
+        ("start checkpoint: LM pretraining (train seeds)", "NLL of action + env tokens", "pretraining step"),
     ]
-    for a, (t, y) in zip(ax.flat, titles):
+    for a, (t, y, x) in zip(ax.flat, titles, strict=True):
         a.set_title(t, fontsize=10)
         a.set_ylabel(y, fontsize=9)
-        a.set_xlabel("SFT step" if a is ax[1, 2] else "RL step", fontsize=9)
+        a.set_xlabel(x, fontsize=9)
         a.grid(alpha=0.3)
         a.tick_params(labelsize=8)
-    for a in (ax[0, 1], ax[0, 2]):
-        a.set_ylim(-0.03, 1.03)
-    ax[0, 0].legend(
-        fontsize=8,
-        title="open circle: checkpoint chosen on validation\ndotted: novel lines only (never in training)",
-        title_fontsize=7,
-    )
+    ax[0, 1].set_ylim(-0.03, 1.03)
+    ax[0, 0].legend(fontsize=7)
     m = report["model"]
     fig.suptitle(
-        f"openenv-echo reference demo ({report['config']['mode']}): {m['kind']} Llama {m['parameters'] / 1e6:.1f}M "
-        f"params, terminal env over HTTP/WS, policy-sampled rollouts, λ={report['config']['world_model_coeff']:g}, "
-        f"wall {report['timings_s']['total']:.0f}s",
+        f"openenv-echo reference demo ({report['config']['mode']}): {m['kind']} Llama {m['parameters'] / 1e6:.2f}M "
+        f"params, terminal env over HTTP/WS, policy-sampled rollouts, {len(report['seeds']['rl'])} RL seed(s), "
+        f"λ = {sel['chosen']:g} chosen on validation, wall {report['timings_s']['total']:.0f} s",
         fontsize=10,
     )
     fig.tight_layout()
@@ -89,3 +114,10 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+def _err(xs: list[dict[str, Any]]) -> list[list[float]] | None:
+    """Asymmetric error bars from ``ci95`` (none with a single seed)."""
+    if any(x.get("ci95") is None for x in xs):
+        return None
+    return [[x["mean"] - x["ci95"][0] for x in xs], [x["ci95"][1] - x["mean"] for x in xs]]

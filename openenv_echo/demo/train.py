@@ -1,13 +1,14 @@
-"""Training: the warm start (SFT on the expert's action tokens) and one RL step of an arm (the ECHO objective).
+"""Training: the start checkpoint (LM pretraining on expert episodes) and one RL step of an arm (the ECHO objective).
 
 Both read per-token log-probs from one forward pass (``openenv_echo.objective.token_logps``) over sequences
 assembled by ``openenv_echo.tokenize``:
 
-* warm start: ``-mean log p(action tokens)``. Env tokens are **not** trained here, so every RL arm starts from the
-  same checkpoint with the same (untrained) world model and the ECHO effect is isolated;
+* pretraining: ``-mean log p(action and env_output tokens)`` of the train seeds' expert episodes, so every arm
+  starts from a language model of the env's text (below the unigram reference on held-out machines) that can act;
 * RL step: ``echo_loss`` = GRPO clipped surrogate on action tokens + λ·CE on ``env_output`` tokens after the first
-  action (``world_loss_target="env_only"``). λ = 0 for the GRPO arm; ``verifier_free=True`` drops the policy term.
-  The batch's denominators are computed once over the whole batch, so micro-batching gives the same gradient.
+  action (``world_loss_target="env_only"``). λ = 0 for the GRPO arm; the direct-CE arm is λ = 1 with
+  ``verifier_free=True`` (env-token CE only). The batch's denominators are computed once over the whole batch, so
+  micro-batching gives the same gradient.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from ..objective import (
     local_denominators,
     token_logps,
 )
-from ..roles import Role
+from ..objective._advantages import zero_variance_groups
+from ..roles import Role, target_positions
 from ..tokenize import TokenizedTrajectory, collate
 
 
@@ -57,20 +59,28 @@ def arm_config(arm: str, lam: float) -> EchoConfig:
         return EchoConfig(world_model_coeff=0.0)
     if arm == "grpo_echo":
         return EchoConfig(world_model_coeff=lam)
-    if arm == "verifier_free":
-        return EchoConfig(world_model_coeff=lam, verifier_free=True)
+    if arm == "direct_ce":
+        return EchoConfig(world_model_coeff=1.0, verifier_free=True)
     raise ValueError(f"unknown arm {arm!r}")
 
 
-# -- warm start ---------------------------------------------------------------------------------------------
+# -- the start checkpoint -----------------------------------------------------------------------------------
 @dataclass
-class SftResult:
+class PretrainResult:
     losses: list[float]
     tokens: int
     action_tokens: int
+    env_tokens: int
 
 
-def warm_start(
+def pretrain_targets(role_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(action targets, env_output targets) of a collated batch (the shared shift rule: a row's first real token
+    has no context and is never a target)."""
+    valid = target_positions(role_ids) & attention_mask.bool()
+    return valid & (role_ids == Role.ACTION.code), valid & (role_ids == Role.ENV_OUTPUT.code)
+
+
+def pretrain(
     model: torch.nn.Module,
     sequences: list[TokenizedTrajectory],
     tokenizer: Any,
@@ -82,12 +92,13 @@ def warm_start(
     micro_batch: int,
     seed: int,
     progress: bool = False,
-) -> SftResult:
-    """SFT on the expert's action tokens only (token mean over the batch; env and context tokens are inputs)."""
+) -> PretrainResult:
+    """LM training on the expert's action and env_output tokens (token mean over the batch; system prompt, chat
+    scaffold and warnings are inputs only)."""
     from tqdm.auto import tqdm
 
     if steps == 0:
-        return SftResult([], 0, 0)
+        return PretrainResult([], 0, 0, 0)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
 
     def lr_factor(s: int) -> float:  # linear warm-up, then cosine down to 10%
@@ -97,9 +108,9 @@ def warm_start(
     rng = random.Random(seed)
     order: list[int] = []
     losses: list[float] = []
-    seen = acts = 0
+    seen = acts = envs = 0
     model.train()
-    bar = tqdm(range(steps), desc="warm start (SFT on actions)", disable=not progress, leave=False)
+    bar = tqdm(range(steps), desc="start checkpoint (LM pretraining)", disable=not progress, leave=False)
     for _ in bar:
         if len(order) < batch_size:
             fresh = list(range(len(sequences)))
@@ -108,14 +119,16 @@ def warm_start(
         idx, order = order[:batch_size], order[batch_size:]
         rows = sorted((sequences[i] for i in idx), key=len)  # length-sorted micro batches pad less
         n_action = sum(int((r.role_ids[1:] == Role.ACTION.code).sum()) for r in rows)
+        n_env = sum(int((r.role_ids[1:] == Role.ENV_OUTPUT.code).sum()) for r in rows)
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for part in micro_batches(rows, micro_batch):
             b = collate(part, tokenizer=tokenizer)
             lp = forward_logps(model, b)
-            mask = b["action_mask"]
+            act, env = pretrain_targets(b["role_ids"], b["attention_mask"])
+            mask = act | env
             zero = torch.zeros((), dtype=lp.dtype)
-            loss = -(torch.where(mask, lp, zero) * (mask.to(lp.dtype) / max(n_action, 1))).sum()  # SFT NLL
+            loss = -(torch.where(mask, lp, zero) * (mask.to(lp.dtype) / max(n_action + n_env, 1))).sum()  # NLL
             loss.backward()
             total += float(loss.detach())
             seen += int(b["attention_mask"].sum())
@@ -123,9 +136,10 @@ def warm_start(
         opt.step()
         sched.step()
         acts += n_action
+        envs += n_env
         losses.append(total)
-        bar.set_postfix(action_nll=f"{total:.3f}")
-    return SftResult(losses, seen, acts)
+        bar.set_postfix(nll=f"{total:.3f}")
+    return PretrainResult(losses, seen, acts, envs)
 
 
 # -- RL ---------------------------------------------------------------------------------------------------
@@ -150,6 +164,7 @@ def rl_step(
     the same logits of one forward pass.
     """
     r = torch.tensor(rewards, dtype=torch.float32)
+    varied_groups = int((~zero_variance_groups(r, group_size)).sum()) // group_size
     adv = None if cfg.verifier_free else group_advantages(r, group_size, advantage)  # type: ignore[arg-type]
     full = collate(sequences, tokenizer=tokenizer)
     full_batch = EchoBatch(role_ids=full["role_ids"], advantages=adv, obs_count=full["obs_count"])
@@ -181,6 +196,7 @@ def rl_step(
     return {
         "grad_norm": grad_norm,
         "skipped": float(skipped),
+        "groups_with_reward_variance": float(varied_groups),
         "policy_loss": sums["policy"],
         "world_loss": sums["world"],
         "env_ce": sums["nll"] / max(sums["n_env"], 1.0),

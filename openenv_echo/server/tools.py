@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from ..wire import RESERVED_TOOL_NAMES, Action, Observation, Tool, ToolError
+from ..wire import RESERVED_TOOL_NAMES, Action, CallToolAction, Observation, Tool, ToolError
 
 TOOL_CALL_FIELDS = frozenset({"tool_name", "result", "error"})
 TOOL_LIST_FIELDS = frozenset({"tools"})
@@ -40,6 +40,20 @@ class EnvTool:
         schema.pop("title", None)
         schema.pop("description", None)
         return Tool(name=self.name, description=self.description, input_schema=schema)
+
+
+def call_action_types(tools: tuple[EnvTool, ...]) -> list[type[CallToolAction]]:
+    """One exact ``CallToolAction`` model per tool (its name as a literal, its arguments model), so an OpenAPI
+    document lists precisely the tool calls the server accepts."""
+    return [
+        create_model(  # type: ignore[call-overload]
+            f"Call{''.join(w.capitalize() for w in t.name.split('_'))}",
+            __base__=CallToolAction,
+            tool_name=(Literal[t.name], Field(description=t.description)),  # type: ignore[valid-type]
+            arguments=(t.arguments, ...),
+        )
+        for t in tools
+    ]
 
 
 @functools.cache

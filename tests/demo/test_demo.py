@@ -1,9 +1,12 @@
-"""The CPU reference demo: the quick mode end to end (real env server, real tokenizer, real model, the objective),
-plus the pieces whose failure would silently corrupt its numbers (KV-cached sampling, TITO, checkpoint choice)."""
+"""The CPU reference demo: the quick mode end to end as a smoke test (real env server, tokenizer, model, objective;
+structure only, no effect sign from a short run), the learning machinery on effects that cannot come from luck, and
+the pieces whose failure would silently corrupt its numbers (KV-cached sampling, TITO, λ choice, references,
+intervals, the README's tables)."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +32,8 @@ def quick_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, An
     return report, out
 
 
-# -- acceptance: the quick mode ----------------------------------------------------------------------------
-def test_quick_mode_writes_report_and_plot(quick_report: tuple[dict[str, Any], Path]) -> None:
+# -- the quick mode: a smoke test of every phase (structure only; no effect sign is asserted) -------------------
+def test_quick_mode_writes_report_tables_and_plot(quick_report: tuple[dict[str, Any], Path]) -> None:
     report, out = quick_report
     on_disk = json.loads((out / "report.json").read_text())
     assert on_disk["summary"] == json.loads(json.dumps(report["summary"]))
@@ -42,74 +45,131 @@ def test_quick_mode_writes_report_and_plot(quick_report: tuple[dict[str, Any], P
         "model",
         "data",
         "warm_start",
+        "baselines",
+        "lambda_selection",
         "arms",
+        "sweep_runs",
         "summary",
+        "comparisons",
         "timings_s",
         "plots",
         "versions",
     ):
         assert key in on_disk, key
     assert on_disk["config"]["mode"] == "quick"
-    assert set(on_disk["arms"]) == set(ARMS)
+    assert "SMOKE TEST" in on_disk["note"]
+    assert set(on_disk["arms"]) == set(ARMS) == {"grpo", "grpo_echo", "direct_ce"}
     seeds = on_disk["seeds"]
     assert not set(seeds["train"]) & set(seeds["test"])
     assert not set(seeds["train"]) & set(seeds["validation"])
     assert not set(seeds["validation"]) & set(seeds["test"])
     timings = on_disk["timings_s"]
-    for phase in (
-        "server_start",
-        "expert_episodes",
-        "warm_start",
-        "rl_grpo",
-        "rl_grpo_echo",
-        "rl_verifier_free",
-        "total",
-    ):
+    for phase in ("server_start", "expert_episodes", "start_checkpoint", "rl_grpo", "rl_direct_ce", "test_eval"):
         assert timings[phase] >= 0, phase
-    table = (out / "summary.md").read_text()
-    for row in on_disk["summary"]:
-        assert f"| {row['label']} | {row['test_env_ce_start']:.3f} → {row['test_env_ce_final']:.3f} |" in table
-    assert "wall time" in table
+    assert timings["total"] > 0 and timings["cpu_total"] > 0
+    md = (out / "summary.md").read_text()
+    assert "SMOKE TEST" in md and "wall time" in md
+    from openenv_echo.demo.tables import summary_markdown
+
+    assert md == summary_markdown(on_disk)
     png = out / on_disk["plots"][0]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
-    # the model, tokenizer and env really are what the report says
-    assert on_disk["model"]["parameters"] > 1_000_000
     assert on_disk["model"]["tokenizer"]["vocab"] == on_disk["model"]["vocab_size"]
     assert "LocalProcessProvider" in on_disk["environment"]["server"]
-    assert on_disk["data"]["expert_test_reward"] == 0.0 or on_disk["data"]["expert_test_reward"] > 0
+    nov = on_disk["data"]["novelty_of_test_observations"]
+    assert 0 <= nov["hostname_seen_in_training"] <= nov["held_out_machines"] == len(seeds["test"])
 
 
-def test_every_arm_starts_from_the_same_checkpoint(quick_report: tuple[dict[str, Any], Path]) -> None:
+def test_report_has_references_arms_seeds_and_lambda_selection(quick_report: tuple[dict[str, Any], Path]) -> None:
     report, _ = quick_report
-    starts = [json.dumps(a["evals"][0], sort_keys=True) for a in report["arms"].values()]
-    assert len(set(starts)) == 1
-    assert report["warm_start"]["env_tokens_trained"] == 0
-    assert report["warm_start"]["action_tokens_trained"] > 0
+    b = report["baselines"]
+    assert b["uniform"] == pytest.approx(math.log(report["model"]["vocab_size"]))
+    for k in ("uniform", "unigram", "bigram", "start"):
+        assert isinstance(b[k], float) and 0 < b[k] < 20, k
+    assert b["start"] == report["warm_start"]["after"]["test"]["env_ce"]["nats_per_token"]
+    assert b["smoothing"]["split"] == "validation"
+    assert report["warm_start"]["env_tokens_trained"] > 0 and report["warm_start"]["action_tokens_trained"] > 0
+    sel = report["lambda_selection"]
+    assert sel["split"] == "validation" and sel["values"] == report["config"]["lambdas"]
+    assert [r["lambda"] for r in sel["validation"]] == sel["values"] and sel["chosen"] > 0
+    assert report["arms"]["grpo_echo"]["lambda"] == sel["chosen"] and report["arms"]["grpo"]["lambda"] == 0
+    n_seeds = report["config"]["n_seeds"]
     for arm, a in report["arms"].items():
-        assert [t["step"] for t in a["train"]] == list(range(1, report["config"]["rl_steps"] + 1)), arm
-        assert a["evals"][-1]["step"] == report["config"]["rl_steps"]
-        # same prompt seeds for every arm; all training prompts are train seeds
-        assert [t["seeds"] for t in a["train"]] == [t["seeds"] for t in report["arms"]["grpo"]["train"]]
-        assert all(s in report["seeds"]["train"] for t in a["train"] for s in t["seeds"])
-        assert all(t["env_tokens"] > 0 and t["action_tokens"] > 0 for t in a["train"])
+        assert len(a["seeds"]) == n_seeds, arm
+        summ = a["summary"]["test_env_ce"]
+        per_seed = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in a["seeds"]]
+        assert summ["per_seed"] == per_seed and summ["mean"] == pytest.approx(sum(per_seed) / len(per_seed))
+        assert "ci95" in summ
+        assert set(a["summary"]["test_success"]) >= {"mean", "ci95", "binomial_ci95"}
+    # test is evaluated once, only for the chosen settings: the other λ of the sweep have no test figures
+    assert all("final" not in r for r in report["sweep_runs"])
+    assert {r["lambda"] for r in report["sweep_runs"]} == set(sel["values"]) - {0.0, sel["chosen"]}
+    assert sel["seeds"] == report["seeds"]["rl"][: report["config"]["sweep_seeds"]]
+    assert n_seeds > report["config"]["sweep_seeds"]  # the quick mode exercises seeds outside the sweep too
+    assert report["arms"]["grpo"]["summary"]["test_env_ce"]["ci95"] is not None
+    assert set(report["comparisons"]["echo_minus_grpo"]) == {"test_env_ce", "test_success", "test_mean_reward"}
 
 
-def test_echo_arms_lower_held_out_env_ce(quick_report: tuple[dict[str, Any], Path]) -> None:
+def test_every_run_starts_from_the_same_checkpoint_with_the_same_prompts(
+    quick_report: tuple[dict[str, Any], Path],
+) -> None:
     report, _ = quick_report
-    rows = {r["arm"]: r for r in report["summary"]}
-    for arm in ("grpo_echo", "verifier_free"):
-        assert rows[arm]["test_env_ce_final"] < rows[arm]["test_env_ce_start"], rows[arm]
-    # the λ = 0 arm trains no env token: its world loss is exactly 0 at every step
-    assert all(t["world_loss"] == 0.0 for t in report["arms"]["grpo"]["train"])
-    assert all(t["world_loss"] > 0.0 for t in report["arms"]["grpo_echo"]["train"])
-    assert all(t["policy_loss"] == 0.0 for t in report["arms"]["verifier_free"]["train"])
-    ce = report["arms"]["grpo_echo"]["final"]["test"]["env_ce"]
+    runs = [s for a in report["arms"].values() for s in a["seeds"]] + report["sweep_runs"]
+    starts = {json.dumps(r["evals"][0], sort_keys=True) for r in runs}
+    assert len(starts) == 1
+    first = {s["seed"]: s["train"] for s in report["arms"]["grpo"]["seeds"]}
+    for r in runs:  # within an RL seed every run sees the same machines in the same order
+        assert [t["step"] for t in r["train"]] == list(range(1, report["config"]["rl_steps"] + 1))
+        assert [t["seeds"] for t in r["train"]] == [t["seeds"] for t in first[r["seed"]]]
+        assert all(s in report["seeds"]["train"] for t in r["train"] for s in t["seeds"])
+        assert all(t["env_tokens"] > 0 and t["action_tokens"] > 0 for t in r["train"])
+    # the objectives are what the arms say: λ = 0 trains no env token, direct CE trains no action token
+    assert all(t["world_loss"] == 0.0 for s in report["arms"]["grpo"]["seeds"] for t in s["train"])
+    assert all(t["world_loss"] > 0.0 for s in report["arms"]["grpo_echo"]["seeds"] for t in s["train"])
+    assert all(t["policy_loss"] == 0.0 for s in report["arms"]["direct_ce"]["seeds"] for t in s["train"])
+    ce = report["arms"]["grpo_echo"]["seeds"][0]["final"]["test"]["env_ce"]
     assert ce["tokens"] == report["data"]["env_ce_sets"]["test"]["env_tokens"]
     assert ce["nats_per_byte"] == pytest.approx(ce["nats_per_token"] * ce["tokens"] / ce["bytes"])
-    # the novel-line CE is a subset of the same targets: unseen lines exist in held-out machines and are scored
-    assert 0 < ce["novel_tokens"] == report["data"]["env_ce_sets"]["test"]["novel_line_tokens"] < ce["tokens"]
-    assert 0 < ce["novel_nats_per_token"] < 20
+
+
+def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
+    from openenv_echo.demo.experiment import SMOKE_NOTE
+    from openenv_echo.demo.tables import summary_markdown
+
+    report, _ = quick_report
+    assert "SMOKE TEST" in SMOKE_NOTE and "not evidence" in SMOKE_NOTE
+    assert summary_markdown(report).startswith(f"**{SMOKE_NOTE}**")  # what `openenv-echo demo --quick` prints
+
+
+# -- the learning machinery, on effects that cannot come from luck ------------------------------------------------
+def test_direct_ce_arm_lowers_env_ce_on_a_fixed_batch() -> None:
+    """Five direct-CE steps on a fixed batch of expert episodes lower that batch's env CE by far more than any noise
+    (from about ln V at initialisation); five GRPO steps with equal rewards (λ = 0) leave it exactly unchanged."""
+    from openenv_echo.demo.evaluate import build_ce_set, env_ce
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.rollout import env_server, expert_episodes
+    from openenv_echo.demo.run import corpus_of
+    from openenv_echo.demo.train import arm_config, rl_step
+    from openenv_echo.tokenize import build_tokenizer
+
+    with env_server() as (url, _):
+        eps = expert_episodes(url, [1000, 1001], max_env_steps=3)
+    tok = build_tokenizer("qwen", corpus=corpus_of(eps), vocab_size=1024)
+    ce_set = build_ce_set("fixed", [1000, 1001], eps, tok, set())
+    seqs = ce_set.sequences
+    for arm, rewards in (("grpo", [0.5, 0.5]), ("direct_ce", [0.0, 1.0])):
+        torch.manual_seed(0)
+        model = build_scratch_model("nano", tok, max_positions=4096, seed=0)
+        before = env_ce(model, ce_set, tok)["nats_per_token"]
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for step in range(5):
+            rl_step(model, opt, seqs, rewards, 2, arm_config(arm, 0.1), tok, micro_batch=2, step=step)
+        after = env_ce(model, ce_set, tok)["nats_per_token"]
+        if arm == "grpo":
+            assert after == before
+        else:
+            assert after < before - 1.0, (before, after)
 
 
 # -- the sampler: KV-cached, batched, token-in-token-out ------------------------------------------------------
@@ -171,11 +231,12 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
 
     w0 = weights()
     moved = step([1.0, 0.0], "grpo")  # a reward difference: a real update (and Adam momentum from now on)
-    assert moved["skipped"] == 0.0 and moved["grad_norm"] > 0
+    assert moved["skipped"] == 0.0 and moved["grad_norm"] > 0 and moved["groups_with_reward_variance"] == 1
     w1 = weights()
     assert not torch.equal(w0, w1)
     flat = step([0.5, 0.5], "grpo")  # no variance, λ = 0: nothing to learn, the weights must not move
     assert flat["skipped"] == 1.0 and flat["grad_norm"] == 0.0 and flat["world_loss"] == 0.0
+    assert flat["groups_with_reward_variance"] == 0
     assert torch.equal(weights(), w1)
     echo = step([0.5, 0.5], "grpo_echo")  # same rewards, λ > 0: the world term still trains
     assert echo["skipped"] == 0.0 and echo["world_loss"] > 0
@@ -183,19 +244,48 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
 
 
 # -- pieces ------------------------------------------------------------------------------------------------
-def test_checkpoint_is_chosen_on_validation_not_test() -> None:
-    from openenv_echo.demo.run import _choose
+def _run(lam: float, val_reward: float, val_ce: float, arm: str = "grpo_echo", seed: int = 0) -> dict[str, Any]:
+    val = {"policy": {"success": val_reward, "mean_reward": val_reward}, "env_ce": {"nats_per_token": val_ce}}
+    return {
+        "arm": arm,
+        "lambda": lam,
+        "seed": seed,
+        "evals": [{"step": 0, "val": val}],
+        "updates": 1,
+        "policy_updates": 1,
+    }
 
-    def ev(step: int, val_reward: float, test_reward: float, val_ce: float = 5.0) -> dict[str, Any]:
-        pol = {"success": 0.0, "mean_reward": 0.0}
-        return {
-            "step": step,
-            "val": {"policy": {**pol, "mean_reward": val_reward}, "env_ce": {"nats_per_token": val_ce}},
-            "test": {"policy": {**pol, "mean_reward": test_reward}, "env_ce": {"nats_per_token": 1.0}},
-        }
 
-    chosen = _choose([ev(0, 0.1, 0.9), ev(4, 0.5, 0.0), ev(8, 0.5, 0.2, val_ce=4.0)])
-    assert chosen["step"] == 8  # best validation reward, then lower validation CE; test numbers ignored
+def test_lambda_is_chosen_on_validation_by_the_written_rule() -> None:
+    from openenv_echo.demo.summarize import LAMBDA_RULE, choose_lambda
+
+    runs = [
+        _run(0.0, 0.30, 3.0, "grpo"),
+        _run(0.01, 0.30, 2.9),  # qualifies (reward >= GRPO's), CE 2.9
+        _run(0.05, 0.35, 2.7),  # qualifies, lowest CE: chosen
+        _run(0.1, 0.20, 2.5),  # lowest CE but below GRPO's reward: not eligible
+        _run(1.0, 0.9, 0.1, "direct_ce"),  # the reference arm never enters the sweep
+    ]
+    sel = choose_lambda(runs, [0.0, 0.01, 0.05, 0.1])
+    assert sel["chosen"] == 0.05 and sel["qualified"] == [0.01, 0.05]
+    assert sel["split"] == "validation" and sel["rule"] == LAMBDA_RULE
+    assert [r["env_ce"]["mean"] for r in sel["validation"]] == [3.0, 2.9, 2.7, 2.5]
+    # none qualifies: the highest validation reward, then lower CE
+    runs = [_run(0.0, 0.5, 3.0, "grpo"), _run(0.01, 0.2, 2.0), _run(0.05, 0.4, 2.9), _run(0.1, 0.4, 2.8)]
+    assert choose_lambda(runs, [0.0, 0.01, 0.05, 0.1])["chosen"] == 0.1
+    # means over seeds decide, not one seed
+    runs = [
+        _run(0.0, 0.3, 3.0, "grpo", 0),
+        _run(0.0, 0.3, 3.0, "grpo", 1),
+        _run(0.01, 0.3, 2.0, seed=0),
+        _run(0.01, 0.3, 3.2, seed=1),
+        _run(0.1, 0.3, 2.5, seed=0),
+        _run(0.1, 0.3, 2.5, seed=1),
+    ]
+    sel = choose_lambda(runs, [0.0, 0.01, 0.1])
+    assert sel["chosen"] == 0.1 and sel["validation"][1]["env_ce"]["ci95"] is not None
+    with pytest.raises(ValueError, match="no run"):
+        choose_lambda(runs, [0.0, 0.5])
 
 
 def test_seeds_are_disjoint_and_validated() -> None:
@@ -213,9 +303,11 @@ def test_seeds_are_disjoint_and_validated() -> None:
     [
         {"model": "gpt5"},
         {"rl_group": 1},
-        {"world_model_coeff": 0.0},
-        {"arms": ("grpo", "ppo")},
-        {"arms": ()},
+        {"lambdas": (0.01, 0.1)},
+        {"lambdas": (0.0,)},
+        {"lambdas": (0.0, -0.1)},
+        {"lambdas": (0.0, 0.1, 0.1)},
+        {"n_seeds": 0},
         {"n_test": 0},
         {"temperature": 0.0},
         {"max_context": 100},
@@ -295,3 +387,55 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
             if line.strip() and line.strip() not in seen
         ]
         assert decoded.split() == " ".join(novel_lines).split()
+
+
+# -- references and intervals --------------------------------------------------------------------------------------
+def test_ngram_references_match_hand_computation_and_choose_smoothing_on_validation() -> None:
+    from openenv_echo.demo.ngram import BIGRAM_A, UNIGRAM_K, Targets, bigram_nats, reference_lines, unigram_logp
+
+    def t(pairs: list[tuple[int, int]]) -> Targets:
+        return Targets(torch.tensor([p for p, _ in pairs]), torch.tensor([w for _, w in pairs]))
+
+    train = t([(0, 1), (1, 2), (0, 1), (1, 2), (2, 1)])  # unigram counts: 1 -> 3, 2 -> 2; V = 4
+    lp = unigram_logp(train, 4, 1.0)
+    assert lp.exp().tolist() == pytest.approx([1 / 9, 4 / 9, 3 / 9, 1 / 9])
+    held = t([(0, 1), (3, 2)])
+    # p(1|0) = (2 + a p(1)) / (2 + a); p(2|3) = (0 + a p(2)) / (0 + a) = p(2)
+    a = 3.0
+    want = -(math.log((2 + a * 4 / 9) / (2 + a)) + math.log(3 / 9)) / 2
+    assert bigram_nats(train, held, 4, lp, a) == pytest.approx(want)
+    # validation full of a token never seen in training: the largest add-k wins on validation; test never decides
+    val = t([(0, 3), (0, 3)])
+    refs = reference_lines(train, val, held, 4)
+    assert refs["smoothing"]["unigram_add_k"] == max(UNIGRAM_K)
+    assert refs["smoothing"]["bigram_interpolation_a"] in BIGRAM_A
+    assert refs["uniform"] == pytest.approx(math.log(4))
+    assert refs["unigram"] == pytest.approx(-float(unigram_logp(train, 4, max(UNIGRAM_K))[held.target].mean()))
+    assert refs["bigram"] < refs["unigram"]  # (0 -> 1) is a sure bigram in training
+
+
+def test_intervals_match_textbook_values() -> None:
+    from openenv_echo.demo.stats import gap_closed, mean_ci, paired_difference, wilson
+
+    m = mean_ci([1.0, 2.0, 3.0])
+    assert m["mean"] == 2.0 and m["ci95"] == pytest.approx([2 - 4.303 / math.sqrt(3), 2 + 4.303 / math.sqrt(3)])
+    assert mean_ci([5.0])["ci95"] is None
+    d = paired_difference([3.0, 4.0, 5.0], [1.0, 2.0, 3.0])
+    assert d["mean"] == 2.0 and d["ci95"] == pytest.approx([2.0, 2.0])
+    assert wilson(0, 10) == pytest.approx([0.0, 0.2775], abs=1e-4)
+    assert wilson(5, 10) == pytest.approx([0.2366, 0.7634], abs=1e-4)
+    assert gap_closed(5.0, 4.5, 4.0) == 0.5 and gap_closed(5.0, 4.5, 5.2) is None
+    with pytest.raises(ValueError):
+        wilson(3, 2)
+
+
+def test_hostnames_shared_with_training_are_counted() -> None:
+    from openenv_echo.demo.evaluate import hostnames_seen
+    from openenv_echo.envs.terminal.machine import generate_machine
+
+    train = list(range(1000, 1040))
+    names = {generate_machine(s).hostname for s in train}
+    test = list(range(900000, 900020))
+    expected = sum(generate_machine(s).hostname in names for s in test)
+    assert hostnames_seen(train, test) == {"held_out_machines": 20.0, "hostname_seen_in_training": float(expected)}
+    assert hostnames_seen(train, train[:5])["hostname_seen_in_training"] == 5.0

@@ -105,11 +105,16 @@ def _run_shell(block: Block, tmp: Path) -> None:
         text=True,
         start_new_session=True,  # background servers share the group: one killpg stops them all
     )
+    timeout = float(block.directives.get("timeout", 300))
     try:
-        out, err = proc.communicate(timeout=float(block.directives.get("timeout", 300)))
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += f"\n[doc-test] timed out after {timeout:g} s (timeout= in the block's doc-test comment)"
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, signal.SIGTERM)  # background servers
         except ProcessLookupError:
             pass
         proc.wait()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from openenv_echo.client import EnvClient
-from openenv_echo.envs.terminal import demo_actions
+from openenv_echo.envs.terminal import expert_actions
 
 
 def main() -> None:
@@ -18,7 +18,7 @@ def main() -> None:
     args = parser.parse_args()
     with EnvClient(args.url, env_name="terminal") as client:
         result = client.reset(seed=args.seed)
-        for action in demo_actions(args.seed):
+        for action in expert_actions(args.seed):
             result = client.step(action)
             if result.done:
                 break

@@ -1,0 +1,141 @@
+"""From runs to figures: λ chosen on validation, per-arm means with 95% intervals, the share of the start ->
+direct-CE gap each arm closes, and the ECHO - GRPO differences (paired by RL seed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .stats import gap_closed, mean_ci, paired_difference, wilson
+
+LAMBDA_RULE = (
+    "among λ > 0 whose mean validation reward at the final step is at least the λ = 0 (GRPO) run's, the lowest mean "
+    "validation env CE; if none qualifies, the highest mean validation reward (then lower env CE); validation split "
+    "only, means over RL seeds"
+)
+
+
+def _val(run: dict[str, Any]) -> dict[str, Any]:
+    return run["evals"][-1]["val"]
+
+
+def choose_lambda(runs: list[dict[str, Any]], lambdas: tuple[float, ...] | list[float]) -> dict[str, Any]:
+    """``lambda_selection`` of the report: each λ's final validation figures (mean and interval over seeds), the
+    rule (``LAMBDA_RULE``) and the chosen λ. Only seeds that ran every λ count. Test numbers are never read."""
+    by_seed: dict[int, set[float]] = {}
+    for r in runs:
+        if r["arm"] != "direct_ce":
+            by_seed.setdefault(r["seed"], set()).add(r["lambda"])
+    sweep = {s for s, lams in by_seed.items() if set(lambdas) <= lams}
+    rows: list[dict[str, Any]] = []
+    for lam in lambdas:
+        rs = [r for r in runs if r["arm"] != "direct_ce" and r["lambda"] == lam and r["seed"] in sweep]
+        if not rs:
+            raise ValueError(f"no run for λ = {lam}")
+        rows.append(
+            {
+                "lambda": lam,
+                "env_ce": mean_ci([_val(r)["env_ce"]["nats_per_token"] for r in rs]),
+                "success": mean_ci([_val(r)["policy"]["success"] for r in rs]),
+                "mean_reward": mean_ci([_val(r)["policy"]["mean_reward"] for r in rs]),
+                "updates": mean_ci([r["updates"] for r in rs]),
+                "policy_updates": mean_ci([r["policy_updates"] for r in rs]),
+                "curve": [
+                    {
+                        "step": e["step"],
+                        "env_ce": sum(r["evals"][i]["val"]["env_ce"]["nats_per_token"] for r in rs) / len(rs),
+                        "success": sum(r["evals"][i]["val"]["policy"]["success"] for r in rs) / len(rs),
+                    }
+                    for i, e in enumerate(rs[0]["evals"])
+                ],
+            }
+        )
+    base = next(r for r in rows if r["lambda"] == 0)["mean_reward"]["mean"]
+    positive = [r for r in rows if r["lambda"] > 0]
+    eligible = [r for r in positive if r["mean_reward"]["mean"] >= base]
+    if eligible:
+        best = min(eligible, key=lambda r: (r["env_ce"]["mean"], r["lambda"]))
+    else:
+        best = min(positive, key=lambda r: (-r["mean_reward"]["mean"], r["env_ce"]["mean"], r["lambda"]))
+    return {
+        "values": list(lambdas),
+        "seeds": sorted(sweep),
+        "validation": rows,
+        "rule": LAMBDA_RULE,
+        "chosen": best["lambda"],
+        "qualified": [r["lambda"] for r in eligible],
+        "split": "validation",
+    }
+
+
+def _arm_summary(seeds: list[dict[str, Any]], start_ce: float, direct: list[float] | None) -> dict[str, Any]:
+    tests = [s["final"]["test"] for s in seeds]
+    ce = [t["env_ce"]["nats_per_token"] for t in tests]
+    n_test = int(tests[0]["policy"]["episodes"])
+    wins = sum(round(t["policy"]["success"] * n_test) for t in tests)
+    out: dict[str, Any] = {
+        "test_env_ce": mean_ci(ce),
+        "test_novel_env_ce": mean_ci([t["env_ce"]["novel_nats_per_token"] for t in tests]),
+        "test_env_ce_per_byte": mean_ci([t["env_ce"]["nats_per_byte"] for t in tests]),
+        "test_success": {
+            **mean_ci([t["policy"]["success"] for t in tests]),
+            "binomial_ci95": wilson(wins, n_test * len(tests)),
+            "successes": wins,
+            "episodes": n_test * len(tests),
+        },
+        "test_mean_reward": mean_ci([t["policy"]["mean_reward"] for t in tests]),
+        "test_submitted": mean_ci([t["policy"]["submitted"] for t in tests]),
+        "nonzero_gradient_steps": mean_ci([s["updates"] for s in seeds]),
+        "steps_with_reward_variance": mean_ci([s["policy_updates"] for s in seeds]),
+        "rl_steps": len(seeds[0]["train"]),
+    }
+    if direct is not None:
+        shares = [gap_closed(start_ce, a, d) for a, d in zip(ce, direct, strict=True)]
+        out["gap_closed"] = None if any(x is None for x in shares) else mean_ci([x for x in shares if x is not None])
+    return out
+
+
+def summarize(report: dict[str, Any]) -> None:
+    """Adds ``summary`` (one row per arm), each arm's ``summary`` and ``comparisons`` to the report."""
+    start = report["warm_start"]["after"]["test"]
+    start_ce = start["env_ce"]["nats_per_token"]
+    arms = report["arms"]
+    direct = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]
+    for a in arms.values():
+        a["summary"] = _arm_summary(a["seeds"], start_ce, direct)
+    rows = []
+    for arm, a in arms.items():
+        sm = a["summary"]
+        rows.append(
+            {
+                "arm": arm,
+                "label": a["label"],
+                "lambda": a["lambda"],
+                "test_env_ce_start": start_ce,
+                "test_env_ce_final": sm["test_env_ce"]["mean"],
+                "test_env_ce_ci95": sm["test_env_ce"]["ci95"],
+                "test_novel_ce_start": start["env_ce"]["novel_nats_per_token"],
+                "test_novel_ce_final": sm["test_novel_env_ce"]["mean"],
+                "test_success_start": start["policy"]["success"],
+                "test_success_final": sm["test_success"]["mean"],
+                "test_success_binomial_ci95": sm["test_success"]["binomial_ci95"],
+                "test_mean_reward_start": start["policy"]["mean_reward"],
+                "test_mean_reward_final": sm["test_mean_reward"]["mean"],
+                "gap_closed": sm.get("gap_closed"),
+            }
+        )
+    report["summary"] = rows
+
+    def per_seed(arm: str, f: Any) -> list[float]:
+        return [f(s["final"]["test"]) for s in arms[arm]["seeds"]]
+
+    figures = {
+        "test_env_ce": lambda t: t["env_ce"]["nats_per_token"],
+        "test_success": lambda t: t["policy"]["success"],
+        "test_mean_reward": lambda t: t["policy"]["mean_reward"],
+    }
+    report["comparisons"] = {
+        "echo_minus_grpo": {
+            k: paired_difference(per_seed("grpo_echo", f), per_seed("grpo", f)) for k, f in figures.items()
+        },
+        "note": "paired by RL seed (same start, prompts and sampler seed); negative env CE = ECHO predicts better",
+    }
