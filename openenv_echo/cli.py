@@ -15,7 +15,6 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from importlib import import_module
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -369,8 +368,7 @@ def _demo_actions(env_name: str, seed: int) -> list[dict[str, Any]]:
     """The env's scripted expert episode (each env module exports ``expert_actions(seed)``)."""
     from .envs import ENVIRONMENTS
 
-    module = import_module(ENVIRONMENTS[env_name].partition(":")[0])
-    return list(module.expert_actions(seed))
+    return ENVIRONMENTS[env_name].expert_actions(seed)
 
 
 @app.command()

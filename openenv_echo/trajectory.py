@@ -29,7 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .journal import FsyncPolicy, Journal, read_lines
 from .roles import ROLE_SPEC_VERSION
-from .wire import ObservationTokens, Segment, join_segments
+from .wire import ObservationRecord
+
+__all__ = ["ObservationRecord"]  # defined in wire (one record from server reply to trajectory), re-exported
 
 TRAJECTORY_SCHEMA_VERSION = "1"
 
@@ -44,25 +46,6 @@ class ChatMessage(BaseModel):
 
     role: str
     content: str
-
-
-class ObservationRecord(BaseModel):
-    """An observation as received: role-tagged segments plus everything else the server sent."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    segments: list[Segment] = Field(default_factory=list)
-    tokens: ObservationTokens | None = None
-    reward: float | None = None
-    done: bool = False
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    fields: dict[str, Any] = Field(
-        default_factory=dict, description="The observation's other fields (env-specific), verbatim."
-    )
-
-    @property
-    def text(self) -> str:
-        return join_segments(self.segments)
 
 
 class StepRecord(BaseModel):

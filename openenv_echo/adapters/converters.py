@@ -77,17 +77,9 @@ def to_trl(rollouts: Sequence[Rollout]) -> dict[str, Any]:
     """The dict a TRL ``rollout_func`` returns: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``
     (TRL's tool mask: 1 on action tokens, so observations are never policy targets), the roles
     (``echo_role_ids``), ``echo_obs_count``, and ``env_reward`` / ``env_world`` for reward functions."""
-    from .trl import rollout_output
+    from .trl import rollouts_output
 
-    return rollout_output(
-        [r.prompt_ids for r in rollouts],
-        [r.completion_ids for r in rollouts],
-        [r.role_ids for r in rollouts],
-        [r.logprobs for r in rollouts],
-        obs_count=[r.obs_count for r in rollouts],
-        env_reward=[r.reward for r in rollouts],
-        env_world=[r.reset_text for r in rollouts],
-    )
+    return rollouts_output(rollouts)
 
 
 def to_loss_weights(rollouts: Sequence[Rollout], cfg: EchoConfig, step: int = 0) -> list[dict[str, list[float]]]:

@@ -33,7 +33,7 @@ from trl import GRPOTrainer
 
 from ..objective import Denominators, EchoBatch, EchoConfig, RolloutStats, echo_loss, env_keep_mask, local_denominators
 from ..roles import PAD_ROLE_CODE, Role, observation_count
-from .rollouts import HFSampler, check_groups, reset_options_of, run_rollouts
+from .rollouts import HFSampler, Rollout, check_groups, reset_options_of, run_rollouts
 
 ROLE_KEY = "echo_role_ids"
 """Batch key of the (B, T_completion) role ids (and the rollout_func output key of per-completion role lists)."""
@@ -150,6 +150,28 @@ def rollout_output(
     return out
 
 
+def rollouts_output(rollouts: Sequence[Rollout]) -> dict[str, Any]:
+    """:func:`rollout_output` of env rollouts (``openenv_echo.adapters.rollouts.Rollout``), plus ``env_reward`` (the
+    episode's summed reward) and ``env_world`` (its reset text) for reward functions."""
+    return rollout_output(
+        [r.prompt_ids for r in rollouts],
+        [r.completion_ids for r in rollouts],
+        [r.role_ids for r in rollouts],
+        [r.logprobs for r in rollouts],
+        obs_count=[r.obs_count for r in rollouts],
+        env_reward=[r.reward for r in rollouts],
+        env_world=[r.reset_text for r in rollouts],
+    )
+
+
+def _trainer_eos_ids(trainer: Any) -> list[int]:
+    """The ids TRL's truncation check counts as a clean end: ``eos_token_ids`` (1.x) or ``eos_token_id`` (0.29)."""
+    ids = getattr(trainer, "eos_token_ids", None)
+    if ids is None:
+        ids = [getattr(trainer, "eos_token_id", None) or trainer.processing_class.eos_token_id]
+    return [int(i) for i in ids if i is not None]
+
+
 def env_rollout_func(
     base_url: str,
     *,
@@ -176,7 +198,7 @@ def env_rollout_func(
         num_gen = trainer.num_generations if trainer.model.training else trainer.num_generations_eval
         check_groups(options, num_gen)
         tok = trainer.processing_class
-        eos = list(trainer.eos_token_ids)
+        eos = _trainer_eos_ids(trainer)
         model = trainer.accelerator.unwrap_model(trainer.model)
         sampler = HFSampler(model, tok, temperature=float(trainer.temperature), eos_ids=eos)
         rollouts = run_rollouts(
@@ -192,9 +214,7 @@ def env_rollout_func(
             eos_ids=eos,
             client_kwargs=client_kwargs,
         )
-        from .converters import to_trl
-
-        return to_trl(rollouts)
+        return rollouts_output(rollouts)
 
     return rollout_func
 
@@ -327,7 +347,8 @@ class EchoGRPOTrainer(GRPOTrainer):
                 if out.get(key) is not None:
                     out[key] = [list(row)[:limit] for row in out[key]]
         if self.mask_truncated_completions and comps:
-            ends = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+            pad = getattr(self, "pad_token_id", None)  # 0.29; 1.x keeps it on the tokenizer
+            ends = {*_trainer_eos_ids(self), pad if pad is not None else self._tokenizer.pad_token_id}
             if all(not c or c[-1] not in ends for c in out["completion_ids"]):
                 raise ValueError(
                     "mask_truncated_completions=True would zero every completion of this batch: none ends on an EOS "
@@ -553,6 +574,10 @@ class EchoGRPOTrainer(GRPOTrainer):
                 "ECHO could not capture the policy log-probs from _get_per_token_logps_and_entropies; this TRL "
                 "version computes them elsewhere"
             )
+        tool_mask = inputs.get("tool_mask")
+        policy_mask = inputs["completion_mask"] if tool_mask is None else inputs["completion_mask"] * tool_mask
+        if not policy_mask.any() and not torch.isfinite(loss):  # TRL 0.29 divides 0 by 0 with no policy token
+            loss = torch.where(torch.zeros_like(logps, dtype=torch.bool), logps, 0.0).sum()  # connected zero
         mode = "train" if self.model.training else "eval"
         step = self.state.global_step
         role_ids = inputs.get(ROLE_KEY)
@@ -621,5 +646,6 @@ __all__ = [
     "EchoGRPOTrainer",
     "env_rollout_func",
     "rollout_output",
+    "rollouts_output",
     "split_at_first_action",
 ]

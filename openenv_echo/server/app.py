@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from .metrics import ServerMetrics
 from .protocol import EnvDriver, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
 from .task_routes import add_task_routes
+from .web import ENABLE_VALUES, add_web_routes
 from .workers import WorkerEnv, WorkerFactoryError
 
 OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
@@ -144,11 +146,13 @@ def create_app(
     limits: ServerLimits | None = None,
     mode: Literal["simulation", "production"] = "simulation",
     tokenizer: Any = None,
+    web: bool | None = None,
 ) -> FastAPI:
     """Build the app for ``env_cls``.
 
     ``mode="production"`` omits the HTTP ``/reset``, ``/step`` and ``/state`` routes (OpenEnv's production mode);
-    ``tokenizer`` (any HF tokenizer) lets clients ask for segment-body token ids with ``return_tokens``.
+    ``tokenizer`` (any HF tokenizer) lets clients ask for segment-body token ids with ``return_tokens``;
+    ``web`` adds OpenEnv's web interface at ``/web/`` (default: env var ``ENABLE_WEB_INTERFACE`` is true/1/yes).
     """
     limits = limits or ServerLimits.from_env()
     if limits.max_sessions > 1 and not env_cls.SUPPORTS_CONCURRENT_SESSIONS:
@@ -178,6 +182,8 @@ def create_app(
         description=meta.description,
         version=OPENAPI_VERSION,
         lifespan=lifespan,
+        # what _RequestGuard may answer on any route, before its handler runs
+        responses={c: {"model": ErrorResponse} for c in (400, 408, 413)},
     )
     app.state.sessions = sessions
     app.state.limits = limits
@@ -258,12 +264,23 @@ def create_app(
     if mode == "simulation":
         add_stateless_routes(app, driver, errors, _error_response)
     add_task_routes(app, env_cls)
+    if web if web is not None else os.environ.get("ENABLE_WEB_INTERFACE", "").lower() in ENABLE_VALUES:
+        add_web_routes(app, driver, _error_response, _example_action(env_cls))
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
         await _serve_ws(websocket, sessions, driver, mcp, limits, metrics)
 
     return app
+
+
+def _example_action(env_cls: type[Environment]) -> dict[str, Any]:
+    """A starting point for the web page's action box: the action's first text field, empty."""
+    props = env_cls.action_type.model_json_schema().get("properties", {})
+    for name, prop in props.items():
+        if name != "metadata" and "string" in json.dumps(prop):
+            return {name: ""}
+    return {}
 
 
 # -- WebSocket ------------------------------------------------------------------------------------------

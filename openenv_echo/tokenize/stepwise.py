@@ -98,7 +98,7 @@ class StepwiseBuilder:
             raise ValueError("step-wise assembly needs at least one message or a reset observation to render")
         self._prompt = self._encode(self._history, gen=True)
         self._state = "awaiting_action"
-        return self._prompt[0].tolist()
+        return [int(i) for i in self._prompt[0]]
 
     def _segments(self, obs: Any) -> list[Segment]:
         segments, tokens = observation_parts(obs)
@@ -207,7 +207,7 @@ class StepwiseBuilder:
         self._prompt = self._encode(self._history, gen=True)
         self._action = None
         self._state = "awaiting_action"
-        return self._prompt[0].tolist()
+        return [int(i) for i in self._prompt[0]]
 
     def finish(self, *, episode_id: str | None = None, reward: float | None = None) -> list[TokenizedTrajectory]:
         """One sequence per assistant turn (an episode that ends on an action gets its last turn closed)."""

@@ -365,7 +365,7 @@ class TitoBuilder:
 def action_text(step: Any, fallback: str = "json") -> str:
     """The policy's text for a recorded step: ``action_text``, else (``fallback="json"``) the action as JSON."""
     if step.action_text is not None:
-        return step.action_text
+        return str(step.action_text)
     if fallback == "json":
         return json.dumps(step.action, ensure_ascii=False)
     raise ValueError("a step has neither action_token_ids nor action_text (set action_text_fallback='json')")

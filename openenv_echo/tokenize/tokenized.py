@@ -82,7 +82,8 @@ class TokenizedTrajectory:
 
     def mask(self, role: Role | str) -> np.ndarray:
         """Target mask of ``role``: True where token t has that role, never at t=0."""
-        return (self.role_ids == Role(role).code) & target_positions(self.role_ids)
+        mask: np.ndarray = (self.role_ids == Role(role).code) & target_positions(self.role_ids)
+        return mask
 
     def target_mask(self, roles: Iterable[Role | str]) -> np.ndarray:
         """Union of target masks (e.g. ``(env_output,)`` for the paper's ECHO target O')."""

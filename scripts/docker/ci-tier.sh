@@ -18,7 +18,7 @@ PY="${PYTHON:-$ROOT/.venv/bin/python}"
 LOCAL_BASE="openenv-echo/base:bookworm-py311"
 export BASE_IMAGE="${BASE_IMAGE:-$LOCAL_BASE}"
 PROJECT="${COMPOSE_PROJECT:-openenv-echo-ci}"
-ENVS=(echo terminal sql)
+ENVS=($(PYTHONPATH="$ROOT" "$PY" -c "from openenv_echo.envs import ENVIRONMENTS; print(*ENVIRONMENTS)"))  # the env registry
 
 declare -a STAGES=() TIMES=()
 tier_start=$(date +%s)
