@@ -17,7 +17,7 @@ from typing import Any
 from .wire import TokenizerIdentity
 
 _LOCK = threading.Lock()
-_CACHE: dict[int, tuple[weakref.ref, int, str]] = {}
+_CACHE: dict[int, tuple[weakref.ref[Any], int, str]] = {}
 
 
 def _size(tokenizer: Any) -> int:

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ..objective import EchoConfig, env_token_coeffs
-from ..roles import Role
+from ..objective import EchoConfig
+from ..roles import Role, target_positions, world_target_mask
 from .rollouts import Rollout, end_completion
 
 HF_SCHEMA: dict[str, str] = {
@@ -77,17 +77,9 @@ def to_trl(rollouts: Sequence[Rollout]) -> dict[str, Any]:
     """The dict a TRL ``rollout_func`` returns: ``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``
     (TRL's tool mask: 1 on action tokens, so observations are never policy targets), the roles
     (``echo_role_ids``), ``echo_obs_count``, and ``env_reward`` / ``env_world`` for reward functions."""
-    from .trl import rollout_output
+    from .trl import rollouts_output
 
-    return rollout_output(
-        [r.prompt_ids for r in rollouts],
-        [r.completion_ids for r in rollouts],
-        [r.role_ids for r in rollouts],
-        [r.logprobs for r in rollouts],
-        obs_count=[r.obs_count for r in rollouts],
-        env_reward=[r.reward for r in rollouts],
-        env_world=[r.reset_text for r in rollouts],
-    )
+    return rollouts_output(rollouts)
 
 
 def to_loss_weights(rollouts: Sequence[Rollout], cfg: EchoConfig, step: int = 0) -> list[dict[str, list[float]]]:
@@ -98,10 +90,11 @@ def to_loss_weights(rollouts: Sequence[Rollout], cfg: EchoConfig, step: int = 0)
     out = []
     for r in rollouts:
         roles = [Role.CONTEXT.code] * len(r.prompt_ids) + list(r.role_ids)
-        rid = torch.tensor([roles], dtype=torch.long)
-        ce = (env_token_coeffs(rid, cfg, includes_sequence_start=True)[0] * lam).tolist()
-        rl = [1.0 if x == Role.ACTION.code and t > 0 else 0.0 for t, x in enumerate(roles)]
-        out.append({"rl": rl, "ce": [float(x) for x in ce]})
+        rid = torch.tensor(roles, dtype=torch.long)
+        selected = world_target_mask(rid, cfg.target_roles).tolist()
+        ce = [lam * cfg.role_coeff(Role.from_code(x)) if sel else 0.0 for x, sel in zip(roles, selected)]
+        action = (target_positions(rid) & (rid == Role.ACTION.code)).tolist()
+        out.append({"rl": [1.0 if a else 0.0 for a in action], "ce": ce})
     return out
 
 

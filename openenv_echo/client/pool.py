@@ -38,11 +38,11 @@ class EnvPool:
         self._provider: FleetProvider | None = None
         if isinstance(replicas, str):
             raise TypeError("EnvPool takes a list of base URLs or a fleet provider, not one URL")
-        if hasattr(replicas, "urls"):
-            self._provider = replicas  # type: ignore[assignment]
-            urls = list(replicas.urls)  # type: ignore[union-attr]
-        else:
+        if isinstance(replicas, Sequence):
             urls = [str(u) for u in replicas]
+        else:
+            self._provider = replicas
+            urls = list(replicas.urls)
         if not urls:
             raise ValueError("EnvPool needs at least one replica URL")
         self._load: dict[str, int] = {u.rstrip("/"): 0 for u in urls}

@@ -15,7 +15,8 @@ LAMBDA_RULE = (
 
 
 def _val(run: dict[str, Any]) -> dict[str, Any]:
-    return run["evals"][-1]["val"]
+    val: dict[str, Any] = run["evals"][-1]["val"]
+    return val
 
 
 def choose_lambda(runs: list[dict[str, Any]], lambdas: tuple[float, ...] | list[float]) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 Both read per-token log-probs from one forward pass (``openenv_echo.objective.token_logps``) over sequences
 assembled by ``openenv_echo.tokenize``:
 
-* pretraining: ``-mean log p(action and env_output tokens)`` of the train seeds' expert episodes, so every arm
-  starts from a language model of the env's text (below the unigram reference on held-out machines) that can act;
+* pretraining: ``-mean log p(action tokens) - mean log p(env_output tokens)`` of the train seeds' expert episodes,
+  so every arm starts from a language model of the env's text (below the unigram reference on held-out machines)
+  that can act;
 * RL step: ``echo_loss`` = GRPO clipped surrogate on action tokens + λ·CE on ``env_output`` tokens after the first
   action (``world_loss_target="env_only"``). λ = 0 for the GRPO arm; the direct-CE arm is λ = 1 with
   ``verifier_free=True`` (env-token CE only). The batch's denominators are computed once over the whole batch, so
@@ -27,10 +28,9 @@ from ..objective import (
     group_advantages,
     local_denominators,
     token_logps,
-    weighted_nll,
-    zero_variance_groups,
 )
-from ..roles import Role
+from ..objective._advantages import zero_variance_groups
+from ..roles import Role, target_positions
 from ..tokenize import TokenizedTrajectory, collate
 
 
@@ -75,9 +75,9 @@ class PretrainResult:
 
 
 def pretrain_targets(role_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(action targets, env_output targets) of a collated batch; position 0 has no context and is never a target."""
-    valid = attention_mask.bool().clone()
-    valid[:, 0] = False
+    """(action targets, env_output targets) of a collated batch (the shared shift rule: a row's first real token
+    has no context and is never a target)."""
+    valid = target_positions(role_ids) & attention_mask.bool()
     return valid & (role_ids == Role.ACTION.code), valid & (role_ids == Role.ENV_OUTPUT.code)
 
 
@@ -94,8 +94,8 @@ def pretrain(
     seed: int,
     progress: bool = False,
 ) -> PretrainResult:
-    """LM training on the expert's action and env_output tokens (token mean over the batch; system prompt, chat
-    scaffold and warnings are inputs only)."""
+    """LM training on the expert's action and env_output tokens (the sum of each role's token mean over the batch;
+    system prompt, chat scaffold and warnings are inputs only)."""
     from tqdm.auto import tqdm
 
     if steps == 0:
@@ -128,7 +128,10 @@ def pretrain(
             lp = forward_logps(model, b)
             act, env = pretrain_targets(b["role_ids"], b["attention_mask"])
             mask = act | env
-            loss = weighted_nll(lp, mask, mask.to(lp.dtype) / max(n_action + n_env, 1))
+            # each role's token mean, summed: actions are ~5 % of the tokens and would barely train in a pooled mean
+            weights = act.to(lp.dtype) / max(n_action, 1) + env.to(lp.dtype) / max(n_env, 1)
+            zero = torch.zeros((), dtype=lp.dtype)
+            loss = -(torch.where(mask, lp, zero) * weights).sum()  # weighted NLL
             loss.backward()
             total += float(loss.detach())
             seen += int(b["attention_mask"].sum())

@@ -182,6 +182,8 @@ def create_app(
         description=meta.description,
         version=OPENAPI_VERSION,
         lifespan=lifespan,
+        # what _RequestGuard may answer on any route, before its handler runs
+        responses={c: {"model": ErrorResponse} for c in (400, 408, 413)},
     )
     app.state.sessions = sessions
     app.state.limits = limits

@@ -99,7 +99,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[TokenizedTrajectory]:
 
 
 def _schema() -> Any:
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     return pa.schema(
         [
@@ -129,8 +129,8 @@ def _schema() -> Any:
 
 def write_parquet(items: Iterable[TokenizedTrajectory], path: str | os.PathLike[str]) -> int:
     """Write a Parquet file (``datasets.load_dataset("parquet", data_files=path)`` reads it)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     rows = [to_row(tt) for tt in items]
     schema = _schema()
@@ -142,7 +142,7 @@ def write_parquet(items: Iterable[TokenizedTrajectory], path: str | os.PathLike[
 
 
 def read_parquet(path: str | os.PathLike[str]) -> list[TokenizedTrajectory]:
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
 
     return [from_row(r) for r in pq.read_table(path).to_pylist()]
 

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 _LOCK = threading.Lock()
-_CACHE: dict[int, tuple[weakref.ref, int, FragmentCodec]] = {}
+_CACHE: dict[int, tuple[weakref.ref[Any], int, FragmentCodec]] = {}
 _SPLIT_MEMO_MAX = 4096
 
 
@@ -235,7 +235,7 @@ class FragmentCodec:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode a fragment: special tokens kept, no start-of-document space strip."""
-        return self.scaffold.decode(list(ids), skip_special_tokens=False)
+        return str(self.scaffold.decode(list(ids), skip_special_tokens=False))
 
 
 def special_affixes(backend: Any) -> tuple[list[int], list[int]]:

@@ -46,7 +46,7 @@ it), but told apart from body characters so it is recognized as the template's t
 
 _CTX = Role.CONTEXT.code
 _LOCK = threading.Lock()
-_PH_MEMO: dict[tuple, tuple[weakref.ref, str]] = {}
+_PH_MEMO: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
 """Placeholder renders by conversation shape (roles, extra keys, template): datasets repeat a few shapes."""
 _PH_MEMO_MAX = 512
 
@@ -120,8 +120,8 @@ def render_parts(
     kw: dict[str, Any] = {"chat_template": chat_template, "template_kwargs": template_kwargs}
     ph = [f"{mark}{i}{end}" for i in range(len(messages))]
     extras = inputs[: len(messages)]
-    key = (id(tokenizer), inputs[-1], json.dumps(kw, sort_keys=True, default=str), add_generation_prompt, mark)
-    key += tuple(zip((m.role for m in messages), extras))
+    key: tuple[Any, ...] = (id(tokenizer), inputs[-1], json.dumps(kw, sort_keys=True, default=str))
+    key += (add_generation_prompt, mark, *zip((m.role for m in messages), extras))
     with _LOCK:
         hit = _PH_MEMO.get(key)
     if hit is not None and hit[0]() is tokenizer:

@@ -19,7 +19,7 @@ import json
 import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +27,8 @@ from .fragment import backend_of, fragment_codec
 
 _PUA = "\ue000"
 _LOCK = threading.Lock()
-_CACHE: dict[tuple, tuple[weakref.ref, Scaffold]] = {}
-_EOT_CACHE: dict[tuple, tuple[weakref.ref, str]] = {}
+_CACHE: dict[tuple[Any, ...], tuple[weakref.ref[Any], Scaffold]] = {}
+_EOT_CACHE: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
 
 
 class TemplateError(ValueError):
@@ -211,7 +211,7 @@ def _probe(
             tokenizer, msgs, add_generation_prompt=gen, chat_template=chat_template, template_kwargs=template_kwargs
         )
 
-    variants = [lambda s: s]
+    variants: list[Callable[[str], str]] = [lambda s: s]
     if check_thinking:
         variants.append(lambda s: f"<think>\nreasoning {s}\n</think>\n\n{s}")
     found: dict[str, str] | None = None

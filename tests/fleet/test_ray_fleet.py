@@ -88,17 +88,21 @@ def test_unknown_env_fails_with_the_replica_error(ray_cluster: str) -> None:
 
 def test_run_episodes_over_the_fleet_survives_a_replica_killed_mid_run(fleet: RayProvider, tmp_path) -> None:
     import asyncio
-    import threading
 
     from openenv_echo import run_episodes
     from openenv_echo.trajectory import read_trajectories
 
-    async def policy(result, trajectory):  # slow enough that the kill lands mid-episode
-        await asyncio.sleep(0.02)
+    victim, pid = next(iter(fleet.replica_pids().items()))
+    calls = 0
+
+    async def policy(result, trajectory):  # kills one replica once the run is well under way
+        nonlocal calls
+        calls += 1
+        if calls == 20:
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.01)
         return {"message": f"step {len(trajectory.steps)}"}
 
-    victim, pid = next(iter(fleet.replica_pids().items()))
-    threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)).start()
     out = run_episodes(
         fleet, policy, list(range(16)), concurrency=4, max_steps=20, on_error="retry", progress=False,
         writer=tmp_path / "j.jsonl",

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from openenv_echo.server import ServerLimits
 from tests.hardening.cost_server import LiveServer, Session, observation_text, strict_loads
@@ -583,3 +584,28 @@ def test_zz_server_was_never_restarted(servers: dict[str, LiveServer]) -> None:
     for server in servers.values():
         assert server.alive() and server.proc.pid == server.pid
         assert server.tree_rss_mb() < 200 + 64 * 2  # workers of closed sessions are gone
+
+
+MCP_WS_FRAMES = [
+    '{"jsonrpc": "2.0", "id": NaN, "method": "tools/list"}',
+    '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + "[" * 5000 + "]" * 5000 + "}",
+    '{"jsonrpc": "2.0", "id": 1e999, "method": "tools/list"}',
+    "not json at all",
+    '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "run_command", "arguments": '
+    '{"command": "yes | sort | uniq -c"}}}',
+]
+
+
+@pytest.mark.parametrize("frame", MCP_WS_FRAMES, ids=[f"protocol-mcp-ws-{i}" for i in range(len(MCP_WS_FRAMES))])
+def test_protocol_mcp_ws(servers: dict[str, LiveServer], frame: str) -> None:
+    """WS ``/mcp``: every frame gets a strict-JSON JSON-RPC answer; the same connection then lists its tools."""
+    server = servers["terminal"]
+    with connect(server.url.replace("http", "ws") + "/mcp", max_size=None, open_timeout=30) as ws:
+        ws.send(frame)
+        reply = strict_loads(ws.recv(timeout=60))
+        assert reply["jsonrpc"] == "2.0" and ("error" in reply or "result" in reply), reply
+        if "error" in reply:
+            assert reply["error"]["code"] != -32603, reply  # never an internal error
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        assert strict_loads(ws.recv(timeout=60))["result"]["tools"]
+    _normal_step(server)

@@ -155,12 +155,12 @@ class Guard:
         for fn in _DATE_FUNCS:
             conn.create_function(fn, -1, self._date_func(fn), deterministic=True)
         now_date, now_time = self.world_now.split(" ")
-        for fn, value in (
+        for clock_fn, clock_value in (
             ("current_timestamp", self.world_now),
             ("current_date", now_date),
             ("current_time", now_time),
         ):
-            conn.create_function(fn, 0, self._constant(value), deterministic=True)
+            conn.create_function(clock_fn, 0, self._constant(clock_value), deterministic=True)
         conn.create_function("random", 0, self._random)
         for fn in ("printf", "format"):
             conn.create_function(fn, -1, self._printf(fn), deterministic=True)
