@@ -18,8 +18,10 @@ from collections.abc import Callable
 from tqdm import tqdm
 
 from openenv_echo.envs.echo import EchoAction, EchoEnvironment
-from openenv_echo.envs.sql import SqlAction, SqlEnvironment, expert_actions
-from openenv_echo.envs.terminal import TerminalAction, TerminalEnvironment, expert_commands
+from openenv_echo.envs.sql import SqlAction, SqlEnvironment
+from openenv_echo.envs.sql import expert_actions as sql_expert
+from openenv_echo.envs.terminal import TerminalAction, TerminalEnvironment
+from openenv_echo.envs.terminal import expert_actions as terminal_expert
 
 WORST_TERMINAL = [
     "grep -r x /var/log | wc -l",
@@ -47,12 +49,12 @@ def _bench_seed(seed: int, rows: dict[str, dict[str, list[float]]]) -> None:
     term = TerminalEnvironment()
     rows["terminal"]["reset"].append(_timed(lambda: term.reset(seed=seed, incident="disk_full", max_steps=100)))
     rows["terminal"]["step"] += [
-        _timed(lambda a=a: term.step(TerminalAction(**a))) for a in expert_commands(seed, "disk_full")[:-1]
+        _timed(lambda a=a: term.step(TerminalAction(**a))) for a in terminal_expert(seed, "disk_full")[:-1]
     ]
     rows["terminal"]["worst"] += [_timed(lambda c=c: term.step(TerminalAction(command=c))) for c in WORST_TERMINAL]
     sql = SqlEnvironment()
     rows["sql"]["reset"].append(_timed(lambda: sql.reset(seed=seed, max_steps=100)))
-    rows["sql"]["step"] += [_timed(lambda a=a: sql.step(SqlAction(**a))) for a in expert_actions(seed)[:-1]]
+    rows["sql"]["step"] += [_timed(lambda a=a: sql.step(SqlAction(**a))) for a in sql_expert(seed)[:-1]]
     rows["sql"]["worst"] += [_timed(lambda q=q: sql.step(SqlAction(query=q))) for q in WORST_SQL]
     sql.close()
 

@@ -9,7 +9,7 @@ Reports throughput, p50/p99 step latency and errors per N, and the server's memo
     python bench/bench_load.py --fault server --episodes 200    # kill -9 the server mid-run, restart it
     python bench/bench_load.py --fault client --episodes 200    # kill -9 the client process mid-run
 
-Actions come from each env's scripted episode (``demo_actions(seed)`` of the env module in the env registry), so
+Actions come from each env's scripted episode (``expert_actions(seed)`` of the env module in the env registry), so
 every env runs. The fault modes journal every step and report episodes attempted, completed, cut and abandoned, and
 the completed steps lost (steps the client had received that are not on disk); the verdict requires 0 lost.
 """
@@ -44,9 +44,9 @@ from openenv_echo.server import free_port
 
 @cache
 def scripted_episode(env: str, seed: int) -> tuple[dict[str, Any], ...]:
-    """The env's scripted episode for ``seed`` (``demo_actions`` of its module in the env registry)."""
+    """The env's scripted expert episode for ``seed`` (``expert_actions`` of its module in the env registry)."""
     module = import_module(ENVIRONMENTS[env].partition(":")[0])
-    return tuple(module.demo_actions(seed))
+    return tuple(module.expert_actions(seed))
 
 
 def scripted_action(env: str):
@@ -139,8 +139,10 @@ def report(mode: str, on_disk: dict[str, Trajectory], lost: int, extra: str = ""
         f"fault={mode}: episodes attempted {len(on_disk)}, completed {completed}, cut {counts['cut']}, "
         f"abandoned {counts['abandoned']}; completed steps lost {lost}{extra}"
     )
-    ok = lost == 0
-    print(f"verdict: {'PASS' if ok else 'FAIL'} (completed steps lost {lost}, target 0)")
+    ok = lost == 0 and completed > 0
+    print(
+        f"verdict: {'PASS' if ok else 'FAIL'} (completed steps lost {lost}, target 0; completed {completed}, target > 0)"
+    )
     return ok
 
 

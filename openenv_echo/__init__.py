@@ -24,7 +24,7 @@ from .client.errors import (
 from .providers import DockerProvider, LocalProcessProvider, ProviderError
 from .roles import ROLE_SPEC_VERSION, Role
 from .server import BackgroundServer, EnvError, Environment, ServerLimits, create_app, serve
-from .tokenizer_identity import segment_tokens, tokenizer_fingerprint, tokenizer_identity
+from .tokenizer_identity import tokenizer_fingerprint, tokenizer_identity
 from .trajectory import (
     ChatMessage,
     ObservationRecord,
@@ -63,6 +63,7 @@ _LAZY = {
     "collate": "openenv_echo.tokenize",
     "build_tokenizer": "openenv_echo.tokenize",
     "load_tokenizer": "openenv_echo.tokenize",
+    "segment_tokens": "openenv_echo.tokenize.observation_tokens",
 }
 
 

@@ -15,7 +15,6 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from importlib import import_module
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -204,7 +203,29 @@ def serve(
     max_message_bytes: int | None = typer.Option(
         None, help=_limit_help("max_message_bytes", "Largest frame/body in bytes")
     ),
-    step_timeout: float | None = typer.Option(None, help=_limit_help("step_timeout_s", "Per reset/step timeout in s")),
+    step_timeout: float | None = typer.Option(
+        None, help=_limit_help("step_timeout_s", "Wall time of one step in s; over it the step is killed")
+    ),
+    reset_timeout: float | None = typer.Option(
+        None, help=_limit_help("reset_timeout_s", "Wall time of one reset in s")
+    ),
+    memory_mb: int | None = typer.Option(None, help=_limit_help("memory_mb", "Memory per session above baseline, MB")),
+    temp_disk_mb: int | None = typer.Option(
+        None, help=_limit_help("temp_disk_mb", "Largest file a session may write, MB")
+    ),
+    max_output_bytes: int | None = typer.Option(
+        None, help=_limit_help("max_output_bytes", "Observation text per step, bytes")
+    ),
+    max_json_depth: int | None = typer.Option(None, help=_limit_help("max_json_depth", "Deepest JSON nesting")),
+    max_connections: int | None = typer.Option(
+        None, help=_limit_help("max_connections", "Open TCP connections; more get 429")
+    ),
+    header_timeout: float | None = typer.Option(
+        None, help=_limit_help("header_timeout_s", "Deadline for complete request headers in s")
+    ),
+    body_timeout: float | None = typer.Option(
+        None, help=_limit_help("body_timeout_s", "Longest pause inside a request body in s")
+    ),
     tokenizer: str | None = typer.Option(
         None, help="HF tokenizer (local dir, hub name when online, or local:<family>): enables return_tokens."
     ),
@@ -222,10 +243,18 @@ def serve(
         idle_timeout_s=idle_timeout,
         max_message_bytes=max_message_bytes,
         step_timeout_s=step_timeout,
+        reset_timeout_s=reset_timeout,
+        memory_mb=memory_mb,
+        temp_disk_mb=temp_disk_mb,
+        max_output_bytes=max_output_bytes,
+        max_json_depth=max_json_depth,
+        max_connections=max_connections,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
     )
     env_cls = load_env(env)
     try:
-        application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))  # type: ignore[arg-type]
+        application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))
     except ValueError as e:
         raise UsageError(f"{_one_line(e)}; fix the flags") from e
     _check_port_free(host, port)
@@ -245,6 +274,18 @@ def _parse_action(raw: str, field: str) -> dict[str, Any]:
             raise typer.BadParameter("an action is a JSON object")
         return value
     return {field: raw}
+
+
+def _read_action() -> str | None:
+    """One action line from stdin (a prompt with line editing on a terminal); None at end of input."""
+    if sys.stdin.isatty():
+        try:
+            return input("action> ")
+        except EOFError:
+            print()
+            return None
+    line = sys.stdin.readline()
+    return line.rstrip("\n") if line else None
 
 
 def _unreachable(url: str, e: Exception) -> CliError:
@@ -290,10 +331,12 @@ def episode(
             if queue:
                 raw, act = queue.pop(0)
             else:
-                try:
-                    raw = typer.prompt("action", prompt_suffix="> ", err=True)
-                except Abort:  # EOF / Ctrl-D ends the episode
+                typed = _read_action()
+                if typed is None:  # EOF / Ctrl-D ends the episode
                     break
+                if not typed.strip():
+                    continue
+                raw = typed
                 try:
                     act = _parse_action(raw, field)
                 except typer.BadParameter as e:
@@ -322,11 +365,10 @@ def episode(
 
 
 def _demo_actions(env_name: str, seed: int) -> list[dict[str, Any]]:
-    """The env's scripted demo episode (each env module exports ``demo_actions(seed)``)."""
+    """The env's scripted expert episode (each env module exports ``expert_actions(seed)``)."""
     from .envs import ENVIRONMENTS
 
-    module = import_module(ENVIRONMENTS[env_name].partition(":")[0])
-    return list(module.demo_actions(seed))
+    return ENVIRONMENTS[env_name].expert_actions(seed)
 
 
 @app.command()
@@ -396,7 +438,8 @@ def show(
             f"{file} is not JSON lines ({e.msg}, line {e.lineno}); give a tokenized export or a trajectory JSONL"
         ) from e
     except (ValueError, IndexError) as e:
-        raise UsageError(f"{file}: {_one_line(e)}") from e
+        text = _one_line(e).replace("tokenizer=", "--tokenizer").replace("index=", "--index")  # the API's words
+        raise UsageError(text if str(file) in text else f"{file}: {text}") from e
 
 
 @app.command("validate-runtime")
@@ -459,6 +502,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.main(args=list(argv) if argv is not None else None, prog_name="openenv-echo", standalone_mode=False)
     except Exit as e:
         return e.exit_code
+    except UsageError as e:  # no traceback even with --debug: the command line is the problem
+        if type(e).__name__ == "NoArgsIsHelpError":  # `openenv-echo` alone shows the help, not an error
+            print(e.format_message())
+            return 0
+        line, code = _error_line(e)
+        print(line, file=sys.stderr)
+        return code
     except Abort:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,29 +1,44 @@
-"""Tokenizer identity and server-side segment tokenization.
+"""Tokenizer identity: a name plus the sha256 fingerprint of the exact tokenizer that made a list of token ids.
 
-Token ids are only meaningful for the exact tokenizer that made them, so ids travel with a
-``TokenizerIdentity`` whose fingerprint is the sha256 of the tokenizer's canonical serialization; a consumer
-reuses ids only on an exact fingerprint match. Works with any HF tokenizer (fast or slow) without importing
-transformers.
+Token ids are only meaningful for the tokenizer that made them, so ids travel with a ``TokenizerIdentity``; a
+consumer reuses ids only on an exact fingerprint match. Works with any HF tokenizer (fast or slow) without
+importing transformers, and never changes the tokenizer object.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import threading
+import weakref
 from typing import Any
 
-from .wire import ObservationTokens, Segment, TokenizerIdentity
+from .wire import TokenizerIdentity
+
+_LOCK = threading.Lock()
+_CACHE: dict[int, tuple[weakref.ref[Any], int, str]] = {}
+
+
+def _size(tokenizer: Any) -> int:
+    backend = getattr(tokenizer, "backend_tokenizer", None) or tokenizer
+    if hasattr(backend, "get_vocab_size"):
+        return int(backend.get_vocab_size(with_added_tokens=True))
+    return len(tokenizer)
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
     """sha256 of the tokenizer's serialization without padding/truncation settings (fast tokenizers), or of its
     sorted vocab (others).
 
-    Cached on the tokenizer object: computing it serializes the whole vocabulary.
+    Cached per live tokenizer object (recomputed when tokens are added): computing it serializes the whole
+    vocabulary. Nothing is stored on the tokenizer.
     """
-    cached = getattr(tokenizer, "_openenv_echo_fingerprint", None)
-    if cached is not None:
-        return cached
+    key, size = id(tokenizer), _size(tokenizer)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None and hit[0]() is tokenizer and hit[1] == size:
+            return hit[2]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None and hasattr(tokenizer, "to_str"):  # a raw `tokenizers.Tokenizer`
         backend = tokenizer
@@ -36,30 +51,22 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
         payload = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False).encode("utf-8")
     digest = hashlib.sha256(payload).hexdigest()
     try:
-        tokenizer._openenv_echo_fingerprint = digest
-    except AttributeError:  # objects that refuse new attributes just recompute
-        pass
+        ref = weakref.ref(tokenizer)
+    except TypeError:  # not weak-referenceable: recompute next time
+        return digest
+    with _LOCK:
+        _CACHE[key] = (ref, size, digest)
+        for k in [k for k, (r, _, _) in _CACHE.items() if r() is None]:
+            del _CACHE[k]
     return digest
 
 
 def tokenizer_identity(tokenizer: Any, name: str | None = None) -> TokenizerIdentity:
+    """``TokenizerIdentity(name, fingerprint)``; the name defaults to the tokenizer's ``name_or_path``."""
     name = name or getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
-    return TokenizerIdentity(name=str(name), fingerprint=tokenizer_fingerprint(tokenizer))
+    return _identity(str(name), tokenizer_fingerprint(tokenizer))
 
 
-def segment_tokens(tokenizer: Any, segments: list[Segment], name: str | None = None) -> ObservationTokens:
-    """Each segment body encoded as a mid-sequence fragment (RFC 0003 §4): no special tokens, no start-of-document
-    prefix space, special-token strings kept literal, so every token has exactly one role and the ids equal what
-    the client-side assembly would produce for the same bodies."""
-    from .tokenize.fragment import fragment_codec
-
-    texts = [seg.text for seg in segments if seg.text]
-    encoded = iter(fragment_codec(tokenizer).encode_contents(texts))
-    ids: list[int] = []
-    roles = []
-    for seg in segments:
-        if seg.text:
-            seg_ids = next(encoded)
-            ids.extend(seg_ids)
-            roles.extend([seg.role] * len(seg_ids))
-    return ObservationTokens(tokenizer=tokenizer_identity(tokenizer, name), ids=ids, roles=roles)
+@functools.lru_cache(maxsize=256)
+def _identity(name: str, fingerprint: str) -> TokenizerIdentity:
+    return TokenizerIdentity(name=name, fingerprint=fingerprint)

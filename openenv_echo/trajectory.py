@@ -4,8 +4,9 @@ A trajectory is the conversation a policy had with an environment, with the auth
 
 1. ``messages`` – the initial chat messages the policy saw (all ``context``), e.g. a system prompt;
 2. ``reset``    – the reset observation; when it has segments it is the next message (the observation role);
-3. ``steps``    – per step: the action as sent, the policy's text for it (and, live, the sampled token ids),
-   then the observation that came back as role-tagged segments.
+3. ``steps``    – per step: the action as sent, the policy's text for it (and, live, the sampled token ids with
+   the sampler's per-token log-probabilities and temperature), then the observation that came back as
+   role-tagged segments.
 
 An episode ends as ``done`` (the env said so), ``truncated`` (the caller's step limit), ``cut`` (the connection
 was lost; ``error`` says how) or ``abandoned`` (the client moved on: a new reset, ``close``, an error it gave up
@@ -24,11 +25,13 @@ import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .journal import FsyncPolicy, Journal, read_lines
 from .roles import ROLE_SPEC_VERSION
-from .wire import ObservationTokens, Segment, join_segments
+from .wire import ObservationRecord
+
+__all__ = ["ObservationRecord"]  # defined in wire (one record from server reply to trajectory), re-exported
 
 TRAJECTORY_SCHEMA_VERSION = "1"
 
@@ -45,25 +48,6 @@ class ChatMessage(BaseModel):
     content: str
 
 
-class ObservationRecord(BaseModel):
-    """An observation as received: role-tagged segments plus everything else the server sent."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    segments: list[Segment] = Field(default_factory=list)
-    tokens: ObservationTokens | None = None
-    reward: float | None = None
-    done: bool = False
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    fields: dict[str, Any] = Field(
-        default_factory=dict, description="The observation's other fields (env-specific), verbatim."
-    )
-
-    @property
-    def text(self) -> str:
-        return join_segments(self.segments)
-
-
 class StepRecord(BaseModel):
     """One agent turn: the action and the observation it produced."""
 
@@ -76,7 +60,17 @@ class StepRecord(BaseModel):
     action_token_ids: list[int] | None = Field(
         default=None, description="Token ids the sampler produced for this action, verbatim (token-in-token-out)."
     )
+    action_logprobs: list[float] | None = Field(
+        default=None, description="The sampler's log-probability of each of ``action_token_ids`` (same length)."
+    )
+    sampling_temperature: float | None = Field(default=None, description="The temperature the action was sampled at.")
     observation: ObservationRecord
+
+    @model_validator(mode="after")
+    def _logprobs_match_ids(self) -> StepRecord:
+        if self.action_logprobs is not None and len(self.action_logprobs) != len(self.action_token_ids or ()):
+            raise ValueError("action_logprobs needs action_token_ids of the same length")
+        return self
 
 
 class EpisodeError(BaseModel):

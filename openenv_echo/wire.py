@@ -8,6 +8,7 @@ plain OpenEnv client simply sees as data: ``role_spec``, ``segments``, ``text`` 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal
 
@@ -117,6 +118,55 @@ class Observation(BaseModel):
         elif self.text != joined:
             raise ValueError("text must equal the concatenation of segments[].text")
         return self
+
+
+ENVELOPE_KEYS = frozenset({"segments", "text", "tokens", "role_spec", "metadata", "reward", "done"})
+"""Observation keys that are not the env's own fields: the role fields and OpenEnv's base fields."""
+
+
+class ObservationRecord(BaseModel):
+    """One observation as received, the single record the client's step result and the trajectory share:
+    role-tagged segments (and tokens), reward, done, metadata, and the env's own fields verbatim."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    segments: list[Segment] = Field(default_factory=list)
+    tokens: ObservationTokens | None = None
+    reward: float | None = None
+    done: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    fields: dict[str, Any] = Field(
+        default_factory=dict, description="The observation's other fields (env-specific), verbatim."
+    )
+
+    @property
+    def text(self) -> str:
+        return join_segments(self.segments)
+
+    @classmethod
+    def from_envelope(
+        cls, data: dict[str, Any], rule: Callable[[dict[str, Any]], list[Segment]] | None = None
+    ) -> ObservationRecord:
+        """Parse (and validate, once) an envelope ``{"observation", "reward", "done", "metadata"?}``. An observation
+        without ``segments`` (a plain OpenEnv env) gets its segments from ``rule`` (none by default)."""
+        obs = data.get("observation")
+        if not isinstance(obs, dict):
+            raise ValueError("observation reply without an 'observation' object")
+        spec = obs.get("role_spec")
+        if isinstance(spec, str) and spec.split(".")[0] != ROLE_SPEC_VERSION.split(".")[0]:
+            raise ValueError(f"server speaks role spec {spec}; this client implements {ROLE_SPEC_VERSION}")
+        raw = obs.get("segments")
+        segments = [Segment.model_validate(s) for s in raw] if isinstance(raw, list) else (rule(obs) if rule else [])
+        raw_tokens = obs.get("tokens")
+        reward = data.get("reward", obs.get("reward"))
+        return cls(
+            segments=segments,
+            tokens=ObservationTokens.model_validate(raw_tokens) if isinstance(raw_tokens, dict) else None,
+            reward=None if reward is None else float(reward),
+            done=bool(data.get("done", obs.get("done", False))),
+            metadata=dict(data.get("metadata") or obs.get("metadata") or {}),
+            fields={k: v for k, v in obs.items() if k not in ENVELOPE_KEYS},
+        )
 
 
 class State(BaseModel):

@@ -1,25 +1,16 @@
 """Client of the `echo` environment: an openenv-echo ``EnvClient`` that records role-tagged trajectories."""
 
-from __future__ import annotations
-
 from typing import Any
 
-from openenv_echo.client import EnvClient, StepResult
-from openenv_echo.envs.echo import EchoAction
+from openenv_echo.client import StepResult
+from openenv_echo.envs.package import PackageClient
 
 
-class EchoEnv(EnvClient):
-    """``EnvClient`` for the `echo` environment, with a typed shortcut for its action.
+class EchoEnv(PackageClient):
+    """``with EchoEnv("http://127.0.0.1:8000") as env: env.reset(seed=1); env.say(...)``"""
 
-    >>> with EchoEnv("http://127.0.0.1:8000") as env:  # doctest: +SKIP
-    ...     env.reset(seed=1)
-    ...     env.say(...)
-    """
-
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        kwargs.setdefault("env_name", "echo")
-        super().__init__(base_url, **kwargs)
+    env = "echo"
 
     def say(self, message: str, **kwargs: Any) -> StepResult:
-        """Send ``EchoAction(message=...)``; ``kwargs`` go to ``step`` (``action_text``, ...)."""
-        return self.step(EchoAction(message=message), **kwargs)
+        """Send the env's action with ``message``; ``kwargs`` go to ``step`` (``action_text``, ...)."""
+        return self.act(message=message, step_kwargs=kwargs)

@@ -1,25 +1,16 @@
 """Client of the `sql` environment: an openenv-echo ``EnvClient`` that records role-tagged trajectories."""
 
-from __future__ import annotations
-
 from typing import Any
 
-from openenv_echo.client import EnvClient, StepResult
-from openenv_echo.envs.sql import SqlAction
+from openenv_echo.client import StepResult
+from openenv_echo.envs.package import PackageClient
 
 
-class SqlEnv(EnvClient):
-    """``EnvClient`` for the `sql` environment, with a typed shortcut for its action.
+class SqlEnv(PackageClient):
+    """``with SqlEnv("http://127.0.0.1:8000") as env: env.reset(seed=1); env.query(...)``"""
 
-    >>> with SqlEnv("http://127.0.0.1:8000") as env:  # doctest: +SKIP
-    ...     env.reset(seed=1)
-    ...     env.query(...)
-    """
-
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        kwargs.setdefault("env_name", "sql")
-        super().__init__(base_url, **kwargs)
+    env = "sql"
 
     def query(self, query: str, **kwargs: Any) -> StepResult:
-        """Send ``SqlAction(query=...)``; ``kwargs`` go to ``step`` (``action_text``, ...)."""
-        return self.step(SqlAction(query=query), **kwargs)
+        """Send the env's action with ``query``; ``kwargs`` go to ``step`` (``action_text``, ...)."""
+        return self.act(query=query, step_kwargs=kwargs)

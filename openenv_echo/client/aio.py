@@ -46,9 +46,13 @@ class AsyncEnvClient(ClientBase):
         *,
         action_text: str | None = None,
         action_token_ids: list[int] | None = None,
+        action_logprobs: list[float] | None = None,
+        sampling_temperature: float | None = None,
     ) -> StepResult:
         """See ``EnvClient.step``."""
-        return await self._run(self._core.step(action, action_text, action_token_ids))
+        return await self._run(
+            self._core.step(action, action_text, action_token_ids, action_logprobs, sampling_temperature)
+        )
 
     async def state(self) -> dict[str, Any]:
         return await self._run(self._core.state())
@@ -63,6 +67,8 @@ class AsyncEnvClient(ClientBase):
                 await ws.close()
             except (ConnectionClosed, OSError):
                 pass
+            finally:
+                ws.transport.abort()  # a no-op after a clean close; frees the socket when close was interrupted
         if self._http is not None:
             await self._http.aclose()
             self._http = None

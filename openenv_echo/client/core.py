@@ -174,7 +174,12 @@ class ClientCore:
         return Op(json.dumps({"type": "reset", "data": data}), read, opens=True)
 
     def step(
-        self, action: dict[str, Any] | BaseModel, action_text: str | None, action_token_ids: list[int] | None
+        self,
+        action: dict[str, Any] | BaseModel,
+        action_text: str | None,
+        action_token_ids: list[int] | None,
+        action_logprobs: list[float] | None = None,
+        sampling_temperature: float | None = None,
     ) -> Op[StepResult]:
         """A step; refused here, whatever the server would do, unless an episode is running."""
         trajectory = self.trajectory
@@ -192,14 +197,26 @@ class ClientCore:
             raise cls(message, code=cls.code)
         payload = action.model_dump(exclude_defaults=True) if isinstance(action, BaseModel) else dict(action)
         ids = list(action_token_ids) if action_token_ids is not None else None
+        logprobs = list(action_logprobs) if action_logprobs is not None else None
+        if logprobs is not None and len(logprobs) != len(ids or ()):
+            raise ValueError("action_logprobs needs action_token_ids of the same length")
 
         def read(reply: str | bytes) -> StepResult:
             result = self._observation(reply)
             record = StepRecord(
-                action=payload, action_text=action_text, action_token_ids=ids, observation=result.record()
+                action=payload,
+                action_text=action_text,
+                action_token_ids=ids,
+                action_logprobs=logprobs,
+                sampling_temperature=sampling_temperature,
+                observation=result.record(),
             )
             if self.writer is not None and self._key is not None:
-                self.writer.step(self._key, len(trajectory.steps), record)  # disk first: memory never ahead of it
+                try:  # disk first: memory is never ahead of it
+                    self.writer.step(self._key, len(trajectory.steps), record)
+                except (OSError, ValueError) as e:  # the journal cannot take it: the episode cannot go on
+                    trajectory.status, trajectory.error, self._key = "abandoned", EpisodeError.of(e), None
+                    raise
             trajectory.steps.append(record)
             if result.done:
                 self.end("done")

@@ -93,7 +93,7 @@ class EnvTimeoutError(EnvClientError):
 
 
 _BY_CODE: dict[str, type[ServerError]] = {
-    cls.code.value: cls  # type: ignore[union-attr]
+    cls.code.value: cls
     for cls in (
         InvalidJSONError,
         UnknownTypeError,

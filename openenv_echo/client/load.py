@@ -65,14 +65,27 @@ async def run_load(
     action: ActionFn = echo_action,
     reset_options: dict[str, Any] | None = None,
 ) -> LoadReport:
-    """Each session resets, then steps ``steps`` times (resetting whenever an episode ends)."""
+    """Each session resets, then (once every session has its first observation, so the measured steps do not
+    queue behind the opening burst of resets) steps ``steps`` times, resetting whenever an episode ends."""
     report = LoadReport(sessions, steps)
+    waiting = sessions
+    all_ready = asyncio.Event()
+
+    def ready() -> None:
+        nonlocal waiting
+        waiting -= 1
+        if waiting == 0:
+            all_ready.set()
 
     async def one(i: int) -> None:
+        counted = False
         try:
             async with AsyncEnvClient(urls[i % len(urls)], message_timeout_s=60) as env:
                 seed, index = i, 0
                 result = await env.reset(seed=seed, **(reset_options or {}))
+                ready()
+                counted = True
+                await all_ready.wait()
                 for k in range(steps):
                     if result.done:
                         seed, index = i * 100_003 + k, 0
@@ -86,6 +99,9 @@ async def run_load(
             report.errors[getattr(e.code, "value", str(e.code))] += 1
         except EnvClientError as e:
             report.errors[type(e).__name__] += 1
+        finally:
+            if not counted:
+                ready()  # a session that failed to start must not hold the others back
 
     start = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(sessions)))

@@ -2,7 +2,7 @@
 
 A pool holds base URLs (a list, or a fleet provider with ``urls``/``heal()`` such as ``RayProvider``). ``lease()``
 hands out the live replica with the fewest sessions; an episode stays on the URL it leased. When a replica is
-found dead (``mark_dead``, or a connection lost during a leased episode) it leaves the rotation, the provider is
+found dead (``mark_dead``, or a lost connection followed by a failed health check) it leaves the rotation, the provider is
 asked to replace it, and the next episode starts elsewhere: an episode is restarted, never resumed.
 """
 
@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+import httpx
 
 from .errors import ConnectionLostError, EnvClientError
 
@@ -36,11 +38,11 @@ class EnvPool:
         self._provider: FleetProvider | None = None
         if isinstance(replicas, str):
             raise TypeError("EnvPool takes a list of base URLs or a fleet provider, not one URL")
-        if hasattr(replicas, "urls"):
-            self._provider = replicas  # type: ignore[assignment]
-            urls = list(replicas.urls)  # type: ignore[union-attr]
-        else:
+        if isinstance(replicas, Sequence):
             urls = [str(u) for u in replicas]
+        else:
+            self._provider = replicas
+            urls = list(replicas.urls)
         if not urls:
             raise ValueError("EnvPool needs at least one replica URL")
         self._load: dict[str, int] = {u.rstrip("/"): 0 for u in urls}
@@ -87,6 +89,16 @@ class EnvPool:
                     self.replaced[old.rstrip("/")] = new.rstrip("/")
                     self._load.setdefault(new.rstrip("/"), 0)
 
+    def suspect(self, url: str, timeout_s: float = 2.0) -> bool:
+        """A session on ``url`` was cut: keep it if ``GET /health`` answers, else ``mark_dead``; True if dead."""
+        try:
+            healthy = httpx.get(url.rstrip("/") + "/health", trust_env=False, timeout=timeout_s).status_code == 200
+        except httpx.HTTPError:
+            healthy = False
+        if not healthy:
+            self.mark_dead(url)
+        return not healthy
+
     @contextmanager
     def lease(self) -> Iterator[str]:
         """``with pool.lease() as url:`` one episode's replica; a ``ConnectionLostError`` inside marks it dead."""
@@ -94,7 +106,7 @@ class EnvPool:
         try:
             yield url
         except ConnectionLostError:
-            self.mark_dead(url)
+            self.suspect(url)
             raise
         finally:
             self.release(url)

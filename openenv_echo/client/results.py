@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..roles import ROLE_SPEC_VERSION, Role
-from ..trajectory import ObservationRecord
-from ..wire import ObservationTokens, Segment
-
-_ENVELOPE_KEYS = frozenset({"segments", "text", "tokens", "role_spec", "metadata", "reward", "done"})
+from ..roles import Role
+from ..wire import ENVELOPE_KEYS, ObservationRecord, ObservationTokens, Segment
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class PlainTextRule:
             value = observation.get(name)
             if isinstance(value, str):
                 return [Segment(role=self.role, text=value)] if value else []
-        rest = {k: v for k, v in observation.items() if k not in _ENVELOPE_KEYS}
+        rest = {k: v for k, v in observation.items() if k not in ENVELOPE_KEYS}
         if not rest:
             return []
         return [Segment(role=self.role, text=json.dumps(rest, sort_keys=True, ensure_ascii=False, default=str))]
@@ -40,52 +37,43 @@ class PlainTextRule:
 SegmentRule = Callable[[dict[str, Any]], list[Segment]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepResult:
-    """A reset or step reply: the raw observation plus its segments (and server-side tokens, if asked)."""
+    """A reset or step reply: the raw observation as sent, and its ``ObservationRecord`` (parsed once), which is
+    also what the trajectory stores; ``segments``, ``reward``... read through to it."""
 
     observation: dict[str, Any]
-    segments: list[Segment]
-    tokens: ObservationTokens | None = None
-    reward: float | None = None
-    done: bool = False
-    metadata: dict[str, Any] = field(default_factory=dict)
+    observation_record: ObservationRecord
+
+    @property
+    def segments(self) -> list[Segment]:
+        return self.observation_record.segments
+
+    @property
+    def tokens(self) -> ObservationTokens | None:
+        return self.observation_record.tokens
+
+    @property
+    def reward(self) -> float | None:
+        return self.observation_record.reward
+
+    @property
+    def done(self) -> bool:
+        return self.observation_record.done
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.observation_record.metadata
 
     @property
     def text(self) -> str:
-        return "".join(s.text for s in self.segments)
+        return self.observation_record.text
 
     def record(self) -> ObservationRecord:
-        fields = {k: v for k, v in self.observation.items() if k not in _ENVELOPE_KEYS}
-        return ObservationRecord(
-            segments=self.segments,
-            tokens=self.tokens,
-            reward=self.reward,
-            done=self.done,
-            metadata=self.metadata,
-            fields=fields,
-        )
+        return self.observation_record
 
 
 def parse_observation(data: dict[str, Any], rule: SegmentRule) -> StepResult:
     """An observation envelope ``{"observation", "reward", "done", "metadata"?}`` as a ``StepResult``."""
-    obs = data.get("observation")
-    if not isinstance(obs, dict):
-        raise ValueError("observation reply without an 'observation' object")
-    spec = obs.get("role_spec")
-    if isinstance(spec, str) and spec.split(".")[0] != ROLE_SPEC_VERSION.split(".")[0]:
-        raise ValueError(f"server speaks role spec {spec}; this client implements {ROLE_SPEC_VERSION}")
-    raw_segments = obs.get("segments")
-    segments = [Segment.model_validate(s) for s in raw_segments] if isinstance(raw_segments, list) else rule(obs)
-    raw_tokens = obs.get("tokens")
-    tokens = ObservationTokens.model_validate(raw_tokens) if isinstance(raw_tokens, dict) else None
-    reward = data.get("reward", obs.get("reward"))
-    metadata = data.get("metadata") or obs.get("metadata") or {}
-    return StepResult(
-        observation=obs,
-        segments=segments,
-        tokens=tokens,
-        reward=None if reward is None else float(reward),
-        done=bool(data.get("done", obs.get("done", False))),
-        metadata=dict(metadata),
-    )
+    record = ObservationRecord.from_envelope(data, rule)  # raises on a reply without an observation object
+    return StepResult(observation=data["observation"], observation_record=record)

@@ -27,6 +27,7 @@ from ..trajectory import EpisodeError, EpisodeStatus, Trajectory, TrajectoryWrit
 from .aio import AsyncEnvClient
 from .core import open_writer
 from .errors import CapacityReachedError, ConnectionLostError, EnvClientError, EnvTimeoutError
+from .pool import EnvPool, NoReplicaError, as_pool
 from .results import StepResult
 from .sync import EnvClient
 
@@ -42,6 +43,8 @@ class PolicyStep:
     action: dict[str, Any]
     text: str | None = None
     token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    temperature: float | None = None
 
 
 PolicyOutput = dict[str, Any] | PolicyStep
@@ -95,7 +98,13 @@ def run_episode(
             if result.done:
                 break
             step = _as_step(policy(result, trajectory))
-            result = client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
+            result = client.step(
+                step.action,
+                action_text=step.text,
+                action_token_ids=step.token_ids,
+                action_logprobs=step.logprobs,
+                sampling_temperature=step.temperature,
+            )
     except BaseException as e:
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it
         raise
@@ -134,7 +143,7 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
     """One episode; its failure is its outcome (raised only under ``on_error="raise"``)."""
     try:
         result = await _start(client, seed, s, batch)
-    except EnvClientError as e:  # never started: recorded (and journalled) as an empty episode
+    except Exception as e:  # never started: recorded (and journalled) as an empty episode
         status: EpisodeStatus = "cut" if isinstance(e, (ConnectionLostError, EnvTimeoutError)) else "abandoned"
         empty = Trajectory(env_name=client.env_name, metadata={"seed": seed}, status=status, error=EpisodeError.of(e))
         if client.writer is not None:
@@ -149,11 +158,17 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
             if result.done:
                 break
             out = s.policy(result, trajectory)
-            step = _as_step(await out if inspect.isawaitable(out) else out)  # type: ignore[arg-type]
-            result = await client.step(step.action, action_text=step.text, action_token_ids=step.token_ids)
-    except Exception as e:  # an env error, a lost connection, a policy bug: this episode's outcome
+            step = _as_step(await out if inspect.isawaitable(out) else out)
+            result = await client.step(
+                step.action,
+                action_text=step.text,
+                action_token_ids=step.token_ids,
+                action_logprobs=step.logprobs,
+                sampling_temperature=step.temperature,
+            )
+    except BaseException as e:  # an env error, a lost connection, a policy bug, a cancellation: its outcome
         client.end_episode("abandoned", e)  # a no-op when the connection loss already cut it
-        if s.on_error == "raise":
+        if s.on_error == "raise" or not isinstance(e, Exception):
             raise
         log.warning("episode %s (seed %s) %s: %s", trajectory.episode_id, seed, trajectory.status, e)
         return trajectory
@@ -162,7 +177,7 @@ async def _episode(client: AsyncEnvClient, seed: int, s: _Settings, batch: Rollo
 
 
 async def run_episodes_async(
-    base_url: str,
+    base_url: str | EnvPool | Any,
     policy: Policy,
     seeds: Sequence[int],
     *,
@@ -179,6 +194,10 @@ async def run_episodes_async(
     """One episode per seed over ``concurrency`` concurrent sessions; every episode's trajectory, in seed order,
     with the seed in its ``metadata["seed"]``.
 
+    ``base_url`` is one server, or an ``EnvPool`` / fleet provider (``RayProvider``): then every episode leases
+    the least-loaded live replica, a replica that cuts an episode and fails its health check leaves the pool (and
+    is replaced by the provider), and ``on_error="retry"`` restarts the episode on another replica.
+
     ``writer`` journals every step as it completes; it is closed (when given as a path) only after every worker
     has stopped. See the module docstring for ``on_error``, ``max_attempts`` and ``wait_deadline_s``."""
     if on_error not in ("record", "raise", "retry"):
@@ -191,16 +210,41 @@ async def run_episodes_async(
     batch = Rollouts()
     bar = tqdm(total=len(seeds), desc="episodes", disable=not progress)
 
+    pool = as_pool(base_url)
+
     async def worker() -> None:
-        client = AsyncEnvClient(base_url, writer=sink, **client_kwargs)
+        client = None if pool is not None else AsyncEnvClient(str(base_url), writer=sink, **client_kwargs)
         try:
             while queue:
                 i, seed = queue.popleft()
                 for attempt in range(1, settings.max_attempts + 1):
+                    if pool is not None:
+                        try:
+                            url = pool.acquire()
+                        except NoReplicaError as e:
+                            slots[i] = Trajectory(metadata={"seed": seed}, status="abandoned", error=EpisodeError.of(e))
+                            if sink is not None:
+                                sink.write(slots[i])  # type: ignore[arg-type]
+                            if on_error == "raise":
+                                raise
+                            break
+                        client = AsyncEnvClient(url, writer=sink, **client_kwargs)
+                    assert client is not None
                     try:
                         slots[i] = await _episode(client, seed, settings, batch)
+                    except Exception:  # on_error="raise": stop the siblings now, not after this worker's cleanup
+                        queue.clear()
+                        for t in tasks:
+                            if t is not asyncio.current_task():
+                                t.cancel()
+                        raise
                     finally:
                         slots[i] = slots[i] or client.trajectory  # cancelled mid-episode: what it recorded
+                        if pool is not None:
+                            await client.close()
+                            pool.release(url)
+                            if slots[i] is not None and slots[i].status == "cut":  # type: ignore[union-attr]
+                                await asyncio.to_thread(pool.suspect, url)
                     if slots[i].status != "cut" or on_error != "retry" or attempt == settings.max_attempts:  # type: ignore[union-attr]
                         break
                     batch.restarts += 1
@@ -208,7 +252,8 @@ async def run_episodes_async(
                     slots[i] = None
                 bar.update(1)
         finally:
-            await client.close()
+            if client is not None:
+                await client.close()
 
     tasks = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(seeds))))]
     try:
@@ -232,6 +277,6 @@ async def run_episodes_async(
     return batch
 
 
-def run_episodes(base_url: str, policy: Policy, seeds: Sequence[int], **kwargs: Any) -> Rollouts:
+def run_episodes(base_url: str | EnvPool | Any, policy: Policy, seeds: Sequence[int], **kwargs: Any) -> Rollouts:
     """Synchronous front of ``run_episodes_async`` (not for use inside a running event loop)."""
     return asyncio.run(run_episodes_async(base_url, policy, seeds, **kwargs))

@@ -58,10 +58,13 @@ class EnvClient(ClientBase):
         *,
         action_text: str | None = None,
         action_token_ids: list[int] | None = None,
+        action_logprobs: list[float] | None = None,
+        sampling_temperature: float | None = None,
     ) -> StepResult:
-        """Send one action. ``action_text`` / ``action_token_ids`` are what the policy produced for it.
+        """Send one action. ``action_text`` / ``action_token_ids`` (with the sampler's ``action_logprobs`` and
+        ``sampling_temperature``) are what the policy produced for it; they are recorded, never sent.
         Refused (``EpisodeDoneError``) once the episode has ended, whatever the server would do."""
-        return self._run(self._core.step(action, action_text, action_token_ids))
+        return self._run(self._core.step(action, action_text, action_token_ids, action_logprobs, sampling_temperature))
 
     def state(self) -> dict[str, Any]:
         return self._run(self._core.state())

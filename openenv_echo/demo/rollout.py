@@ -57,13 +57,13 @@ def expert_episodes(
     """One scripted expert episode per seed, recorded by the client (actions carry their text, no token ids)."""
     from tqdm.auto import tqdm
 
-    from ..envs.terminal import expert_commands
+    from ..envs.terminal import expert_actions
 
     out: list[Trajectory] = []
     with EnvClient(url, env_name=ENV_NAME) as client:
         for seed in tqdm(seeds, desc=desc, disable=not progress, leave=False):
             result = client.reset(seed=seed, messages=messages(), max_steps=max_env_steps)
-            for action in expert_commands(seed)[:max_env_steps]:
+            for action in expert_actions(seed)[:max_env_steps]:
                 result = client.step(action, action_text=action["command"])
                 if result.done:
                     break

@@ -37,7 +37,7 @@ def _node_address() -> str:
     import ray
 
     node_id = ray.get_runtime_context().get_node_id()
-    for node in ray.nodes():
+    for node in ray.nodes():  # type: ignore[no-untyped-call]
         if node["NodeID"] == node_id:
             return str(node["NodeManagerAddress"])
     raise RuntimeError(f"this actor's node {node_id} is not in the cluster's node table")
@@ -135,7 +135,7 @@ class RayProvider(ServerProvider):
         import ray
 
         if not ray.is_initialized():
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, logging_level="warning")
+            ray.init(address=self.address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         return ray
 
     def _spawn(self) -> tuple[Any, str]:

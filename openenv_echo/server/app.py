@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import time
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request, WebSocket
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.websockets import WebSocketDisconnect, WebSocketState
@@ -19,13 +22,17 @@ from ..wire import (
     HealthResponse,
     SchemaResponse,
 )
+from . import strict_json, workers
 from .environment import Environment
 from .http_routes import add_stateless_routes
 from .limits import ServerLimits
-from .mcp import SERVER_ERROR, McpEndpoint, parse_body, rpc_error
+from .mcp import PARSE_ERROR, SERVER_ERROR, McpEndpoint, parse_body, rpc_error
+from .metrics import ServerMetrics
 from .protocol import EnvDriver, ProtocolError
 from .sessions import CapacityReached, Session, SessionManager
 from .task_routes import add_task_routes
+from .web import ENABLE_VALUES, add_web_routes
+from .workers import WorkerEnv, WorkerFactoryError
 
 OPENAPI_VERSION = "1.0.0"  # OpenEnv's validator maps info.version 1.x to profile openenv-http/1.x
 _FRAME_KEYS = {
@@ -62,44 +69,75 @@ def _error_response(e: ProtocolError) -> JSONResponse:
     )
 
 
-class _BodyLimit:
-    """ASGI middleware: HTTP bodies over ``max_bytes`` get 413 before any handler parses them."""
+class _RequestGuard:
+    """ASGI middleware, before any handler: HTTP bodies over ``max_bytes`` get 413, a body that stalls for
+    ``body_timeout_s`` between chunks gets 408, and a body that is not strict JSON (see ``strict_json``) gets 400
+    INVALID_JSON. The body is read here, checked, and handed on whole."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, limits: ServerLimits) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.limits = limits
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limits = self.limits
         length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return await self._reject(send)
+        if length is not None and length.isdigit() and int(length) > limits.max_message_bytes:
+            return await _reject(
+                send, 413, "MESSAGE_TOO_LARGE", f"request body exceeds {limits.max_message_bytes} bytes"
+            )
+        chunks: list[bytes] = []
         seen = 0
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), limits.body_timeout_s)
+            except asyncio.TimeoutError:
+                return await _reject(send, 408, "REQUEST_TIMEOUT", f"no body data for {limits.body_timeout_s}s")
+            if message["type"] != "http.request":  # the client went away
+                return None
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > limits.max_message_bytes:
+                return await _reject(
+                    send, 413, "MESSAGE_TOO_LARGE", f"request body exceeds {limits.max_message_bytes} bytes"
+                )
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if body.strip() and scope.get("method") in ("POST", "PUT", "PATCH"):
+            try:
+                strict_json.loads(body, limits.max_json_depth)
+            except strict_json.BadJson as e:
+                if scope.get("path") == "/mcp":  # JSON-RPC answers everything itself, parse errors included
+                    return await _send_json(send, 200, rpc_error(None, PARSE_ERROR, f"Parse error: {e}"))
+                return await _reject(send, 400, "INVALID_JSON", f"request body is not strict JSON: {e}")
+        replayed = False
 
-        async def limited_receive() -> dict:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise _TooLarge
-            return message
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: wait for the disconnect, as the server would
 
-        try:
-            await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            await self._reject(send)
-
-    async def _reject(self, send: Any) -> None:
-        body = json.dumps(
-            {"code": "MESSAGE_TOO_LARGE", "message": f"request body exceeds {self.max_bytes} bytes", "detail": None}
-        ).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": body})
+        await self.app(scope, replay, send)
 
 
-class _TooLarge(Exception):
-    pass
+async def _reject(send: Any, status: int, code: str, message: str) -> None:
+    await _send_json(send, status, {"code": code, "message": message, "detail": None})
+
+
+async def _send_json(send: Any, status: int, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(
@@ -108,24 +146,30 @@ def create_app(
     limits: ServerLimits | None = None,
     mode: Literal["simulation", "production"] = "simulation",
     tokenizer: Any = None,
+    web: bool | None = None,
 ) -> FastAPI:
     """Build the app for ``env_cls``.
 
     ``mode="production"`` omits the HTTP ``/reset``, ``/step`` and ``/state`` routes (OpenEnv's production mode);
-    ``tokenizer`` (any HF tokenizer) lets clients ask for segment-body token ids with ``return_tokens``.
+    ``tokenizer`` (any HF tokenizer) lets clients ask for segment-body token ids with ``return_tokens``;
+    ``web`` adds OpenEnv's web interface at ``/web/`` (default: env var ``ENABLE_WEB_INTERFACE`` is true/1/yes).
     """
     limits = limits or ServerLimits.from_env()
     if limits.max_sessions > 1 and not env_cls.SUPPORTS_CONCURRENT_SESSIONS:
         raise ValueError(f"{env_cls.__name__} does not support concurrent sessions; use max_sessions=1")
     if mode not in ("simulation", "production"):
         raise ValueError(f"mode must be 'simulation' or 'production', got {mode!r}")
-    driver = EnvDriver(env_cls, tokenizer=tokenizer, step_timeout_s=limits.step_timeout_s)
-    sessions = SessionManager(env_cls, limits.max_sessions, limits.idle_timeout_s)
+    driver = EnvDriver(env_cls, tokenizer=tokenizer, limits=limits)
+    sessions = SessionManager(driver.new_env, limits.max_sessions, limits.idle_timeout_s)
     mcp = McpEndpoint(driver, sessions)
+    metrics = ServerMetrics(env_cls.get_metadata().name)
+    metrics.watch_sessions(lambda: sessions.active)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):  # type: ignore[no-untyped-def]
         sessions.start_reaper()
+        if env_cls.BLOCKING:
+            await workers.prewarm(env_cls)
         try:
             yield
         finally:
@@ -138,18 +182,26 @@ def create_app(
         description=meta.description,
         version=OPENAPI_VERSION,
         lifespan=lifespan,
+        # what _RequestGuard may answer on any route, before its handler runs
+        responses={c: {"model": ErrorResponse} for c in (400, 408, 413)},
     )
     app.state.sessions = sessions
     app.state.limits = limits
     app.state.env_cls = env_cls
-    app.add_middleware(_BodyLimit, max_bytes=limits.max_message_bytes)
-    errors = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
+    app.state.metrics = metrics
+    app.add_middleware(_RequestGuard, limits=limits)
+    errors: dict[int | str, dict[str, Any]] = {c: {"model": ErrorResponse} for c in (400, 409, 413, 422, 500, 504)}
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = json.loads(json.dumps(exc.errors(), default=str))
+        # the offending input is not echoed: it may hold what no strict JSON reply can carry (lone surrogates)
+        errs = [
+            {k: v for k, v in e.items() if k not in ("input", "ctx", "url")}
+            for e in json.loads(json.dumps(exc.errors(), default=str))
+        ]
         first = errs[0] if errs else {}
         where = ".".join(str(x) for x in first.get("loc", ()))
+        metrics.error("VALIDATION_ERROR")
         return JSONResponse(
             {
                 "code": "VALIDATION_ERROR",
@@ -162,6 +214,7 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "INVALID_JSON" if exc.status_code == 400 else f"HTTP_{exc.status_code}"
+        metrics.error(code)
         return JSONResponse(
             {"code": code, "message": str(exc.detail), "detail": exc.detail},
             status_code=exc.status_code,
@@ -170,6 +223,7 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        metrics.error("EXECUTION_ERROR")
         return JSONResponse(
             {"code": "EXECUTION_ERROR", "message": f"{type(exc).__name__}: {exc}", "detail": None}, status_code=500
         )
@@ -177,6 +231,11 @@ def create_app(
     @app.get("/health", response_model=HealthResponse, tags=["health"])
     async def health() -> HealthResponse:
         return HealthResponse()
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    async def get_metrics() -> Response:
+        """Prometheus text exposition of this server's metrics (``openenv_echo_*``)."""
+        return Response(metrics.exposition(), media_type=metrics.content_type)
 
     @app.get("/metadata", response_model=EnvironmentMetadata, tags=["environment"])
     async def metadata() -> EnvironmentMetadata:
@@ -200,17 +259,28 @@ def create_app(
 
     @app.websocket("/mcp")
     async def mcp_ws(websocket: WebSocket) -> None:
-        await _serve_mcp_ws(websocket, mcp, limits)
+        await _serve_mcp_ws(websocket, mcp, limits, metrics)
 
     if mode == "simulation":
         add_stateless_routes(app, driver, errors, _error_response)
     add_task_routes(app, env_cls)
+    if web if web is not None else os.environ.get("ENABLE_WEB_INTERFACE", "").lower() in ENABLE_VALUES:
+        add_web_routes(app, driver, _error_response, _example_action(env_cls))
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
-        await _serve_ws(websocket, sessions, driver, mcp, limits)
+        await _serve_ws(websocket, sessions, driver, mcp, limits, metrics)
 
     return app
+
+
+def _example_action(env_cls: type[Environment]) -> dict[str, Any]:
+    """A starting point for the web page's action box: the action's first text field, empty."""
+    props = env_cls.action_type.model_json_schema().get("properties", {})
+    for name, prop in props.items():
+        if name != "metadata" and "string" in json.dumps(prop):
+            return {name: ""}
+    return {}
 
 
 # -- WebSocket ------------------------------------------------------------------------------------------
@@ -220,7 +290,7 @@ async def _send_error(ws: WebSocket, code: ErrorCode, message: str, **extra: Any
     await ws.send_text(json.dumps({"type": "error", "data": {"code": code.value, "message": message, **extra}}))
 
 
-def _decode(message: dict, max_bytes: int) -> Any:
+def _decode(message: dict, max_bytes: int, max_depth: int) -> Any:
     """The JSON frame in a WS message, or a ``ProtocolError`` (size, encoding, syntax, shape)."""
     text = message.get("text")
     if text is None:
@@ -236,11 +306,9 @@ def _decode(message: dict, max_bytes: int) -> Any:
     ):
         raise ProtocolError(ErrorCode.MESSAGE_TOO_LARGE, f"frame exceeds {max_bytes} bytes")
     try:
-        frame = json.loads(text)
-    except ValueError as e:
-        raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is not valid JSON: {e}") from None
-    except RecursionError:
-        raise ProtocolError(ErrorCode.INVALID_JSON, "frame is nested too deeply") from None
+        frame = strict_json.loads(text, max_depth)
+    except strict_json.BadJson as e:
+        raise ProtocolError(ErrorCode.INVALID_JSON, f"frame is {e}") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise ProtocolError(ErrorCode.VALIDATION_ERROR, "a frame is a JSON object with a string 'type'")
     allowed = _FRAME_KEYS.get(frame["type"])
@@ -259,7 +327,12 @@ def _decode(message: dict, max_bytes: int) -> Any:
 
 
 async def _serve_ws(
-    ws: WebSocket, sessions: SessionManager, driver: EnvDriver, mcp: McpEndpoint, limits: ServerLimits
+    ws: WebSocket,
+    sessions: SessionManager,
+    driver: EnvDriver,
+    mcp: McpEndpoint,
+    limits: ServerLimits,
+    metrics: ServerMetrics,
 ) -> None:
     await ws.accept()
     attach_id = ws.query_params.get("session_id")
@@ -267,20 +340,23 @@ async def _serve_ws(
         if attach_id is not None:
             session = _attach(sessions, attach_id)
         else:
-            session = sessions.open()
+            session = await sessions.open()
     except _AttachError as e:
         await _send_error(ws, ErrorCode.SESSION_ERROR, str(e))
         await ws.close(code=1008)
         return
     except CapacityReached as e:
+        metrics.capacity_refusals.inc()
         await _send_error(ws, ErrorCode.CAPACITY_REACHED, str(e), active_sessions=e.active, max_sessions=e.limit)
         await ws.close(code=1013)
         return
     except Exception as e:
+        metrics.error(ErrorCode.FACTORY_ERROR.value)
+        why = str(e) if isinstance(e, WorkerFactoryError) else f"{type(e).__name__}: {e}"
         await _send_error(
             ws,
             ErrorCode.FACTORY_ERROR,
-            f"could not create the environment: {type(e).__name__}: {e}",
+            f"could not create the environment: {why}",
             factory_name=driver.env_cls.__name__,
         )
         await ws.close(code=1011)
@@ -292,20 +368,24 @@ async def _serve_ws(
             await ws.close(code=1001)
 
     session.on_expire = expire
+    metrics.sessions.inc()
     try:
         while True:
             message = await ws.receive()
             if message["type"] == "websocket.disconnect":
                 break
+            metrics.received_bytes.inc(len(message.get("text") or message.get("bytes") or ""))
             session.busy = True
             try:
                 async with session.lock:
-                    reply = await _handle_frame(message, session, sessions, driver, mcp, limits)
+                    reply = await _handle_frame(message, session, sessions, driver, mcp, limits, metrics)
             except ProtocolError as e:
+                metrics.error(e.code.value)
                 reply = json.dumps({"type": "error", "data": e.payload()})
                 if e.code is ErrorCode.STEP_TIMEOUT and session.env is not None:
-                    session.env = None  # the timed-out call may still be running on it: abandon the instance
+                    sessions.discard_env(session)  # its worker was killed (or its call may still be running)
             except Exception as e:  # a server bug must cost one reply, not the session
+                metrics.error("EXECUTION_ERROR")
                 reply = json.dumps(
                     {"type": "error", "data": {"code": "EXECUTION_ERROR", "message": f"{type(e).__name__}: {e}"}}
                 )
@@ -315,6 +395,7 @@ async def _serve_ws(
             if reply is None:  # close frame: no reply
                 await ws.close(code=1000)
                 break
+            metrics.sent_bytes.inc(len(reply))
             await ws.send_text(reply)
     except WebSocketDisconnect:
         pass  # the client went away
@@ -346,12 +427,13 @@ def _attach(sessions: SessionManager, session_id: str) -> Session:
     return session
 
 
-async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -> None:
+async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits, metrics: ServerMetrics) -> None:
     """WS ``/mcp``: raw JSON-RPC frames, one session per connection (OpenEnv's)."""
     await ws.accept()
     try:
-        session = mcp.sessions.open()
+        session = await mcp.sessions.open()
     except CapacityReached as e:
+        metrics.capacity_refusals.inc()
         await ws.send_text(
             json.dumps(rpc_error(None, SERVER_ERROR, str(e), {"active_sessions": e.active, "max_sessions": e.limit}))
         )
@@ -364,6 +446,7 @@ async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -
         )
         await ws.close(code=1011)
         return
+    metrics.sessions.inc()
     try:
         while True:
             message = await ws.receive()
@@ -377,8 +460,13 @@ async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits) -
             else:
                 session.busy = True
                 try:
-                    async with session.lock:
-                        reply = await mcp.handle(parse_body(raw), bound=session)
+                    try:
+                        request = strict_json.loads(raw, limits.max_json_depth)
+                    except strict_json.BadJson as e:
+                        reply = rpc_error(None, PARSE_ERROR, f"Parse error: {e}")
+                    else:
+                        async with session.lock:
+                            reply = await mcp.handle(request, bound=session)
                 finally:
                     session.busy = False
                     session.touch()
@@ -399,21 +487,38 @@ async def _handle_frame(
     driver: EnvDriver,
     mcp: McpEndpoint,
     limits: ServerLimits,
+    metrics: ServerMetrics,
 ) -> str | None:
-    frame = _decode(message, limits.max_message_bytes)
+    frame = _decode(message, limits.max_message_bytes, limits.max_json_depth)
     kind = frame["type"]
     if kind == "close":
         return None
     if kind == "reset":
-        if session.env is None:
-            session.env = sessions.new_env()
+        if session.env is None or (isinstance(session.env, WorkerEnv) and not session.env.alive):
+            sessions.discard_env(session)
+            session.env = await sessions.new_env()
+        began = time.perf_counter()
         obs, session.return_tokens = await driver.reset(session.env, frame.get("data"))
-        return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
+        metrics.reset_seconds.observe(time.perf_counter() - began)
+        return _observation_frame(driver, obs, session.return_tokens, metrics)
     if kind == "mcp":
         return json.dumps({"type": "mcp", "data": await mcp.handle(frame["data"], bound=session)})
     if session.env is None:
         raise ProtocolError(ErrorCode.EPISODE_NOT_STARTED, "no episode in this session: send a reset first")
     if kind == "step":
-        obs = await driver.step(session.env, frame["data"])
-        return '{"type":"observation","data":' + driver.envelope_json(obs, session.return_tokens) + "}"
-    return json.dumps({"type": "state", "data": session.env.state.model_dump(mode="json")})
+        began = time.perf_counter()
+        try:
+            obs = await driver.step(session.env, frame["data"])
+        except ProtocolError:
+            metrics.step_failed()
+            raise
+        metrics.step(time.perf_counter() - began, done=obs.done)
+        return _observation_frame(driver, obs, session.return_tokens, metrics)
+    return json.dumps({"type": "state", "data": await driver.state(session.env)})
+
+
+def _observation_frame(driver: EnvDriver, obs: Any, with_tokens: bool, metrics: ServerMetrics) -> str:
+    text = driver.envelope_json(obs, with_tokens)
+    if with_tokens and obs.tokens is not None:
+        metrics.tokens_attached.inc(len(obs.tokens.ids))
+    return '{"type":"observation","data":' + text + "}"

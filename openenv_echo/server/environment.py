@@ -50,7 +50,8 @@ class Environment(ABC, Generic[ActT, ObsT]):
     Class attributes declare the wire types and how the server may run the instance:
 
     * ``action_type`` / ``observation_type`` / ``state_type`` – pydantic models, published by ``/schema``;
-    * ``BLOCKING`` – True when ``_step`` may block (I/O, heavy CPU): the server then runs it in a worker thread;
+    * ``BLOCKING`` – True when ``_step`` may block or burn CPU: the server then runs each session's instance in its
+      own worker process, under the per-session limits (wall time, memory, disk) and killed when over them;
       cheap environments leave it False and are stepped on the event loop, which is several times faster;
     * ``SUPPORTS_CONCURRENT_SESSIONS`` – False makes the server refuse ``max_sessions > 1``;
     * ``TOOLS`` – the MCP tools (``EnvTool``), each a typed front for one native action;

@@ -14,13 +14,16 @@ from fastapi import Body, FastAPI
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ..wire import CallToolAction, ListToolsAction, StepResponse
+from ..wire import ErrorCode, ListToolsAction, StepResponse
 from .environment import Environment
 from .protocol import EnvDriver, ProtocolError
+from .tools import call_action_types
+from .workers import WorkerFactoryError
 
 
-def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
-    action_type: Any = Union[env_cls.action_type, CallToolAction, ListToolsAction]  # noqa: UP007
+def step_request_model(env_cls: type[Environment[Any, Any]]) -> type[BaseModel]:
+    choices = (env_cls.action_type, ListToolsAction, *call_action_types(env_cls.TOOLS))
+    action_type: Any = Union[choices]  # noqa: UP007
     return create_model(
         f"{env_cls.__name__}StepRequest",
         __config__=ConfigDict(extra="forbid"),
@@ -33,15 +36,27 @@ def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
     )
 
 
-def add_stateless_routes(app: FastAPI, driver: EnvDriver, errors: dict[int, Any], error_response: Any) -> None:
+def add_stateless_routes(
+    app: FastAPI, driver: EnvDriver, errors: dict[int | str, dict[str, Any]], error_response: Any
+) -> None:
     env_cls = driver.env_cls
     reset_model = driver.reset_model
     step_model = step_request_model(env_cls)
 
+    async def fresh() -> Any:
+        """A new env for one request: a worker process of its own for BLOCKING envs, as a session gets."""
+        try:
+            return await driver.new_env()
+        except WorkerFactoryError as e:
+            raise ProtocolError(ErrorCode.FACTORY_ERROR, f"could not create the environment: {e}") from None
+
     @app.post("/reset", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def reset(body: reset_model | None = Body(default=None)) -> Any:  # type: ignore[valid-type]
-        data = body.model_dump(exclude_unset=True) if body is not None else {}
-        env = env_cls()
+        data: dict[str, Any] = body.model_dump(exclude_unset=True) if body is not None else {}
+        try:
+            env = await fresh()
+        except ProtocolError as e:
+            return error_response(e)
         try:
             obs, tokens = await driver.reset(env, data)
             return _json(driver.envelope_json(obs, tokens, http=True))
@@ -52,7 +67,10 @@ def add_stateless_routes(app: FastAPI, driver: EnvDriver, errors: dict[int, Any]
 
     @app.post("/step", response_model=StepResponse, responses=errors, tags=["simulation"])
     async def step(body: step_model) -> Any:  # type: ignore[valid-type]
-        env = env_cls()
+        try:
+            env = await fresh()
+        except ProtocolError as e:
+            return error_response(e)
         try:
             if not isinstance(body.action, ListToolsAction):  # type: ignore[attr-defined]
                 await driver.reset(env, {})

@@ -82,7 +82,7 @@ class McpEndpoint:
         if bound is not None:
             return {"session_id": bound.id}
         try:
-            session = self.sessions.open(http=True)
+            session = await self.sessions.open(http=True)
         except CapacityReached as e:
             raise _RpcError(SERVER_ERROR, str(e), {"active_sessions": e.active, "max_sessions": e.limit}) from None
         except Exception as e:
@@ -133,7 +133,7 @@ class McpEndpoint:
                 session.touch()
             with_tokens = session.return_tokens
         else:
-            env = self.sessions.new_env()
+            env = await self.sessions.new_env()
             try:
                 await self.driver.reset(env, {})
                 obs = await self.driver.call_tool(env, name, arguments)

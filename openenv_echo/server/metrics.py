@@ -7,6 +7,8 @@ histograms. Recording is a few dictionary lookups and float adds per frame: chea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 #: Step latency buckets: sub-millisecond echo steps up to the step timeout's range.
@@ -23,16 +25,19 @@ class ServerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.sessions_active = Gauge(
-            "openenv_echo_sessions_active", "WebSocket sessions open now.", ["env"], registry=r
+            "openenv_echo_sessions_active", "Sessions open now (WebSocket, MCP and HTTP-created).", ["env"], registry=r
         ).labels(env)
         self.sessions = Counter(
-            "openenv_echo_sessions", "WebSocket sessions opened since start.", ["env"], registry=r
+            "openenv_echo_sessions", "WebSocket sessions (/ws and /mcp) opened since start.", ["env"], registry=r
         ).labels(env)
         self.capacity_refusals = Counter(
             "openenv_echo_capacity_refusals", "Sessions refused with CAPACITY_REACHED.", ["env"], registry=r
         ).labels(env)
         self._steps = Counter(
-            "openenv_echo_steps", "Steps by outcome (ok, done, error).", ["env", "outcome"], registry=r
+            "openenv_echo_steps",
+            "Steps by outcome: ok, done (the episode ended), error (an error reply).",
+            ["env", "outcome"],
+            registry=r,
         )
         self._steps_by_outcome = {o: self._steps.labels(env, o) for o in ("ok", "done", "error")}
         self.step_seconds = Histogram(
@@ -51,6 +56,10 @@ class ServerMetrics:
         self.tokens_attached = Counter(
             "openenv_echo_tokens_attached", "Segment-body token ids attached on request.", ["env"], registry=r
         ).labels(env)
+
+    def watch_sessions(self, count: Callable[[], int]) -> None:
+        """Read the active-session gauge from ``count`` at scrape time (nothing to update per session)."""
+        self.sessions_active.set_function(count)
 
     def step(self, seconds: float, *, done: bool) -> None:
         self.step_seconds.observe(seconds)

@@ -14,10 +14,21 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from ..tokenizer_identity import segment_tokens
-from ..wire import MCP_ACTION_TYPES, Action, CallToolAction, ErrorCode, ListToolsAction, Observation
+from ..roles import Role
+from ..wire import (
+    MCP_ACTION_TYPES,
+    Action,
+    CallToolAction,
+    ErrorCode,
+    ListToolsAction,
+    Observation,
+    Segment,
+    join_segments,
+)
 from .environment import EnvError, Environment
+from .limits import ServerLimits
 from .tools import TOOL_CALL_FIELDS, TOOL_LIST_FIELDS, tool_observation_type
+from .workers import WorkerEnv, WorkerFailed, WorkerLimits
 
 MAX_SEED = 2**53 - 1  # the largest integer every JSON implementation represents exactly
 _RESET_RESERVED = ("seed", "episode_id", "return_tokens")
@@ -104,14 +115,33 @@ def reset_model(env_cls: type[Environment], with_tokenizer: bool) -> type[ResetO
 class EnvDriver:
     """Validates and runs reset/step (native actions and OpenEnv's MCP actions) for one environment class."""
 
-    def __init__(self, env_cls: type[Environment], tokenizer: Any = None, step_timeout_s: float | None = None) -> None:
+    def __init__(self, env_cls: type[Environment], tokenizer: Any = None, limits: ServerLimits | None = None) -> None:
         self.env_cls = env_cls
         self.tokenizer = tokenizer
-        self.step_timeout_s = step_timeout_s
+        self.limits = limits = limits or ServerLimits()
+        self.step_timeout_s = limits.step_timeout_s
+        self.worker_limits = WorkerLimits(
+            memory_bytes=limits.memory_mb << 20,
+            file_bytes=limits.temp_disk_mb << 20,
+            cpu_s_per_call=None
+            if limits.step_timeout_s is None or limits.reset_timeout_s is None
+            else 2 * max(limits.step_timeout_s, limits.reset_timeout_s) + 1,
+        )
         self.reset_model = reset_model(env_cls, with_tokenizer=tokenizer is not None)
         self.tools = {t.name: t for t in env_cls.TOOLS}
         self.tool_specs = [t.spec() for t in env_cls.TOOLS]
         self.observation_type = tool_observation_type(env_cls.observation_type)
+
+    async def new_env(self) -> Environment | WorkerEnv:
+        """A fresh instance: in its own worker process for ``BLOCKING`` envs, else in this process."""
+        if self.env_cls.BLOCKING:
+            return await WorkerEnv.start(self.env_cls, self.worker_limits)
+        return self.env_cls()
+
+    async def state(self, env: Environment | WorkerEnv) -> dict[str, Any]:
+        if isinstance(env, WorkerEnv):
+            return await self._in_worker(env, "state")  # type: ignore[no-any-return]
+        return env.state.model_dump(mode="json")
 
     # -- reset ------------------------------------------------------------------------------------------
     def parse_reset(self, data: Any) -> tuple[int | None, str | None, bool, dict[str, Any]]:
@@ -137,7 +167,7 @@ class EnvDriver:
         kwargs.update(dict((request.model_extra or {}).items()))
         return request.seed, request.episode_id, request.return_tokens, kwargs
 
-    async def reset(self, env: Environment, data: Any) -> tuple[Observation, bool]:
+    async def reset(self, env: Environment | WorkerEnv, data: Any) -> tuple[Observation, bool]:
         seed, episode_id, return_tokens, kwargs = self.parse_reset(data)
         obs = await self._run(env, "reset", seed, episode_id, **kwargs)
         return obs, return_tokens
@@ -155,10 +185,10 @@ class EnvDriver:
                 ErrorCode.VALIDATION_ERROR, f"invalid action: {_summary(e)}", errors=validation_errors(e)
             ) from None
 
-    async def step(self, env: Environment, data: Any) -> Observation:
+    async def step(self, env: Environment | WorkerEnv, data: Any) -> Observation:
         return await self.act(env, self.parse_action(data))
 
-    async def act(self, env: Environment, action: Action) -> Observation:
+    async def act(self, env: Environment | WorkerEnv, action: Action) -> Observation:
         """Run one validated action: a tool list needs no episode; a tool call is its native action's step."""
         if isinstance(action, ListToolsAction):
             return self.tool_list(env.done)
@@ -169,7 +199,7 @@ class EnvDriver:
     def tool_list(self, done: bool = False) -> Observation:
         return self.observation_type.model_construct(tools=self.tool_specs, done=done)
 
-    async def call_tool(self, env: Environment, name: str, arguments: Any) -> Observation:
+    async def call_tool(self, env: Environment | WorkerEnv, name: str, arguments: Any) -> Observation:
         tool = self.tools.get(name)
         if tool is None:
             raise ProtocolError(
@@ -188,13 +218,37 @@ class EnvDriver:
             _fields_set=obs.model_fields_set | TOOL_CALL_FIELDS, **obs.__dict__, tool_name=name, result=tool.result(obs)
         )
 
-    async def _run(self, env: Environment, method: str, *args: Any, **kwargs: Any) -> Observation:
-        """Call ``env.<method>``: blocking envs in a worker thread and async overrides under the step timeout;
-        plain synchronous envs directly (nothing could interrupt them, and a task per step is costly)."""
+    async def _run(self, env: Environment | WorkerEnv, method: str, *args: Any, **kwargs: Any) -> Observation:
+        """Call ``env.<method>``: ``BLOCKING`` envs in their worker process under the call's wall-time budget
+        (killed when over it), async overrides under the same timeout, plain synchronous envs directly (a trivial
+        step is cheaper than any hop). The observation's text is then held to ``max_output_bytes``."""
+        if isinstance(env, WorkerEnv):
+            obs = await self._in_worker(env, method, *args, **kwargs)
+            env.done = bool(obs.done)
+            return self._capped(obs)
+        return self._capped(await self._run_here(env, method, *args, **kwargs))
+
+    async def _in_worker(self, env: WorkerEnv, method: str, *args: Any, **kwargs: Any) -> Any:
+        timeout = self.limits.reset_timeout_s if method == "reset" else self.step_timeout_s
         try:
-            if env.BLOCKING:
-                call = asyncio.to_thread(getattr(env, method), *args, **kwargs)
-            elif getattr(type(env), method + "_async") is not getattr(Environment, method + "_async"):
+            return await env.call(method, args, kwargs, timeout)
+        except WorkerFailed as e:
+            raise ProtocolError(e.code, str(e)) from None
+        except EnvError as e:
+            raise ProtocolError(e.code, str(e)) from None
+
+    def _capped(self, obs: Observation) -> Observation:
+        limit = self.limits.max_output_bytes
+        total = 0
+        for i, seg in enumerate(obs.segments):
+            total += len(seg.text)  # characters <= bytes <= 4 x characters: a cheap first test
+            if 4 * total > limit and _utf8_len(obs.segments[: i + 1]) > limit:
+                return _cut(obs, limit)
+        return obs
+
+    async def _run_here(self, env: Environment, method: str, *args: Any, **kwargs: Any) -> Observation:
+        try:
+            if getattr(type(env), method + "_async") is not getattr(Environment, method + "_async"):
                 call = getattr(env, method + "_async")(*args, **kwargs)
             else:
                 return getattr(env, method)(*args, **kwargs)
@@ -222,6 +276,8 @@ class EnvDriver:
         """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path). ``http``: as
         OpenEnv's HTTP ``ResetResponse``/``StepResponse``, with ``metadata`` always present (null when empty)."""
         if with_tokens and obs.tokens is None:
+            from ..tokenize.observation_tokens import segment_tokens
+
             obs.tokens = segment_tokens(self.tokenizer, obs.segments)
         fields = obs.__dict__
         if "tools" not in fields:
@@ -240,6 +296,29 @@ class EnvDriver:
 
 
 _ENVELOPE_TOP = {"reward", "done"}
+
+
+def _utf8_len(segments: list[Segment]) -> int:
+    return sum(len(s.text.encode("utf-8", "surrogatepass")) for s in segments)
+
+
+def _cut(obs: Observation, limit: int) -> Observation:
+    """``obs`` with its segments cut to ``limit`` UTF-8 bytes and a ``warning`` saying so (roles kept)."""
+    kept: list[Segment] = []
+    room = limit
+    for seg in obs.segments:
+        data = seg.text.encode("utf-8", "surrogatepass")
+        if len(data) > room:
+            text = data[:room].decode("utf-8", "ignore")
+            if text:
+                kept.append(Segment(role=seg.role, text=text))
+            break
+        kept.append(seg)
+        room -= len(data)
+    kept.append(Segment(role=Role.WARNING, text=f"\n[output cut at the server's limit of {limit} bytes per step]\n"))
+    return obs.model_copy(update={"segments": kept, "text": join_segments(kept), "tokens": None})
+
+
 _TOOL_LIST_EXCLUDE = _ENVELOPE_TOP | TOOL_CALL_FIELDS
 _TOOL_CALL_EXCLUDE = _ENVELOPE_TOP | TOOL_LIST_FIELDS
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .app import create_app
+from .connections import guarded_http_protocol
 from .environment import Environment
 from .limits import ServerLimits
 
@@ -17,7 +18,10 @@ def uvicorn_config(app: Any, host: str, port: int, limits: ServerLimits, log_lev
         host=host,
         port=port,
         log_level=log_level,
+        http=guarded_http_protocol(limits),  # connection cap, header deadline, JSON transport errors
         ws="websockets-sansio",
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=16 * 1024,  # request line + headers
         # frames up to 4x the limit reach the app and get a MESSAGE_TOO_LARGE error frame; larger ones are
         # refused by the transport (close code 1009) before they are buffered
         ws_max_size=4 * limits.max_message_bytes,

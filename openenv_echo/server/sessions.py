@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .environment import Environment
+from .workers import WorkerEnv
+
+EnvHandle = Environment[Any, Any] | WorkerEnv
+"""A session's env: an instance in this process, or a handle on one in its worker process (``BLOCKING`` envs)."""
 
 
 class CapacityReached(Exception):
@@ -28,7 +32,7 @@ class Session:
     """
 
     id: str
-    env: Environment | None
+    env: EnvHandle | None
     http: bool = False
     attached: bool = False
     closing: bool = False
@@ -45,7 +49,9 @@ class Session:
 class SessionManager:
     """Counts live sessions against ``max_sessions`` and reaps idle ones."""
 
-    def __init__(self, factory: Callable[[], Environment], max_sessions: int, idle_timeout_s: float | None) -> None:
+    def __init__(
+        self, factory: Callable[[], Awaitable[EnvHandle]], max_sessions: int, idle_timeout_s: float | None
+    ) -> None:
         self._factory = factory
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
@@ -56,14 +62,14 @@ class SessionManager:
     def active(self) -> int:
         return len(self._sessions)
 
-    def open(self, http: bool = False) -> Session:
+    async def open(self, http: bool = False) -> Session:
         """Reserve a slot and build the env; raises ``CapacityReached`` or whatever the factory raises."""
         if len(self._sessions) >= self.max_sessions:
             raise CapacityReached(len(self._sessions), self.max_sessions)
         session = Session(id=str(uuid.uuid4()), env=None, http=http)
         self._sessions[session.id] = session  # slot reserved before the factory runs
         try:
-            session.env = self._factory()
+            session.env = await self._factory()
         except BaseException:
             del self._sessions[session.id]
             raise
@@ -72,11 +78,17 @@ class SessionManager:
     def get(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
-    def new_env(self) -> Environment:
-        return self._factory()
+    async def new_env(self) -> EnvHandle:
+        return await self._factory()
 
     def close(self, session: Session) -> None:
         if self._sessions.pop(session.id, None) is not None and session.env is not None:
+            _close_quietly(session.env)
+            session.env = None
+
+    def discard_env(self, session: Session) -> None:
+        """Drop the session's env (after a timeout or a dead worker); the session itself stays open."""
+        if session.env is not None:
             _close_quietly(session.env)
             session.env = None
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from ..wire import RESERVED_TOOL_NAMES, Action, Observation, Tool, ToolError
+from ..wire import RESERVED_TOOL_NAMES, Action, CallToolAction, Observation, Tool, ToolError
 
 TOOL_CALL_FIELDS = frozenset({"tool_name", "result", "error"})
 TOOL_LIST_FIELDS = frozenset({"tools"})
@@ -42,11 +42,25 @@ class EnvTool:
         return Tool(name=self.name, description=self.description, input_schema=schema)
 
 
+def call_action_types(tools: tuple[EnvTool, ...]) -> list[type[CallToolAction]]:
+    """One exact ``CallToolAction`` model per tool (its name as a literal, its arguments model), so an OpenAPI
+    document lists precisely the tool calls the server accepts."""
+    return [
+        create_model(
+            f"Call{''.join(w.capitalize() for w in t.name.split('_'))}",
+            __base__=CallToolAction,
+            tool_name=(Literal[t.name], Field(description=t.description)),  # type: ignore[arg-type]
+            arguments=(t.arguments, ...),
+        )
+        for t in tools
+    ]
+
+
 @functools.cache
 def tool_observation_type(obs_type: type[Observation]) -> type[Observation]:
     """``obs_type`` plus the optional MCP fields; a tool-call observation leaves out ``tools``, a tool list
     leaves out ``tool_name``/``result``/``error`` (OpenEnv's clients tell the two apart by those keys)."""
-    return create_model(  # type: ignore[no-any-return, call-overload]
+    return create_model(
         obs_type.__name__,
         __base__=obs_type,
         __module__=obs_type.__module__,

@@ -1,6 +1,8 @@
 """Trajectories to token ids with aligned per-token role masks, for real HF tokenizers and chat templates.
 
 * ``TitoBuilder`` / ``tokenize_trajectory`` – token-in-token-out assembly (live rollouts, recorded ids);
+* ``StepwiseBuilder`` / ``tokenize_stepwise`` – one sequence per assistant turn, for templates that rewrite
+  history (``template_mode`` says which mode a template needs; ``tokenize_sequences(mode="auto")`` picks it);
 * ``tokenize_offline`` – whole-conversation render with character offsets (no sampler ids);
 * ``TokenizedTrajectory`` / ``collate`` – the per-sequence result and torch batches (target-aligned masks);
 * ``build_tokenizer`` / ``load_tokenizer`` – real tokenizers built offline, or loaded with ``from_pretrained``;
@@ -10,15 +12,20 @@ Normative spec: ``rfcs/0003-token-masks.md``. Importing this package needs numpy
 tokenizers, torch and pyarrow are imported when used.
 """
 
+from ..roles import OBSERVATION_ROLES
 from .compare import AssemblyComparison, Difference, compare_assemblies
 from .export import read_jsonl, read_parquet, read_tokenized, write_jsonl, write_parquet
 from .fragment import FragmentCodec, fragment_codec
 from .local import FAMILIES, build_tokenizer, load_tokenizer
-from .offline import STRADDLE_ROLE, TaggedMessage, conversation_from_trajectory, tokenize_offline
+from .modes import tokenize_sequences
+from .observation_tokens import segment_tokens
+from .offline import STRADDLE_ROLE, conversation_from_trajectory, tokenize_offline
+from .rendered import TaggedMessage
 from .show import show
-from .template import Scaffold, TemplateError, TemplateNotPrefixStable, probe_template
+from .stepwise import StepwiseBuilder, tokenize_stepwise
+from .template import Scaffold, TemplateError, TemplateMode, TemplateNotPrefixStable, probe_template, template_mode
 from .tito import TitoBuilder, tokenize_trajectory
-from .tokenized import MASK_KEYS, OBSERVATION_ROLES, TokenizedTrajectory, collate
+from .tokenized import MASK_KEYS, TokenizedTrajectory, collate
 
 __all__ = [
     "FAMILIES",
@@ -29,8 +36,10 @@ __all__ = [
     "Difference",
     "FragmentCodec",
     "Scaffold",
+    "StepwiseBuilder",
     "TaggedMessage",
     "TemplateError",
+    "TemplateMode",
     "TemplateNotPrefixStable",
     "TitoBuilder",
     "TokenizedTrajectory",
@@ -44,8 +53,12 @@ __all__ = [
     "read_jsonl",
     "read_parquet",
     "read_tokenized",
+    "segment_tokens",
     "show",
+    "template_mode",
     "tokenize_offline",
+    "tokenize_sequences",
+    "tokenize_stepwise",
     "tokenize_trajectory",
     "write_jsonl",
     "write_parquet",

@@ -3,8 +3,9 @@
 One row per sequence. Columns: ``input_ids`` (int64 list), ``role_ids`` (int8 list, ``Role.code``), the four
 target masks ``context_mask``/``action_mask``/``env_output_mask``/``warning_mask`` (bool lists, mask[t]
 refers to token t as a target, False at t=0), ``length``, ``obs_count`` (|O| before truncation),
-``num_truncated``, ``method``, ``tokenizer_name``, ``tokenizer_fingerprint``, ``episode_id``, ``reward`` and
-``stats`` (a JSON string). The masks are derived from ``role_ids`` and written for convenience; readers
+``num_truncated``, ``method``, ``tokenizer_name``, ``tokenizer_fingerprint``, ``episode_id``, ``reward``,
+``stats`` (a JSON string), ``sampler_logprobs`` (float list, null where a token was not sampled; null column
+value when no logprobs were recorded), ``sampling_temperature`` and ``turn`` (step-wise sequences). The masks are derived from ``role_ids`` and written for convenience; readers
 rebuild them from ``role_ids``.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..roles import Role
 from ..wire import TokenizerIdentity
-from .tokenized import MASK_KEYS, TokenizedTrajectory
+from .tokenized import MASK_KEYS, TokenizedTrajectory, logprobs_list
 
 FORMAT_VERSION = "1"
 
@@ -40,6 +41,9 @@ def to_row(tt: TokenizedTrajectory) -> dict[str, Any]:
         "episode_id": tt.episode_id,
         "reward": tt.reward,
         "stats": json.dumps(tt.stats, sort_keys=True),
+        "sampler_logprobs": logprobs_list(tt.sampler_logprobs),
+        "sampling_temperature": tt.sampling_temperature,
+        "turn": tt.turn,
     }
 
 
@@ -62,6 +66,9 @@ def from_row(row: dict[str, Any]) -> TokenizedTrajectory:
             "episode_id": row.get("episode_id"),
             "reward": row.get("reward"),
             "stats": json.loads(stats) if isinstance(stats, str) else stats,
+            "sampler_logprobs": row.get("sampler_logprobs"),
+            "sampling_temperature": row.get("sampling_temperature"),
+            "turn": row.get("turn"),
         }
     )
 
@@ -109,6 +116,9 @@ def _schema() -> Any:
             ("episode_id", pa.string()),
             ("reward", pa.float64()),
             ("stats", pa.string()),
+            ("sampler_logprobs", pa.list_(pa.float32())),
+            ("sampling_temperature", pa.float64()),
+            ("turn", pa.int64()),
         ],
         metadata={
             "openenv_echo.format": FORMAT_VERSION,

@@ -1,20 +1,30 @@
-"""Encoding text *fragments* that sit in the middle of a token sequence, faithfully and fast.
+"""Encoding text *fragments* that sit in the middle of a token sequence: faithfully, literally, and fast.
 
-Token-in-token-out assembly concatenates ids of pieces encoded one at a time (scaffolding, observation bodies).
-A tokenizer's ordinary ``encode`` assumes the text starts a document, which is wrong for a piece in the middle:
+Token-in-token-out assembly concatenates ids of pieces encoded one at a time (scaffolding, bodies). A
+tokenizer's ordinary ``encode`` assumes the text starts a document, which is wrong for a piece in the middle:
 
 * SentencePiece-style tokenizers add a dummy-prefix ``▁`` (``Metaspace`` with ``prepend_scheme`` first/always,
   a ``Prepend`` normalizer), so ``encode("a") + encode("b")`` decodes to ``"a b"``;
   byte-level tokenizers with ``add_prefix_space=True`` do the same;
 * post-processors add BOS/EOS.
 
-``FragmentCodec`` clones the tokenizer's pipeline with exactly those start-of-document behaviours switched off
-(the same tokenization a piece gets after a special token inside a rendered chat), and decodes without the
-decoder's leading-space strip, so concatenating fragment encodings decodes to the concatenated text.
+``FragmentCodec`` clones the tokenizer's pipeline (from its serialization, so it never reads or changes the
+caller's tokenizer object, its padding, truncation or ``split_special_tokens`` settings) with exactly those
+start-of-document behaviours switched off, and decodes without the decoder's leading-space strip, so
+concatenating fragment encodings decodes to the concatenated text.
 
-Two encoders: ``encode_scaffold`` recognizes special tokens (template text such as ``<|im_start|>tool\\n``);
-``encode_content`` treats special-token strings as plain text, so an observation or action that *contains*
-``<|im_end|>`` can never forge a turn boundary or put a special token into a body mask.
+Three encoders, by who wrote the text:
+
+* ``encode_scaffold`` – the chat template's own text: special and added tokens are recognized (``<|im_start|>``);
+* ``encode_body`` – anything an environment, a user or a system prompt wrote (observation segments, message
+  contents): **literal**. No added token of the tokenizer (special or not) is ever produced, so a body that
+  prints ``<|im_end|>`` or ``</tool_response>`` cannot forge a turn boundary;
+* ``encode_action`` – the policy's own text when no sampled ids exist: special tokens are literal, the model's
+  non-special added tokens (``<think>``, ``<tool_call>``…) are its vocabulary and stay recognized.
+
+Literal encodings are checked: a vocabulary that can still produce a control id from plain text (a Unigram
+model holding ``</s>`` as a piece, BPE merges that spell a special token) has such tokens re-encoded one
+character at a time.
 """
 
 from __future__ import annotations
@@ -26,7 +36,8 @@ from collections.abc import Sequence
 from typing import Any
 
 _LOCK = threading.Lock()
-_CACHE: dict[int, tuple[weakref.ref, FragmentCodec]] = {}
+_CACHE: dict[int, tuple[weakref.ref[Any], int, FragmentCodec]] = {}
+_SPLIT_MEMO_MAX = 4096
 
 
 def backend_of(tokenizer: Any) -> Any:
@@ -68,52 +79,163 @@ def _drop(node: Any) -> bool:
     return node.get("type") == "Strip" and int(node.get("start", 0)) > 0 and "content" in node
 
 
+def _tokenizer(data: dict[str, Any], *, literal: str | None) -> Any:
+    """A ``tokenizers.Tokenizer`` from serialized ``data``; ``literal`` = None (all added tokens recognized),
+    ``"special"`` (special tokens are plain text) or ``"all"`` (every added token is plain text)."""
+    from tokenizers import Tokenizer
+
+    d = dict(data)
+    if literal == "all":
+        d["added_tokens"] = [{**t, "special": True} for t in d.get("added_tokens") or []]
+    tok = Tokenizer.from_str(json.dumps(d))
+    if literal is not None:
+        tok.encode_special_tokens = True
+    return tok
+
+
+def _model_can_spell(model: dict[str, Any], pieces: dict[int, str]) -> frozenset[int]:
+    """Control ids the *model* itself can produce from plain text (guarded by re-encoding)."""
+    kind = model.get("type")
+    vocab = model.get("vocab")
+    if kind == "BPE" and isinstance(vocab, dict):
+        merged = set()
+        for m in model.get("merges") or []:
+            a, b = m.split(" ", 1) if isinstance(m, str) else m
+            merged.add(a + b)
+        return frozenset(i for i, s in pieces.items() if vocab.get(s) == i and (s in merged or len(s) == 1))
+    if kind == "Unigram" and isinstance(vocab, list):
+        return frozenset(i for i, s in pieces.items() if i < len(vocab) and vocab[i][0] == s)
+    if isinstance(vocab, dict):  # WordPiece / WordLevel: a word maps to its id
+        return frozenset(i for i, s in pieces.items() if vocab.get(s) == i)
+    return frozenset(pieces)
+
+
 class FragmentCodec:
-    """Mid-sequence encoder/decoder for one tokenizer (see the module docstring). Thread-safe, cached."""
+    """Mid-sequence encoders/decoder for one tokenizer (see the module docstring). Thread-safe, cached."""
 
     def __init__(self, tokenizer: Any) -> None:
-        from tokenizers import Tokenizer
-
         backend = backend_of(tokenizer)
         data = json.loads(backend.to_str())
-        for key in ("normalizer", "pre_tokenizer", "decoder"):
-            node = data.get(key)
-            if node is None:
-                continue
-            if _drop(node):
-                data[key] = None
-            else:
-                data[key] = _midsequence(node)
         data["post_processor"] = None
         data["truncation"] = None
         data["padding"] = None
-        spec = json.dumps(data)
-        self.scaffold = Tokenizer.from_str(spec)
-        self.content = Tokenizer.from_str(spec)
-        self.content.encode_special_tokens = True
-        self.special_ids: frozenset[int] = frozenset(
-            i for i, t in backend.get_added_tokens_decoder().items() if t.special
-        )
-        self.prefix_ids, self.suffix_ids = special_affixes(backend)
+        mid = dict(data)
+        for key in ("normalizer", "pre_tokenizer", "decoder"):
+            node = mid.get(key)
+            if node is not None:
+                mid[key] = None if _drop(node) else _midsequence(node)
+        decoder = backend.get_added_tokens_decoder()
+        self.vocab_size = int(backend.get_vocab_size(with_added_tokens=True))
+        self.special_ids: frozenset[int] = frozenset(i for i, t in decoder.items() if t.special)
+        """Ids of special tokens (``special=True``): never produced from action text."""
+        self.added_ids: frozenset[int] = frozenset(decoder)
+        """Ids of all added tokens (special or not): never produced from body text (the unknown-text token
+        ``unk_id`` excepted: it stands for text the vocabulary cannot hold)."""
+        self.scaffold = _tokenizer(mid, literal=None)
+        self.body = _tokenizer(mid, literal="all")
+        self.body_document = _tokenizer(data, literal="all")  # a document's first piece (offline assembly)
+        self.action = _tokenizer(mid, literal="special")
+        model = data.get("model") or {}
+        unk = model.get("unk_id") if model.get("type") == "Unigram" else None
+        if unk is None and isinstance(model.get("unk_token"), str):
+            unk = backend.token_to_id(model["unk_token"])
+        self.unk_id: int | None = unk
+        """The model's unknown-text token: what literal text the vocabulary cannot hold becomes (not a control)."""
+        can_spell = _model_can_spell(model, {i: t.content for i, t in decoder.items()})
+        self._guard_body = can_spell  # added ids the model can spell: re-encode when they show up
+        self._guard_action = can_spell & self.special_ids
+        self.prefix_ids, self.suffix_ids = special_affixes(_tokenizer(json.loads(backend.to_str()), literal=None))
+        self._splits: dict[tuple[str, bool], tuple[tuple[int, int, int], ...]] = {}
+        self._runs: dict[tuple[str, None], list[int]] = {}
 
+    # -- encoders ------------------------------------------------------------------------------------------
     def encode_scaffold(self, text: str) -> list[int]:
         """Template text: special-token strings become special tokens."""
         return self.scaffold.encode(text, add_special_tokens=False).ids if text else []
 
-    def encode_content(self, text: str) -> list[int]:
-        """Body text (observation segments, action text): special-token strings stay plain text."""
-        return self.content.encode(text, add_special_tokens=False).ids if text else []
+    def encode_body(self, text: str) -> list[int]:
+        """Body text (observation segments, message contents): literal, never an added-token id."""
+        return self.encode_bodies([text])[0]
 
-    def encode_contents(self, texts: Sequence[str]) -> list[list[int]]:
-        """``encode_content`` for many texts in one call into the Rust tokenizer."""
+    def encode_bodies(self, texts: Sequence[str]) -> list[list[int]]:
+        """``encode_body`` for many texts in one call into the Rust tokenizer."""
+        return self._literal(self.body, texts, self._guard_body)
+
+    def encode_action(self, text: str) -> list[int]:
+        """The policy's text without sampled ids: special tokens literal, non-special added tokens kept."""
+        return self.encode_actions([text])[0]
+
+    def encode_actions(self, texts: Sequence[str]) -> list[list[int]]:
+        return self._literal(self.action, texts, self._guard_action)
+
+    # kept for callers of the first API: content = body
+    encode_content = encode_body
+    encode_contents = encode_bodies
+
+    def _literal(self, tok: Any, texts: Sequence[str], guard: frozenset[int]) -> list[list[int]]:
         if not texts:
             return []
-        encs = self.content.encode_batch_fast(list(texts), add_special_tokens=False)
-        return [e.ids for e in encs]
+        out = [e.ids for e in tok.encode_batch_fast(list(texts), add_special_tokens=False)]
+        if guard:
+            for k, ids in enumerate(out):
+                if not guard.isdisjoint(ids):
+                    out[k] = self.respell(tok, texts[k], guard)[0]
+        return out
+
+    def respell(
+        self, tok: Any, text: str, guard: frozenset[int], *, first: Any = None
+    ) -> tuple[list[int], list[tuple[int, int]]]:
+        """Encode ``text`` with ``tok`` (``first``: the encoder of the piece's start), re-encoding every token in
+        ``guard`` one character at a time, with offsets. Raises if a single character still yields one."""
+        enc = (first or tok).encode(text, add_special_tokens=False)
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        for tid, (s, e) in zip(enc.ids, enc.offsets):
+            if tid not in guard:
+                ids.append(tid)
+                offsets.append((s, e))
+                continue
+            for j in range(s, e):
+                sub = tok.encode(text[j], add_special_tokens=False).ids
+                if not guard.isdisjoint(sub) and sub != [self.unk_id]:
+                    raise ValueError(
+                        f"this tokenizer cannot encode {text[j]!r} as plain text (its only token is a control "
+                        "token); such text cannot be a body"
+                    )
+                ids.extend(sub)
+                offsets.extend([(j, j + 1)] * len(sub))
+        return ids, offsets
+
+    def added_spans(self, text: str, *, special_only: bool = False) -> tuple[tuple[int, int, int], ...]:
+        """``(start, end, id)`` of the added tokens the template (or, ``special_only=False`` for actions: the
+        model's non-special added tokens) writes in ``text``; memoized, template text repeats every turn."""
+        key = (text, special_only)
+        hit = self._splits.get(key)
+        if hit is not None:
+            return hit
+        tok = self.action if special_only else self.scaffold
+        wanted = self.added_ids - self.special_ids if special_only else self.added_ids
+        enc = tok.encode(text, add_special_tokens=False)
+        spans = tuple((s, e, i) for i, (s, e) in zip(enc.ids, enc.offsets) if i in wanted)
+        if len(self._splits) >= _SPLIT_MEMO_MAX:
+            self._splits.clear()
+        self._splits[key] = spans
+        return spans
+
+    def scaffold_run(self, text: str) -> list[int]:
+        """A run of template text between added tokens, encoded literally (memoized: it repeats every turn)."""
+        key = (text, None)
+        hit = self._runs.get(key)
+        if hit is None:
+            hit = self._literal(self.body, [text], self._guard_body)[0]
+            if len(self._runs) >= _SPLIT_MEMO_MAX:
+                self._runs.clear()
+            self._runs[key] = hit
+        return list(hit)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Decode a fragment: special tokens kept, no start-of-document space strip."""
-        return self.scaffold.decode(list(ids), skip_special_tokens=False)
+        return str(self.scaffold.decode(list(ids), skip_special_tokens=False))
 
 
 def special_affixes(backend: Any) -> tuple[list[int], list[int]]:
@@ -128,19 +250,21 @@ def special_affixes(backend: Any) -> tuple[list[int], list[int]]:
 
 
 def fragment_codec(tokenizer: Any) -> FragmentCodec:
-    """The cached ``FragmentCodec`` of ``tokenizer`` (one per live tokenizer object)."""
+    """The cached ``FragmentCodec`` of ``tokenizer`` (one per live tokenizer object; rebuilt when tokens are
+    added to it). Nothing is stored on the tokenizer object itself."""
     key = id(tokenizer)
+    size = int(backend_of(tokenizer).get_vocab_size(with_added_tokens=True))
     with _LOCK:
         hit = _CACHE.get(key)
-        if hit is not None and hit[0]() is tokenizer:
-            return hit[1]
+        if hit is not None and hit[0]() is tokenizer and hit[1] == size:
+            return hit[2]
     codec = FragmentCodec(tokenizer)
     try:
         ref = weakref.ref(tokenizer)
     except TypeError:  # not weak-referenceable: do not cache (ids could be reused)
         return codec
     with _LOCK:
-        _CACHE[key] = (ref, codec)
-        for k in [k for k, (r, _) in _CACHE.items() if r() is None]:
+        _CACHE[key] = (ref, size, codec)
+        for k in [k for k, (r, _, _) in _CACHE.items() if r() is None]:
             del _CACHE[k]
     return codec

@@ -142,7 +142,7 @@ def build_tokenizer(
     memo_key = (family, vocab_size, corpus_sha, str(root))
     with _LOCK:
         if memo_key in _MEMO:
-            return _MEMO[memo_key]
+            return _MEMO[memo_key]  # type: ignore[no-any-return]
         key = _sha(json.dumps([BUILDER_VERSION, spec.__dict__, vocab_size, corpus_sha], sort_keys=True))[:16]
         target = root / f"{family}-{vocab_size}-{key}"
         if not (target / "tokenizer.json").is_file():
@@ -173,7 +173,7 @@ def _train_and_save(spec: FamilySpec, corpus: list[str], vocab_size: int, target
         backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in spec.added_tokens])
     assert isinstance(backend, Tokenizer)
     named = {spec.bos, spec.eos, spec.pad, spec.unk}
-    hf = PreTrainedTokenizerFast(
+    hf = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=backend,
         bos_token=spec.bos,
         eos_token=spec.eos,
@@ -245,6 +245,7 @@ def _train_metaspace(spec: FamilySpec, corpus: list[str], vocab_size: int) -> An
     tok.decoder = decoders.Sequence(
         [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
     )
+    assert spec.bos is not None
     bos_id = tok.token_to_id(spec.bos)
     tok.post_processor = processors.TemplateProcessing(
         single=f"{spec.bos} $A", pair=f"{spec.bos} $A {spec.bos} $B", special_tokens=[(spec.bos, bos_id)]
@@ -255,7 +256,7 @@ def _train_metaspace(spec: FamilySpec, corpus: list[str], vocab_size: int) -> An
 def _load_saved(path: Path) -> PreTrainedTokenizerFast:
     from transformers import PreTrainedTokenizerFast
 
-    return PreTrainedTokenizerFast.from_pretrained(str(path))
+    return PreTrainedTokenizerFast.from_pretrained(str(path))  # type: ignore[no-any-return]
 
 
 def _offline() -> bool:

@@ -1,82 +1,39 @@
 """Offline assembly: role masks for a whole conversation rendered at once, with no sampler ids.
 
 For data that has role-tagged text but no sampled ids (SFT-style corpora, trajectories recorded without
-``action_token_ids``), the conversation is rendered with the chat template in one go and tokenized with
-offsets; each token takes the role of the characters it covers.
-
-Character roles come from rendering the conversation with unique placeholders as message contents: the text
-between placeholders is template scaffolding (``context``), and each placeholder is replaced by its message's
-segments (each with its role). The special-token text that closes an assistant message (``<|im_end|>``) is
-``action``: the model emits it. If the real rendering differs from the substituted one (the template rewrote
-content, e.g. dropped past ``<think>`` blocks), characters are aligned with ``difflib`` and
-``stats["content_rewritten"]`` is set.
+``action_token_ids``), the conversation is rendered with the chat template in one go (``rendered.render_parts``:
+who wrote each character) and tokenized as the tokenizer tokenizes the rendering, except that bodies are literal
+(``rendered.encode_parts``). The special-token text that closes an assistant message (``<|im_end|>``) is
+``action``: the model emits it. If the template rewrote content (dropped past ``<think>`` blocks, ``trim``),
+characters are aligned with ``difflib`` and ``stats["content_rewritten"]`` is set.
 
 **Straddle policy.** A token whose characters carry more than one role (BPE merged across a role boundary,
-e.g. a body's trailing ``\\n`` with the template's ``\\n``) gets role ``context`` – the conservative choice, as
+e.g. a body's trailing newline with the template's newline) gets role ``context`` – the conservative choice, as
 ``context`` is never a loss target – and is counted in ``stats["straddled"]``. Characters not covered by any
-token's offsets (trimmed whitespace) count for both neighbouring tokens. A special token (``<|im_end|>``…)
-is always ``context``, except the assistant end-of-turn described above; one that appears inside content
-(a body containing the literal text) is counted in ``stats["special_in_content"]``.
+token's offsets (trimmed whitespace) count for both neighbouring tokens. A control token (``<|im_end|>``…) only
+ever comes from the template: ``context``, except the assistant end-of-turn described above.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
-import secrets
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..roles import Role
+from ..roles import Role, observation_count
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import Trajectory
 from ..wire import Segment
-from .fragment import backend_of, fragment_codec
-from .template import assistant_eot_text, render
+from .fragment import fragment_codec
+from .rendered import TaggedMessage, encode_parts, render_parts
+from .template import assistant_eot_text
 from .tito import action_text as _action_text
-from .tokenized import OBSERVATION_ROLES, TokenizedTrajectory
+from .tokenized import TokenizedTrajectory
 
 STRADDLE_ROLE = Role.CONTEXT
 """Role given to a token whose characters belong to more than one role (see the module docstring)."""
-
-EOT_CODE = 4
-"""Internal character code of the assistant end-of-turn text: ``action``, but distinguishable from action
-content (a special token inside content is context; the end-of-turn special token is action)."""
-
-
-@dataclass
-class TaggedMessage:
-    """A chat message whose content is role-tagged segments; ``extra`` keys go to the template as they are."""
-
-    role: str
-    segments: list[Segment]
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def content(self) -> str:
-        return "".join(s.text for s in self.segments)
-
-    @classmethod
-    def coerce(cls, m: TaggedMessage | Mapping[str, Any]) -> TaggedMessage:
-        """From a ``TaggedMessage`` or a dict with ``role`` and ``segments`` (or plain ``content`` = context)."""
-        if isinstance(m, TaggedMessage):
-            return m
-        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-            raise ValueError(f"a message needs a string 'role', got {m!r}")
-        d = dict(m)
-        role = d.pop("role")
-        if "segments" in d:
-            segs = [s if isinstance(s, Segment) else Segment.model_validate(s) for s in d.pop("segments")]
-            d.pop("content", None)
-        elif isinstance(d.get("content"), str):
-            segs = [Segment(role=Role.CONTEXT, text=d.pop("content"))]
-        else:
-            raise ValueError(f"message {m!r} needs 'segments' or a string 'content'")
-        return cls(role, segs, d)
 
 
 def conversation_from_trajectory(
@@ -114,62 +71,6 @@ def conversation_from_trajectory(
     return out
 
 
-def char_roles(
-    tokenizer: Any,
-    messages: Sequence[TaggedMessage],
-    *,
-    add_generation_prompt: bool = False,
-    chat_template: str | None = None,
-    template_kwargs: Mapping[str, Any] | None = None,
-) -> tuple[str, bytearray, bool]:
-    """The rendered text, one role code per character, and whether the template rewrote content."""
-    nonce = secrets.token_hex(4)
-    mark = f"\ue000{nonce}"
-    for m in messages:
-        if mark in m.content:
-            raise ValueError("message content contains the placeholder marker; retry")
-    kw = {"chat_template": chat_template, "template_kwargs": template_kwargs}
-    ph_msgs = [{**m.extra, "role": m.role, "content": f"{mark}{i}\ue001"} for i, m in enumerate(messages)]
-    ph_text = render(tokenizer, ph_msgs, add_generation_prompt=add_generation_prompt, **kw)
-    eot = assistant_eot_text(tokenizer, **kw)
-    pieces: list[str] = []
-    roles = bytearray()
-    pos = 0
-    after_action = False
-    ctx = Role.CONTEXT.code
-    for match in re.finditer(re.escape(mark) + r"(\d+)\ue001", ph_text):
-        scaffold = ph_text[pos : match.start()]
-        _append_scaffold(pieces, roles, scaffold, eot if after_action else "")
-        m = messages[int(match.group(1))]
-        for seg in m.segments:
-            pieces.append(seg.text)
-            roles.extend(bytes((seg.role.code,)) * len(seg.text))
-        after_action = bool(m.segments) and m.segments[-1].role is Role.ACTION
-        pos = match.end()
-    _append_scaffold(pieces, roles, ph_text[pos:], eot if after_action else "")
-    subst = "".join(pieces)
-    real = render(
-        tokenizer,
-        [{**m.extra, "role": m.role, "content": m.content} for m in messages],
-        add_generation_prompt=add_generation_prompt,
-        **kw,
-    )
-    if real == subst:
-        return real, roles, False
-    aligned = bytearray(bytes((ctx,)) * len(real))
-    sm = difflib.SequenceMatcher(None, subst, real, autojunk=False)
-    for a, b, size in sm.get_matching_blocks():
-        aligned[b : b + size] = roles[a : a + size]
-    return real, aligned, True
-
-
-def _append_scaffold(pieces: list[str], roles: bytearray, text: str, eot: str) -> None:
-    n_act = len(eot) if eot and text.startswith(eot) else 0
-    pieces.append(text)
-    roles.extend(bytes((EOT_CODE,)) * n_act)
-    roles.extend(bytes((Role.CONTEXT.code,)) * (len(text) - n_act))
-
-
 def tokenize_offline(
     conversation: Trajectory | Sequence[TaggedMessage | Mapping[str, Any]],
     tokenizer: Any,
@@ -196,25 +97,24 @@ def tokenize_offline(
         messages = [TaggedMessage.coerce(m) for m in conversation]
     if not messages:
         raise ValueError("nothing to tokenize: the conversation has no messages")
-    text, croles, rewritten = char_roles(
+    eot = assistant_eot_text(tokenizer, chat_template=chat_template, template_kwargs=template_kwargs)
+    parts = render_parts(
         tokenizer,
         messages,
         add_generation_prompt=add_generation_prompt,
         chat_template=chat_template,
         template_kwargs=template_kwargs,
+        eot=eot,
     )
-    if rewritten:
+    if parts.rewritten:
         warnings.warn(
             "the chat template rewrote message content; character roles were aligned with difflib "
             "(stats['content_rewritten']=1)",
             stacklevel=2,
         )
-    backend = backend_of(tokenizer)
     codec = fragment_codec(tokenizer)
-    enc = backend.encode(text, add_special_tokens=False)
-    ids = np.asarray(enc.ids, dtype=np.int64)
-    role_ids, stats = token_roles(text, croles, enc.offsets, ids, codec.special_ids)
-    stats["content_rewritten"] = int(rewritten)
+    ids, role_ids, straddled = encode_parts(codec, parts, document_start=True)
+    stats = {"straddled": straddled, "content_rewritten": int(parts.rewritten)}
     prefix, suffix = codec.prefix_ids, codec.suffix_ids
     if add_special_tokens and prefix and ids[: len(prefix)].tolist() != prefix:
         ids = np.concatenate([np.asarray(prefix, dtype=np.int64), ids])
@@ -222,7 +122,7 @@ def tokenize_offline(
     if add_special_tokens and suffix and ids[len(ids) - len(suffix) :].tolist() != suffix:
         ids = np.concatenate([ids, np.asarray(suffix, dtype=np.int64)])
         role_ids = np.concatenate([role_ids, np.full(len(suffix), Role.CONTEXT.code, dtype=np.int8)])
-    obs_count = int(np.isin(role_ids, [r.code for r in OBSERVATION_ROLES]).sum())
+    obs_count = int(observation_count(role_ids))  # |O|: bodies after the first action (roles.observation_count)
     return TokenizedTrajectory(
         input_ids=ids,
         role_ids=role_ids,
@@ -233,45 +133,3 @@ def tokenize_offline(
         reward=reward,
         stats=stats,
     )
-
-
-def token_roles(
-    text: str,
-    croles: bytearray,
-    offsets: Sequence[tuple[int, int]],
-    ids: np.ndarray,
-    special_ids: frozenset[int],
-) -> tuple[np.ndarray, dict[str, int]]:
-    """One role per token from per-character roles and token offsets (vectorized; policy in module doc)."""
-    n = len(offsets)
-    ctx = Role.CONTEXT.code
-    if n == 0:
-        return np.zeros(0, dtype=np.int8), {"straddled": 0, "special_in_content": 0}
-    cr = np.frombuffer(bytes(croles), dtype=np.int8)
-    off = np.asarray(offsets, dtype=np.int64).reshape(n, 2)
-    s, e = off[:, 0], off[:, 1]
-    prev_e = np.concatenate([[0], e[:-1]])
-    next_s = np.concatenate([s[1:], [len(text)]])
-    a = np.minimum(s, prev_e)  # uncovered characters count for both neighbours
-    b = np.maximum(e, next_s)
-    b = np.maximum(a, np.minimum(b, len(text)))
-    nonempty = b > a
-    if len(cr):
-        change = np.zeros(len(cr), dtype=np.int64)
-        change[1:] = cr[1:] != cr[:-1]
-        cum = np.cumsum(change)
-        last = np.clip(b - 1, 0, len(cr) - 1)
-        first = np.clip(a, 0, len(cr) - 1)
-        uniform = nonempty & (cum[last] - cum[first] == 0)
-        role = np.where(uniform, cr[first], ctx).astype(np.int8)
-    else:
-        uniform = np.zeros(n, dtype=bool)
-        role = np.full(n, ctx, dtype=np.int8)
-    straddled = nonempty & ~uniform
-    is_special = np.isin(ids, np.fromiter(special_ids, dtype=np.int64, count=len(special_ids)))
-    # a special token keeps a role only as the assistant end-of-turn (action); anywhere else it is context
-    special_content = is_special & (role != ctx) & (role != EOT_CODE)
-    role = np.where(is_special & (role != EOT_CODE), ctx, role)
-    role = np.where(role == EOT_CODE, Role.ACTION.code, role).astype(np.int8)
-    stats = {"straddled": int(straddled.sum()), "special_in_content": int(special_content.sum())}
-    return role, stats

@@ -13,19 +13,22 @@ blocks fail here, as they must.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .fragment import backend_of, fragment_codec
 
-SENTINEL = "OEEsentinel"
+_PUA = "\ue000"
 _LOCK = threading.Lock()
-_CACHE: dict[tuple, tuple[weakref.ref, Scaffold]] = {}
+_CACHE: dict[tuple[Any, ...], tuple[weakref.ref[Any], Scaffold]] = {}
+_EOT_CACHE: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
 
 
 class TemplateError(ValueError):
@@ -75,10 +78,25 @@ class Scaffold:
         return list(close), False
 
 
+@functools.lru_cache(maxsize=256)
+def _sha(text: str) -> str:
+    """sha256 of a template's text (memoized: every assembly looks its template up by it)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def unused_marker(texts: Sequence[str]) -> str:
+    """A run of U+E000 one longer than the longest such run in ``texts``: it occurs in none of them."""
+    longest = 0
+    for t in texts:
+        if _PUA in t:
+            longest = max(longest, max(len(r) for r in re.findall(f"{_PUA}+", t)))
+    return _PUA * (longest + 1)
+
+
 def template_name(tokenizer: Any, chat_template: str | None = None) -> str:
     """``"<name_or_path> chat template sha256:<12 hex>"``: names the template in errors and caches."""
     text = _template_text(tokenizer, chat_template)
-    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    sha = _sha(text)[:12]
     who = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
     return f"{who!s} chat template sha256:{sha}" + (" (custom)" if chat_template else "")
 
@@ -159,7 +177,7 @@ def probe_template(
     tpl_text = _template_text(tokenizer, chat_template)
     key = (
         id(tokenizer),
-        hashlib.sha256(tpl_text.encode()).hexdigest(),
+        _sha(tpl_text),
         observation_role,
         json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
         check_thinking,
@@ -186,18 +204,19 @@ def _probe(
     check_thinking: bool,
 ) -> Scaffold:
     name = template_name(tokenizer, chat_template)
+    sentinel = unused_marker([_template_text(tokenizer, chat_template)])
 
     def r(msgs: list[dict[str, str]], gen: bool) -> str:
         return render(
             tokenizer, msgs, add_generation_prompt=gen, chat_template=chat_template, template_kwargs=template_kwargs
         )
 
-    variants = [lambda s: s]
+    variants: list[Callable[[str], str]] = [lambda s: s]
     if check_thinking:
         variants.append(lambda s: f"<think>\nreasoning {s}\n</think>\n\n{s}")
     found: dict[str, str] | None = None
     for variant in variants:
-        s = {k: f"{SENTINEL}{k}" for k in ("S", "U", "A1", "O1", "A2", "O2")}
+        s = {k: f"{sentinel}{k}{sentinel}" for k in ("S", "U", "A1", "O1", "A2", "O2")}
         conv = [
             {"role": "system", "content": s["S"]},
             {"role": "user", "content": s["U"]},
@@ -281,11 +300,34 @@ def assistant_eot_text(
     template_kwargs: Mapping[str, Any] | None = None,
 ) -> str:
     """The special-token text a template puts right after assistant content (e.g. ``<|im_end|>``), found
-    without requiring prefix stability; offline assembly marks it ``action`` (the model emits it)."""
-    s = f"{SENTINEL}A"
+    without requiring prefix stability; offline assembly marks it ``action`` (the model emits it). Cached per
+    tokenizer object, template and kwargs."""
+    tpl = _template_text(tokenizer, chat_template)
+    key = (id(tokenizer), _sha(tpl), _kwargs_key(template_kwargs))
+    with _LOCK:
+        eot_hit = _EOT_CACHE.get(key)
+        if eot_hit is not None and eot_hit[0]() is tokenizer:
+            return eot_hit[1]
+    out = _assistant_eot_text(tokenizer, chat_template, template_kwargs)
+    try:
+        ref = weakref.ref(tokenizer)
+    except TypeError:
+        return out
+    with _LOCK:
+        _EOT_CACHE[key] = (ref, out)
+    return out
+
+
+def _kwargs_key(template_kwargs: Mapping[str, Any] | None) -> str:
+    return json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str)
+
+
+def _assistant_eot_text(tokenizer: Any, chat_template: str | None, template_kwargs: Mapping[str, Any] | None) -> str:
+    sentinel = unused_marker([_template_text(tokenizer, chat_template)])
+    s = f"{sentinel}A{sentinel}"
     text = render(
         tokenizer,
-        [{"role": "user", "content": f"{SENTINEL}U"}, {"role": "assistant", "content": s}],
+        [{"role": "user", "content": f"{sentinel}U{sentinel}"}, {"role": "assistant", "content": s}],
         add_generation_prompt=False,
         chat_template=chat_template,
         template_kwargs=template_kwargs,
@@ -301,3 +343,48 @@ def assistant_eot_text(
             break
         out += backend.id_to_token(tid)
     return out if close.startswith(out) else ""
+
+
+@dataclass(frozen=True)
+class TemplateMode:
+    """Which assembly a chat template needs, and why.
+
+    ``"tito"``: the template is prefix-stable and keeps bodies verbatim, so one sequence per episode, built by
+    appending (``TitoBuilder``), is exactly what the template renders. ``"stepwise"``: the template rewrites
+    history (drops earlier reasoning) or cuts bodies (``trim``), so only a per-turn rendering is faithful: one
+    training sequence per assistant turn (``StepwiseBuilder``); ``reasons`` says what the probe saw.
+    """
+
+    mode: str
+    reasons: tuple[str, ...]
+    template_name: str
+
+
+def template_mode(
+    tokenizer: Any,
+    observation_role: str = "tool",
+    *,
+    chat_template: str | None = None,
+    template_kwargs: Mapping[str, Any] | None = None,
+) -> TemplateMode:
+    """Probe the template (``probe_template`` plus a whitespace check of every body) and report the mode it
+    needs; ``mode="auto"`` in ``tokenize_sequences`` uses this."""
+    name = template_name(tokenizer, chat_template)
+    reasons: list[str] = []
+    try:
+        probe_template(tokenizer, observation_role, chat_template=chat_template, template_kwargs=template_kwargs)
+    except TemplateNotPrefixStable as e:
+        reasons.append(f"not prefix-stable: {e}")
+    mark = unused_marker([_template_text(tokenizer, chat_template)])
+    pad = {r: f" \n{mark}{r}{mark} \n" for r in ("system", "user", "assistant", observation_role)}
+    conv = [{"role": r, "content": c} for r, c in pad.items()]
+    text = render(
+        tokenizer, conv, add_generation_prompt=False, chat_template=chat_template, template_kwargs=template_kwargs
+    )
+    for role, content in pad.items():
+        if content not in text:
+            reasons.append(
+                f"it trims or rewrites {role!r} message bodies ({content!r} does not appear verbatim): "
+                "appended bodies would not match its rendering"
+            )
+    return TemplateMode("stepwise" if reasons else "tito", tuple(reasons), name)

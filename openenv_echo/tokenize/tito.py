@@ -15,8 +15,8 @@ Each call costs time proportional to what it appends (the conversation is never 
 rollout is linear in its length. ``tokenize_trajectory`` does the same for a recorded ``Trajectory``, using
 ``action_token_ids`` where present and encoding all bodies in one batched call.
 
-Bodies are encoded per segment with ``FragmentCodec.encode_content`` (mid-sequence, special-token strings as
-plain text) so every token has exactly one role; observation ``tokens`` sent by the server are used verbatim
+Bodies are encoded per segment with ``FragmentCodec.encode_body`` (mid-sequence, literal: added-token strings
+are plain text) so every token has exactly one role; observation ``tokens`` sent by the server are used verbatim
 when their tokenizer fingerprint equals this tokenizer's.
 """
 
@@ -29,17 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role
+from ..roles import Role, observation_count
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import ChatMessage, Trajectory
 from ..wire import ObservationTokens, Segment
 from .fragment import backend_of, fragment_codec
-from .template import SENTINEL, TemplateNotPrefixStable, probe_template, render
+from .rendered import Parts, TaggedMessage, encode_parts, render_parts
+from .template import TemplateNotPrefixStable, probe_template
 from .tokenized import TokenizedTrajectory
 
 _CTX = Role.CONTEXT.code
 _ACT = Role.ACTION.code
-_OBS_CODES = (Role.ENV_OUTPUT.code, Role.WARNING.code)
 
 
 def chat_messages(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -80,6 +80,10 @@ def observation_parts(obs: Any) -> tuple[list[Segment] | None, ObservationTokens
                 raise TypeError(f"observation[{i}] is {type(s).__name__}, expected Segment")
         return segs, None
     raise TypeError(f"cannot read an observation from {type(obs).__name__}")
+
+
+def _extra(m: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in m.items() if k not in ("role", "content")}
 
 
 def _check_segments(segments: Sequence[Segment]) -> None:
@@ -124,8 +128,9 @@ class TitoBuilder:
         self._ids: list[int] = []
         self._roles = bytearray()
         self._state = "new"
-        self._obs_count = 0
         self._gen_start: int | None = None
+        self._logprobs: list[tuple[int, list[float]]] = []  # (position, the sampler's logprobs of an action)
+        self.temperature: float | None = None
         self._pending_close: list[int] = []
         self.stats: dict[str, int] = {
             "server_tokens_used": 0,
@@ -164,73 +169,77 @@ class TitoBuilder:
         prompt ids, ending with the generation prompt. All ``context`` except the reset body."""
         self._need("new", "start()")
         msgs = chat_messages(messages)
-        body_ids: list[int] = []
-        body_roles = bytearray()
+        tagged = [TaggedMessage(m["role"], [Segment(role=Role.CONTEXT, text=m["content"])], _extra(m)) for m in msgs]
         if reset is not None:
             body_ids, body_roles = self._body(reset, _encoded)
             segments, _tokens = observation_parts(reset)
-            has_reset = bool(body_ids) or bool(segments)
-        else:
-            has_reset = False
-        gp = self.scaffold.generation_prompt
-        if has_reset:
-            text = render(
-                self.tokenizer,
-                msgs + [{"role": self.scaffold.observation_role, "content": SENTINEL}],
-                add_generation_prompt=True,
-                chat_template=self._chat_template,
-                template_kwargs=self._template_kwargs,
-            )
-            if text.count(SENTINEL) != 1:
-                raise TemplateNotPrefixStable(
-                    f"the {self.scaffold.template_name} renders the reset observation "
-                    f"{text.count(SENTINEL)} times (expected once)"
+            if body_ids or segments:
+                tagged.append(
+                    TaggedMessage(self.scaffold.observation_role, [], ids=body_ids, id_roles=bytes(body_roles))
                 )
-            pre, post = text.split(SENTINEL)
-        elif msgs:
-            pre = render(
+        gp = self.scaffold.generation_prompt
+        if tagged:
+            parts = render_parts(
                 self.tokenizer,
-                msgs,
+                tagged,
                 add_generation_prompt=True,
                 chat_template=self._chat_template,
                 template_kwargs=self._template_kwargs,
             )
-            post = None
+            if parts.rewritten:
+                raise TemplateNotPrefixStable(
+                    f"the {self.scaffold.template_name} rewrites the initial messages' content (e.g. trims it); "
+                    "token-in-token-out needs it verbatim: use mode='stepwise' or tokenize_offline"
+                )
         else:  # nothing to render (transformers refuses empty conversations): just the generation prompt
-            pre, post = gp, None
-        tail = post if post is not None else pre
-        split_gp = bool(gp) and tail.endswith(gp)
+            parts = Parts(gp, bytearray(len(gp)), bytearray(len(gp)), [], False)
+        split_gp = (
+            bool(gp) and parts.text.endswith(gp) and all(p <= len(parts.text) - len(gp) for p, _, _ in parts.opaque)
+        )
         if split_gp:
-            tail = tail[: len(tail) - len(gp)]
-        if post is None:
-            pre = tail
-        first = self.backend.encode(pre, add_special_tokens=False).ids
+            k = len(parts.text) - len(gp)
+            parts = Parts(parts.text[:k], parts.roles[:k], parts.kinds[:k], parts.opaque, False)
+        ids, roles, _ = encode_parts(self.codec, parts, document_start=True)
         prefix = self.codec.prefix_ids
-        if self.add_special_tokens and prefix and first[: len(prefix)] != prefix:
+        if self.add_special_tokens and prefix and ids[: len(prefix)].tolist() != prefix:
             self._extend(prefix, _CTX)
-        self._extend(first, _CTX)
-        if post is not None:
-            self._ids.extend(body_ids)
-            self._roles.extend(body_roles)
-            self._obs_count += sum(body_roles.count(c) for c in _OBS_CODES)
-            self._extend(self.codec.encode_scaffold(tail), _CTX)
+        self._ids.extend(ids.tolist())
+        self._roles.extend(roles.astype(np.uint8).tobytes())
         self._gen_start = len(self._ids) if split_gp else None
         if split_gp:
             self._extend(self.scaffold.generation_prompt_ids, _CTX)
         self._state = "awaiting_action"
         return list(self._ids)
 
-    def add_action(self, ids: Sequence[int] | None = None, *, text: str | None = None) -> list[int]:
+    def add_action(
+        self,
+        ids: Sequence[int] | None = None,
+        *,
+        text: str | None = None,
+        logprobs: Sequence[float] | None = None,
+        temperature: float | None = None,
+    ) -> list[int]:
         """Append the sampled action ids verbatim (``action``), including the end-of-turn token the model
         emitted. Without ids, ``text`` is encoded and the template's end-of-turn token appended (as action:
-        the model should learn to stop). Returns the appended ids."""
+        the model should learn to stop). ``logprobs`` (one per sampled id) and ``temperature`` are the
+        sampler's; they are carried to ``TokenizedTrajectory.sampler_logprobs``. Returns the appended ids."""
         self._need("awaiting_action", "add_action()")
+        if logprobs is not None:
+            if ids is None or len(logprobs) != len(ids):
+                raise ValueError("logprobs need the sampled ids, one per id")
+            self._logprobs.append((len(self._ids), [float(v) for v in logprobs]))
+        if temperature is not None:
+            if self.temperature is not None and self.temperature != temperature:
+                raise ValueError(
+                    f"actions of one sequence were sampled at two temperatures ({self.temperature}, {temperature})"
+                )
+            self.temperature = float(temperature)
         if ids is None:
             if text is None:
                 raise ValueError("add_action needs the sampled ids or the action text")
             if not isinstance(text, str):
                 raise TypeError(f"action text must be str, got {type(text).__name__}")
-            ids = self.codec.encode_content(text) + list(self.scaffold.eot_ids)
+            ids = self.codec.encode_action(text) + list(self.scaffold.eot_ids)
             self.stats["actions_from_text"] += 1
         else:
             ids = self._validate_ids(ids)
@@ -265,7 +274,6 @@ class TitoBuilder:
         self._extend(sc.obs_open_ids, _CTX)
         self._ids.extend(body_ids)
         self._roles.extend(body_roles)
-        self._obs_count += sum(body_roles.count(c) for c in _OBS_CODES)
         self._extend(sc.obs_close_ids, _CTX)
         self._gen_start = len(self._ids)
         self._extend(sc.generation_prompt_ids, _CTX)
@@ -295,15 +303,23 @@ class TitoBuilder:
         if self.add_special_tokens and suffix and self._ids[-len(suffix) :] != suffix:
             self._extend(suffix, _CTX)
         self._state = "finished"
+        role_ids = np.frombuffer(bytes(self._roles), dtype=np.int8).copy()
+        logp = None
+        if self._logprobs:
+            logp = np.full(len(self._ids), np.nan, dtype=np.float32)
+            for pos, values in self._logprobs:
+                logp[pos : pos + len(values)] = values
         return TokenizedTrajectory(
             input_ids=np.asarray(self._ids, dtype=np.int64),
-            role_ids=np.frombuffer(bytes(self._roles), dtype=np.int8).copy(),
-            obs_count=self._obs_count,
+            role_ids=role_ids,
+            obs_count=int(observation_count(role_ids)),  # |O| of the whole, untruncated sequence
             method="tito",
             tokenizer=self.identity,
             episode_id=episode_id,
             reward=reward,
             stats=dict(self.stats),
+            sampler_logprobs=logp,
+            sampling_temperature=self.temperature,
         )
 
     # -- bodies ----------------------------------------------------------------------------------------------
@@ -335,7 +351,7 @@ class TitoBuilder:
             self.stats["server_tokens_rejected"] += 1
         segs = [s for s in (segments or []) if s.text]
         _check_segments(segs)
-        enc = encoded if encoded is not None else self.codec.encode_contents([s.text for s in segs])
+        enc = encoded if encoded is not None else self.codec.encode_bodies([s.text for s in segs])
         if len(enc) != len(segs):
             raise AssertionError("pre-encoded bodies do not match the segments")
         ids: list[int] = []
@@ -349,7 +365,7 @@ class TitoBuilder:
 def action_text(step: Any, fallback: str = "json") -> str:
     """The policy's text for a recorded step: ``action_text``, else (``fallback="json"``) the action as JSON."""
     if step.action_text is not None:
-        return step.action_text
+        return str(step.action_text)
     if fallback == "json":
         return json.dumps(step.action, ensure_ascii=False)
     raise ValueError("a step has neither action_token_ids nor action_text (set action_text_fallback='json')")
@@ -382,6 +398,7 @@ def tokenize_trajectory(
     )
     # Collect every text to encode, in order, for one batched call.
     texts: list[str] = []
+    act_texts: list[str] = []
     plan: list[tuple[str, Any]] = []  # (kind, payload) consumed in order below
 
     def obs_texts(obs: Any) -> None:
@@ -398,10 +415,11 @@ def tokenize_trajectory(
         if step.action_token_ids is not None:
             plan.append(("act", None))
         else:
-            plan.append(("act", len(texts)))
-            texts.append(action_text(step, action_text_fallback))
+            plan.append(("act", len(act_texts)))
+            act_texts.append(action_text(step, action_text_fallback))
         obs_texts(step.observation)
-    encoded = b.codec.encode_contents(texts)
+    encoded = b.codec.encode_bodies(texts)
+    encoded_actions = b.codec.encode_actions(act_texts)
 
     def body(p: Any) -> list[list[int]] | None:
         return None if p is None else encoded[p[0] : p[0] + p[1]]
@@ -416,9 +434,9 @@ def tokenize_trajectory(
     for step in traj.steps:
         _, p = next(it)
         if step.action_token_ids is not None:
-            b.add_action(step.action_token_ids)
+            b.add_action(step.action_token_ids, logprobs=step.action_logprobs, temperature=step.sampling_temperature)
         else:
-            b.add_action(encoded[p] + eot)
+            b.add_action(encoded_actions[p] + eot)
             b.stats["actions_from_text"] += 1
         _, p = next(it)
         b.add_observation(step.observation, _encoded=body(p))

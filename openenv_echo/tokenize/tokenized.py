@@ -7,9 +7,10 @@ Conventions (normative text: ``rfcs/0003-token-masks.md``):
 * A boolean mask ``mask(role)[t]`` refers to token ``t`` **as a prediction target** (predicted by the logits
   at ``t-1``); position 0 of every sequence, and the first real token after left padding, is never a target,
   so every mask is False there. ``role_ids`` itself is not shifted.
-* ``obs_count`` is |O|, the number of observation *body* tokens (``env_output`` + ``warning``) of the whole
-  trajectory **before truncation** (the paper's per-sequence normalizer); ``num_truncated`` counts the tokens
-  cut from the tail. Masks only ever cover tokens that are present.
+* ``obs_count`` is |O|, the number of observation *body* tokens (``env_output`` + ``warning``) after the first
+  action, of the whole trajectory **before truncation** (the paper's per-sequence normalizer; one definition,
+  :func:`openenv_echo.roles.observation_count`); ``num_truncated`` counts the tokens cut from the tail. Masks only
+  ever cover tokens that are present.
 * Padding is carried by ``attention_mask`` and ``role_ids == -1``, never inferred from token values, so a pad
   id equal to the eos id cannot hide a real eos.
 """
@@ -22,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..roles import PAD_ROLE_CODE, Role
+from ..roles import PAD_ROLE_CODE, Role, observation_count, target_positions
 from ..wire import TokenizerIdentity
 
 if TYPE_CHECKING:
     import torch
 
-OBSERVATION_ROLES: tuple[Role, ...] = (Role.ENV_OUTPUT, Role.WARNING)
 MASK_KEYS: dict[Role, str] = {r: f"{r.value}_mask" for r in Role}
 
 
@@ -45,19 +45,31 @@ class TokenizedTrajectory:
     episode_id: str | None = None
     reward: float | None = None
     stats: dict[str, int] = field(default_factory=dict)
+    sampler_logprobs: np.ndarray | None = None
+    """float32 per token: the sampler's log-probability of sampled action tokens, NaN elsewhere (None: none)."""
+    sampling_temperature: float | None = None
+    turn: int | None = None
+    """Step-wise mode: the assistant turn (0-based) this sequence trains; None for a whole-episode sequence."""
 
     def __post_init__(self) -> None:
         self.input_ids = np.asarray(self.input_ids, dtype=np.int64).reshape(-1)
         self.role_ids = np.asarray(self.role_ids, dtype=np.int8).reshape(-1)
         if self.input_ids.shape != self.role_ids.shape:
             raise ValueError(f"input_ids has {self.input_ids.size} tokens but role_ids has {self.role_ids.size}")
+        if self.sampler_logprobs is not None:
+            self.sampler_logprobs = np.asarray(self.sampler_logprobs, dtype=np.float32).reshape(-1)
+            if self.sampler_logprobs.shape != self.input_ids.shape:
+                raise ValueError("sampler_logprobs must have one value per token (NaN where not sampled)")
         if self.role_ids.size and (self.role_ids.min() < 0 or self.role_ids.max() > 3):
             raise ValueError("role_ids must be Role codes 0..3 (padding only exists in collated batches)")
         if self.input_ids.size and self.input_ids.min() < 0:
             raise ValueError("input_ids must be non-negative")
-        kept_obs = int(np.isin(self.role_ids, [r.code for r in OBSERVATION_ROLES]).sum())
+        kept_obs = int(observation_count(self.role_ids))
         if self.obs_count < kept_obs:
-            raise ValueError(f"obs_count={self.obs_count} is below the {kept_obs} observation tokens present")
+            raise ValueError(
+                f"obs_count={self.obs_count} is below the {kept_obs} observation body tokens present after the first "
+                "action"
+            )
         if self.num_truncated < 0:
             raise ValueError("num_truncated must be >= 0")
 
@@ -70,18 +82,13 @@ class TokenizedTrajectory:
 
     def mask(self, role: Role | str) -> np.ndarray:
         """Target mask of ``role``: True where token t has that role, never at t=0."""
-        m = self.role_ids == Role(role).code
-        if m.size:
-            m[0] = False
-        return m
+        mask: np.ndarray = (self.role_ids == Role(role).code) & target_positions(self.role_ids)
+        return mask
 
     def target_mask(self, roles: Iterable[Role | str]) -> np.ndarray:
         """Union of target masks (e.g. ``(env_output,)`` for the paper's ECHO target O')."""
         codes = [Role(r).code for r in roles]
-        m = np.isin(self.role_ids, codes)
-        if m.size:
-            m[0] = False
-        return m
+        return np.isin(self.role_ids, codes) & target_positions(self.role_ids)
 
     def masks(self) -> dict[str, np.ndarray]:
         return {MASK_KEYS[r]: self.mask(r) for r in Role}
@@ -102,6 +109,7 @@ class TokenizedTrajectory:
             self,
             input_ids=self.input_ids[:max_length].copy(),
             role_ids=self.role_ids[:max_length].copy(),
+            sampler_logprobs=None if self.sampler_logprobs is None else self.sampler_logprobs[:max_length].copy(),
             num_truncated=self.num_truncated + len(self) - max_length,
             stats=dict(self.stats),
         )
@@ -125,6 +133,9 @@ class TokenizedTrajectory:
             "episode_id": self.episode_id,
             "reward": self.reward,
             "stats": dict(self.stats),
+            "sampler_logprobs": logprobs_list(self.sampler_logprobs),
+            "sampling_temperature": self.sampling_temperature,
+            "turn": self.turn,
         }
 
     @classmethod
@@ -143,7 +154,19 @@ class TokenizedTrajectory:
             episode_id=d.get("episode_id"),
             reward=d.get("reward"),
             stats={str(k): int(v) for k, v in (d.get("stats") or {}).items()},
+            sampler_logprobs=None
+            if d.get("sampler_logprobs") is None
+            else np.asarray([np.nan if v is None else v for v in d["sampler_logprobs"]], dtype=np.float32),
+            sampling_temperature=d.get("sampling_temperature"),
+            turn=d.get("turn"),
         )
+
+
+def logprobs_list(values: np.ndarray | None) -> list[float | None] | None:
+    """Per-token sampler log-probs as a JSON/Arrow list (None where a token was not sampled)."""
+    if values is None:
+        return None
+    return [None if v != v else v for v in values.tolist()]  # v != v: NaN
 
 
 def _pad_id(pad_token_id: int | None, tokenizer: Any) -> int:
@@ -173,6 +196,10 @@ def collate(
     ``role_ids`` (-1 on padding) as int64 ``(B, T)``; the bool target masks ``context_mask``, ``action_mask``,
     ``env_output_mask``, ``warning_mask`` ``(B, T)`` (False on padding and on each row's first real token);
     and per-row int64 ``lengths`` (real tokens), ``obs_count`` (|O| before truncation) and ``num_truncated``.
+    Sampler metadata: ``sampler_logprobs`` float32 ``(B, T)`` (the inference engine's log-probability of each
+    sampled action token, aligned like the masks with token t; 0 where absent), ``sampler_logprobs_mask`` bool
+    ``(B, T)`` (where it is present) and ``sampling_temperature`` float32 ``(B,)`` (NaN when unknown), for
+    importance correction against the engine.
     ``pad_token_id`` defaults to the tokenizer's pad, then eos, then 0; its value never affects a mask.
     """
     import torch
@@ -198,7 +225,6 @@ def collate(
     roles = np.full((b, width), PAD_ROLE_CODE, dtype=np.int64)
     attn = np.zeros((b, width), dtype=np.int64)
     pos = np.zeros((b, width), dtype=np.int64)
-    first = np.zeros((b, width), dtype=bool)
     for i, r in enumerate(rows):
         n = len(r)
         start = 0 if padding_side == "right" else width - n
@@ -207,17 +233,26 @@ def collate(
         roles[i, sl] = r.role_ids
         attn[i, sl] = 1
         pos[i, sl] = np.arange(n)
-        if n:
-            first[i, start] = True
     out: dict[str, torch.Tensor] = {
         "input_ids": torch.from_numpy(ids),
         "attention_mask": torch.from_numpy(attn),
         "position_ids": torch.from_numpy(pos),
         "role_ids": torch.from_numpy(roles),
     }
-    targetable = (attn == 1) & ~first
+    targetable = target_positions(roles)  # the shared rule: not padding, not a row's first real token
     for role in Role:
         out[MASK_KEYS[role]] = torch.from_numpy((roles == role.code) & targetable)
+    logp = np.full((b, width), np.nan, dtype=np.float32)
+    for i, r in enumerate(rows):
+        if r.sampler_logprobs is not None:
+            start = 0 if padding_side == "right" else width - len(r)
+            logp[i, start : start + len(r)] = r.sampler_logprobs
+    has_logp = ~np.isnan(logp)
+    out["sampler_logprobs"] = torch.from_numpy(np.where(has_logp, logp, 0.0).astype(np.float32))
+    out["sampler_logprobs_mask"] = torch.from_numpy(has_logp & (attn == 1))
+    out["sampling_temperature"] = torch.tensor(
+        [np.nan if r.sampling_temperature is None else r.sampling_temperature for r in rows], dtype=torch.float32
+    )
     out["lengths"] = torch.from_numpy(lengths)
     out["obs_count"] = torch.tensor([r.obs_count for r in rows], dtype=torch.int64)
     out["num_truncated"] = torch.tensor([r.num_truncated for r in rows], dtype=torch.int64)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The docker tier of CI: engine -> base image -> wheelhouse -> 3 env images -> docker-compose up ->
-# pytest -m docker tests/containers -> teardown. Prints how long each stage took.
+# pytest -m docker tests/containers tests/docs (the README blocks that need Docker) -> teardown. Prints how long
+# each stage took.
 #
 # Fails (exit != 0) when the Docker engine cannot be started: this tier never passes silently.
 # Cleans up what it started: the compose services, the images it built or pulled (any image not present when the
@@ -17,7 +18,7 @@ PY="${PYTHON:-$ROOT/.venv/bin/python}"
 LOCAL_BASE="openenv-echo/base:bookworm-py311"
 export BASE_IMAGE="${BASE_IMAGE:-$LOCAL_BASE}"
 PROJECT="${COMPOSE_PROJECT:-openenv-echo-ci}"
-ENVS=(echo terminal sql)
+ENVS=($(PYTHONPATH="$ROOT" "$PY" -c "from openenv_echo.envs import ENVIRONMENTS; print(*ENVIRONMENTS)"))  # the env registry
 
 declare -a STAGES=() TIMES=()
 tier_start=$(date +%s)
@@ -132,4 +133,4 @@ stage "compose up (healthy)" wait_healthy
 
 export OPENENV_ECHO_REQUIRE_DOCKER=1 OPENENV_ECHO_COMPOSE_PROJECT="$PROJECT"
 # shellcheck disable=SC2086
-stage "pytest -m docker" "$PY" -m pytest -m docker -q -p no:cacheprovider tests/containers ${PYTEST_ARGS:-}
+stage "pytest -m docker" "$PY" -m pytest -m docker -q -p no:cacheprovider tests/containers tests/docs ${PYTEST_ARGS:-}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -15,6 +14,7 @@ import pytest
 
 from openenv_echo.cli import EXIT_CODES_HELP
 from openenv_echo.server import ServerLimits
+from openenv_echo.trajectory import read_trajectories
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -65,6 +65,11 @@ def test_top_help_has_exit_code_table_literally() -> None:
     assert "Exit codes:" in EXIT_CODES_HELP
 
 
+def test_no_arguments_shows_the_help() -> None:
+    proc = cli()
+    assert proc.returncode == 0 and proc.stdout.startswith("Usage: openenv-echo") and "Exit codes:" in proc.stdout
+
+
 def test_serve_help_shows_defaults_and_env_vars() -> None:
     out = " ".join(cli("serve", "--help").stdout.split())  # help is wrapped to the terminal width
     defaults = ServerLimits()
@@ -89,6 +94,8 @@ def test_serve_help_shows_defaults_and_env_vars() -> None:
         (("episode", "http://127.0.0.1:9", "-a", "{bad"), ("not valid JSON",)),
         (("show", "no-such-file.jsonl"), ("does not exist",)),
         (("show", "README.md", "--tokenizer", "local:qwen"), ("README.md is not JSON lines",)),
+        (("show", "tests/cli/data/trajectory.jsonl"), ("holds trajectories; pass --tokenizer",)),
+        (("show", "tests/cli/data/trajectory.jsonl", "--tokenizer", "local:qwen", "--index", "9"), ("out of range",)),
         (("quickstart", "foo"), ("unknown environment 'foo'",)),
         (("validate-runtime", "foo"), ("unknown environment 'foo'",)),
         (("bogus",), ("no such command 'bogus'",)),
@@ -146,8 +153,8 @@ def test_episode_prints_env_text_exactly_with_labels_when_piped(echo_url: str, t
     assert "⟦action⟧bye\n⟦warning⟧[echo] ⟦env_output⟧bye\n" in proc.stdout
     summary = proc.stdout.strip().splitlines()[-1]
     assert summary.startswith("episode ") and "steps=2" in summary and "done=True" in summary
-    recorded = json.loads(out.read_text().splitlines()[-1])
-    assert recorded["steps"][0]["observation"]["segments"][0]["text"] == "[echo] "
+    [recorded] = read_trajectories(out)
+    assert recorded.steps[0].observation.segments[0].text == "[echo] "
 
 
 @pytest.mark.parametrize("colourless", [{"NO_COLOR": "1"}, {"argv": "--plain"}])
@@ -176,6 +183,7 @@ def test_interactive_reads_actions_until_eof_and_reports_refusals(echo_url: str)
     assert "⟦warning⟧[echo] ⟦env_output⟧hi\n" in proc.stdout and "⟦env_output⟧more\n" in proc.stdout
     assert "error: the server refused this action" in proc.stderr and "not valid JSON" in proc.stderr
     assert "steps=2" in proc.stdout and "done=False" in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith("episode ")  # nothing of a prompt in the output
 
 
 def test_quickstart_terminal_shows_the_verdict_line_exactly(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from openenv_echo import (
     PolicyStep,
     Role,
     Segment,
+    TrajectoryWriter,
     read_trajectories,
     run_episode,
     run_episodes,
@@ -54,7 +55,7 @@ def test_sync_episode_records_roles(running_server, tmp_path: Path) -> None:
         Segment(role=Role.WARNING, text="[echo] "),
         Segment(role=Role.ENV_OUTPUT, text="hi\n"),
     ]
-    assert first.observation.fields == {"message_length": 2}
+    assert first.observation.fields == {"echoed_message": "hi", "message_length": 2}
     assert traj.total_reward == pytest.approx(0.05)
     assert read_trajectories(out) == [traj]  # written when it ended
 
@@ -265,3 +266,35 @@ def test_from_provider_on_both_faces(tmp_path: Path) -> None:
 
     assert asyncio.run(main()) == "[echo] hey\n"
     assert [t.status for t in read_trajectories(tmp_path / "a.jsonl")] == ["done"]
+
+
+def test_a_journal_that_fails_ends_the_episode_in_memory_too(running_server, tmp_path: Path) -> None:
+    url = running_server("echo")
+    writer = TrajectoryWriter(tmp_path / "j.jsonl")
+    with EnvClient(url, writer=writer) as env:
+        env.reset()
+        env.step({"message": "one"})
+        writer.close()  # e.g. the disk went away
+        with pytest.raises(ValueError, match="closed"):
+            env.step({"message": "two"})
+        assert env.trajectory is not None
+        assert env.trajectory.status == "abandoned" and len(env.trajectory.steps) == 1
+        with pytest.raises(EpisodeNotStartedError):
+            env.step({"message": "three"})
+    got = read_trajectories(tmp_path / "j.jsonl", open_episodes=True)
+    assert [len(t.steps) for t in got] == [1]  # on disk: the step memory has, never another
+
+
+def test_sampler_metadata_is_recorded_with_the_step_never_sent(running_server, tmp_path: Path) -> None:
+    url = running_server("echo")
+    with EnvClient(url, writer=tmp_path / "j.jsonl") as env:
+        env.reset()
+        env.step({"message": "hi"}, action_token_ids=[1, 2], action_logprobs=[-0.5, -1.5], sampling_temperature=0.7)
+        with pytest.raises(ValueError, match="same length"):  # refused before anything is sent
+            env.step({"message": "x"}, action_token_ids=[1], action_logprobs=[-0.1, -0.2])
+        assert env.state()["step_count"] == 1
+        env.step({"message": "bye"})
+        traj = env.trajectory
+    assert traj is not None and traj.steps[0].action_logprobs == [-0.5, -1.5]
+    assert traj.steps[0].sampling_temperature == 0.7 and traj.steps[0].action == {"message": "hi"}
+    assert read_trajectories(tmp_path / "j.jsonl") == [traj]

@@ -21,6 +21,7 @@ from openenv_echo.client import (
     EnvTimeoutError,
     RolloutAborted,
     StepResult,
+    run_episodes_async,
 )
 
 from .servers import ServerProcess
@@ -132,7 +133,9 @@ def test_raise_stops_the_batch_and_keeps_what_was_recorded(running_server, tmp_p
         )
     assert isinstance(info.value.__cause__, ActionValidationError)
     got = info.value.rollouts
-    assert 0 < len(got) < 130 and any(t.metadata["seed"] == BAD_SEED and t.status == "abandoned" for t in got)
+    assert 0 < len(got) < 130, len(got)
+    bad = [(t.status, t.error) for t in got if t.metadata["seed"] == BAD_SEED]
+    assert bad and bad[0][0] == "abandoned", bad
     assert all(t.ended for t in got)
     on_disk = read_trajectories(journal, open_episodes=True)  # the writer was closed after the workers stopped
     assert all(t.ended for t in on_disk) and {t.episode_id for t in got} <= {t.episode_id for t in on_disk}
@@ -197,3 +200,36 @@ def test_async_hung_server_times_out_too() -> None:
 
     with ServerProcess("echo") as server:
         asyncio.run(main(server.url))
+
+
+def test_cancelling_the_batch_ends_every_episode_on_disk(running_server, tmp_path: Path) -> None:
+    """The caller cancels ``run_episodes_async`` mid-run: each episode in flight is journalled as ``abandoned``,
+    the writer is closed after the workers stopped, and the journal holds no open episode."""
+    url = running_server("echo", max_sessions=8)
+    journal = tmp_path / "j.jsonl"
+
+    async def main() -> None:
+        enough = asyncio.Event()
+        calls = {"n": 0}
+
+        async def policy(result: StepResult, traj: Trajectory) -> dict[str, Any]:
+            calls["n"] += 1
+            if calls["n"] == 40:
+                enough.set()
+            await asyncio.sleep(0.001)
+            return {"message": f"m{len(traj.steps)}"}
+
+        task = asyncio.create_task(
+            run_episodes_async(url, policy, list(range(100)), concurrency=4, writer=journal, progress=False)
+        )
+        await enough.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    fds = _open_fds()
+    asyncio.run(main())
+    on_disk = read_trajectories(journal, open_episodes=True)
+    assert all(t.ended for t in on_disk) and Counter(t.status for t in on_disk)["abandoned"] == 4
+    assert all(t.error is not None and t.error.type == "CancelledError" for t in on_disk if t.status == "abandoned")
+    assert _open_fds() == fds

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from openenv_echo.envs import ENVIRONMENTS
 from openenv_echo.providers import DockerProvider, ProviderError, docker_client
 from openenv_echo.providers.docker import DEFAULT_BASE_IMAGE, LOCAL_BASE_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
-ENVS = ("echo", "terminal", "sql")
+ENVS = tuple(ENVIRONMENTS)
 REQUIRE_DOCKER = os.environ.get("OPENENV_ECHO_REQUIRE_DOCKER") == "1"
 COMPOSE_PROJECT = os.environ.get("OPENENV_ECHO_COMPOSE_PROJECT") or None
 

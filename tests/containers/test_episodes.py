@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from openenv_echo.client import EnvClient
-from openenv_echo.envs.sql import demo_actions as sql_expert
-from openenv_echo.envs.terminal import demo_actions as terminal_expert
+from openenv_echo.envs.sql import expert_actions as sql_expert
+from openenv_echo.envs.terminal import expert_actions as terminal_expert
 from openenv_echo.roles import Role
 from openenv_echo.trajectory import Trajectory
 

@@ -90,6 +90,22 @@ def _shell_script(block: Block, port: int | None, logs: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux ``/proc``), read before anything is killed."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo.extend(children.get(tree[-1], []))
+    return tree
+
+
 def _run_shell(block: Block, tmp: Path) -> None:
     port = free_port() if "port" in block.directives else None
     cwd = ROOT if "docker" in block.directives else _scratch_repo(tmp)
@@ -105,11 +121,20 @@ def _run_shell(block: Block, tmp: Path) -> None:
         text=True,
         start_new_session=True,  # background servers share the group: one killpg stops them all
     )
+    timeout = float(block.directives.get("timeout", 300))
     try:
-        out, err = proc.communicate(timeout=float(block.directives.get("timeout", 300)))
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in _process_tree(proc.pid):  # also servers that started their own session (LocalProcessProvider)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out, err = proc.communicate()
+        err += f"\n[doc-test] timed out after {timeout:g} s (timeout= in the block's doc-test comment)"
     finally:
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, signal.SIGTERM)  # background servers
         except ProcessLookupError:
             pass
         proc.wait()

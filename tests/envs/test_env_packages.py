@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from openenv_echo.envs import ENVIRONMENTS
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = {"terminal": "terminal_env", "sql": "sql_env", "echo": "echo_env"}
+PACKAGES = {name: spec.package for name, spec in ENVIRONMENTS.items()}
 
 
 def _load_app(pkg: str):  # type: ignore[no-untyped-def]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from openenv_echo.client import ActionValidationError, EnvClient
-from openenv_echo.envs.sql import SqlEnvironment, expert_actions
-from openenv_echo.envs.terminal import TerminalEnvironment, expert_commands, generate_machine
+from openenv_echo.envs import sql, terminal
+from openenv_echo.envs.sql import SqlEnvironment
+from openenv_echo.envs.terminal import TerminalEnvironment, generate_machine
 from openenv_echo.roles import Role
 
 R = Role
@@ -29,7 +30,7 @@ def test_terminal_episode_trajectory_roles(running_server):
         client.step({"command": log_cmd})
         client.step({"command": "head -n 2 /nope"})
         client.step({"command": "echo $(id)"})
-        for a in expert_commands(8, "disk_full"):
+        for a in terminal.expert_actions(8, "disk_full"):
             last = client.step(a)
         traj = client.trajectory
     assert last.done and last.reward == 1.0
@@ -61,7 +62,7 @@ def test_sql_episode_trajectory_roles(running_server):
         client.step({"query": "SELECT * FROM order_items"})
         client.step({"query": "SELECT frm FROM orders"})
         client.step({"query": "DELETE FROM orders"})
-        for a in expert_actions(4):
+        for a in sql.expert_actions(4):
             last = client.step(a)
         traj = client.trajectory
     assert last.done and last.reward == 1.0

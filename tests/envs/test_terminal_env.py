@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openenv_echo.envs.terminal import INCIDENT_KINDS, NON_EXPERTS, TerminalAction, TerminalEnvironment, expert_commands
+from openenv_echo.envs.terminal import INCIDENT_KINDS, NON_EXPERTS, TerminalAction, TerminalEnvironment, expert_actions
 from openenv_echo.roles import Role
 from openenv_echo.server.environment import EnvError
 
@@ -112,7 +112,7 @@ def test_reset_options_are_validated():
 def test_expert_solves_every_kind_on_a_range_of_seeds(kind):
     for seed in range(200, 206):
         env = _env(seed=seed, incident=kind)
-        actions = expert_commands(seed, kind)
+        actions = expert_actions(seed, kind)
         for a in actions:
             obs = env.step(TerminalAction(**a))
         assert obs.done and obs.reward == 1.0, (seed, kind, obs.text)
@@ -122,7 +122,7 @@ def test_expert_solves_every_kind_on_a_range_of_seeds(kind):
 def test_expert_with_natural_incidents_and_non_experts():
     for seed in range(300, 310):
         env = _env(seed=seed)
-        for a in expert_commands(seed):
+        for a in expert_actions(seed):
             obs = env.step(TerminalAction(**a))
         assert obs.reward == 1.0
     totals = {}
@@ -143,7 +143,7 @@ def test_episodes_are_byte_identical_for_a_seed():
     def run(seed: int) -> list[str]:
         env = _env(seed=seed)
         texts = [env.reset(seed=seed).text]
-        for a in expert_commands(seed) + [{"command": "date"}]:
+        for a in expert_actions(seed) + [{"command": "date"}]:
             if env.done:
                 break
             texts.append(env.step(TerminalAction(**a)).model_dump_json())

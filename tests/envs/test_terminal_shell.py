@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from openenv_echo.envs.terminal.commands import new_shell
 from openenv_echo.envs.terminal.machine import INCIDENT_KINDS, generate_machine
-from openenv_echo.envs.terminal.shell import Shell
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def machine():
 
 @pytest.fixture
 def sh(machine):
-    return Shell(machine)
+    return new_shell(machine)
 
 
 def test_basic_commands_print_what_a_host_prints(sh, machine):
@@ -96,7 +96,7 @@ def test_host_only_paths_do_not_exist(sh, path):
         ("python3 -c 'import os; os.system(\"id\")'", "not available"),
         ("vim /etc/hosts", "interactive"),
         ("find / -name x -exec cat {} \\;", "find -exec is disabled"),
-        ("grep -E '(a+)+$' /var/log/syslog", "backtrack catastrophically"),
+        ("grep -E '(a)\\1' /var/log/syslog", "linear-time regex engine"),
     ],
 )
 def test_shell_features_are_refused_by_the_harness(sh, cmd, needle):
@@ -135,22 +135,30 @@ def test_runaway_commands_hit_the_work_limit(sh):
 
 
 @pytest.mark.parametrize(
-    "cmd",
+    "cmd,matches",
     [
-        "echo " + "ab" * 60 + "xc | grep -E '(a|b)*(a|b)*(a|b)*c'",
-        "echo " + "ab" * 1000 + "xc | grep -E '(a|b)*(a|b)*c'",
-        "yes " + "a" * 1000 + "xc | grep -E '(a|b)*c'",
-        "echo " + "a" * 3000 + "xc | grep -E '[ab]*[ab]*[ab]*c'",
-        "grep -P '(a|b)*\\1' /etc/hosts",
-        "grep -E '(a?){30}a{30}' /etc/hosts",
-        "grep -E '(ab?)+' /etc/hosts",
+        ("echo " + "ab" * 60 + "xc | grep -E '(a|b)*(a|b)*(a|b)*c'", True),
+        ("echo " + "ab" * 1000 + "xc | grep -E '(a|b)*(a|b)*c'", True),
+        ("echo " + "ab" * 1000 + "x | grep -E '^(a|b)*(a|b)*c'", False),
+        ("echo " + "a" * 3000 + "xc | grep -E '[ab]*[ab]*[ab]*c'", True),
+        ("echo " + "a" * 3000 + "! | grep -E '^(a+)+$'", False),
+        ("grep -E '(a?){30}a{30}' /etc/hosts", False),
     ],
 )
-def test_backtracking_regexes_are_refused_or_stopped(sh, cmd):
-    """Each of these would run for seconds to hours in a backtracking engine; here they end at once."""
+def test_backtracking_regexes_run_in_linear_time(sh, cmd, matches):
+    """Each of these runs for seconds to hours in a backtracking engine; RE2 answers at once (and correctly)."""
     r = sh.run(cmd)
-    assert r.exit_code in (2, 124) and r.notices
-    assert "backtrack catastrophically" in r.notices[-1] or "work limit" in r.notices[-1]
+    assert r.exit_code == (0 if matches else 1) and not r.notices
+    assert bool(r.output) is matches
+
+
+@pytest.mark.parametrize(
+    "cmd", ["grep -P '(a|b)*\\1' /etc/hosts", "grep -P '(?<=a)b' /etc/hosts", "grep -E '(x)\\1' /etc/hosts"]
+)
+def test_regexes_needing_backtracking_are_refused(sh, cmd):
+    r = sh.run(cmd)
+    assert r.exit_code == 2 and r.output == ""
+    assert "linear-time regex engine" in r.notices[-1]
 
 
 def test_common_patterns_still_work(sh, machine):
@@ -192,7 +200,7 @@ def test_every_incident_leaves_evidence():
     """Each kind is visible to the commands a triager would run (what the expert relies on)."""
     for i, kind in enumerate(INCIDENT_KINDS):
         m = generate_machine(100 + i, kind)
-        sh = Shell(m)
+        sh = new_shell(m)
         svc = m.incident.service
         text = {
             "disk_full": sh.run("df -h /var").output,
@@ -229,10 +237,10 @@ def test_same_seed_same_bytes_different_seeds_different_machines():
         "ss -tlnp",
         "free -h",
     ]
-    a, b = Shell(generate_machine(5)), Shell(generate_machine(5))
+    a, b = new_shell(generate_machine(5)), new_shell(generate_machine(5))
     outs = [a.run(c) for c in cmds]
     assert outs == [b.run(c) for c in cmds]
-    c = Shell(generate_machine(6))
+    c = new_shell(generate_machine(6))
     assert [r.output for r in outs] != [c.run(x).output for x in cmds]
     hosts = {generate_machine(s).hostname for s in range(12)}
     assert len(hosts) >= 9
@@ -311,7 +319,7 @@ WORDS = [
 
 @pytest.fixture(scope="module")
 def fuzz_shell():
-    return Shell(generate_machine(23))
+    return new_shell(generate_machine(23))
 
 
 def test_random_command_lines_never_break_the_shell(fuzz_shell):

@@ -11,6 +11,7 @@ import pytest
 # must only ever talk to loopback. Read at `import ray`, so set before it.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")  # a loaded 2-core machine starts raylets slowly
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,12 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.fleet
-
 from openenv_echo import EnvClient
 from openenv_echo.client.errors import ConnectionLostError
 from openenv_echo.client.pool import EnvPool, NoReplicaError
 from openenv_echo.providers.base import ProviderError
 
+pytestmark = pytest.mark.fleet
 ray = pytest.importorskip("ray")
 from openenv_echo.providers.ray import RayProvider  # noqa: E402
 
@@ -85,3 +84,32 @@ def test_pool_with_no_live_replica_raises_typed_error() -> None:
 def test_unknown_env_fails_with_the_replica_error(ray_cluster: str) -> None:
     with pytest.raises(ProviderError, match=r"did not start(.|\n)*unknown environment"):
         RayProvider("no-such-env", replicas=1, address=ray_cluster, num_cpus=0.5).start()
+
+
+def test_run_episodes_over_the_fleet_survives_a_replica_killed_mid_run(fleet: RayProvider, tmp_path) -> None:
+    import asyncio
+
+    from openenv_echo import run_episodes
+    from openenv_echo.trajectory import read_trajectories
+
+    victim, pid = next(iter(fleet.replica_pids().items()))
+    calls = 0
+
+    async def policy(result, trajectory):  # kills one replica once the run is well under way
+        nonlocal calls
+        calls += 1
+        if calls == 20:
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.01)
+        return {"message": f"step {len(trajectory.steps)}"}
+
+    out = run_episodes(
+        fleet, policy, list(range(16)), concurrency=4, max_steps=20, on_error="retry", progress=False,
+        writer=tmp_path / "j.jsonl",
+    )  # fmt: skip
+    assert len(out) == 16 and set(out.statuses()) <= {"done", "truncated"}, out.statuses()
+    assert out.restarts >= 1  # the episodes cut on the killed replica were restarted elsewhere
+    assert victim not in fleet.urls and len(fleet.urls) == 2  # replaced
+    fleet.check()
+    finished = [t for t in read_trajectories(tmp_path / "j.jsonl") if t.status in ("done", "truncated")]
+    assert sorted(t.metadata["seed"] for t in finished) == list(range(16))

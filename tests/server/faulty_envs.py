@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from pydantic import Field
@@ -11,7 +12,7 @@ from openenv_echo.server import Environment
 
 
 class CrashAction(Action):
-    mode: str = Field(description="ok | raise | sleep")
+    mode: str = Field(description="ok | raise | sleep | pid")
     seconds: float = 0.0
 
 
@@ -30,6 +31,8 @@ class CrashEnvironment(Environment[CrashAction, Observation]):
             raise RuntimeError("tool exploded")
         if action.mode == "sleep":
             time.sleep(action.seconds)
+        if action.mode == "pid":  # which process runs this instance
+            return Observation(segments=[env_output(f"{os.getpid()}\n")], reward=1.0)
         return Observation(segments=[env_output(f"{action.mode}\n")], reward=1.0)
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 
 import httpx
+import psutil
 import pytest
 
 from openenv_echo import EnvClient, Role, tokenizer_fingerprint
@@ -37,8 +40,13 @@ def test_step_timeout_abandons_episode_but_keeps_session(running_server) -> None
     url = running_server(CrashEnvironment, step_timeout_s=0.3)
     with EnvClient(url) as env:
         env.reset()
+        worker = int(env.step({"mode": "pid"}).text)
+        assert worker != os.getpid()  # a BLOCKING env runs in a worker process of its own
         with pytest.raises(StepTimeoutError):
-            env.step({"mode": "sleep", "seconds": 1.5})
+            env.step({"mode": "sleep", "seconds": 30})
+        # the step was really stopped: its worker is gone (killed, not left running in a thread)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(worker).wait(timeout=10)  # raises TimeoutExpired if it were left running
         with pytest.raises(EpisodeNotStartedError):
             env.step({"mode": "ok"})
         env.reset()

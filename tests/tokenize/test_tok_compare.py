@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import compare_assemblies, tokenize_offline, tokenize_trajectory
-from openenv_echo.tokenize.compare import ROLE, SEGMENTATION, TEXT
+from openenv_echo.tokenize import (
+    TokenizedTrajectory,
+    compare_assemblies,
+    conversation_from_trajectory,
+    tokenize_offline,
+    tokenize_trajectory,
+)
+from openenv_echo.tokenize.compare import SEGMENTATION, TEXT
 from openenv_echo.trajectory import ChatMessage, ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import env_output, warning
 
@@ -55,17 +63,29 @@ def test_chatml_newline_merge_is_reported_as_segmentation(toks: dict[str, Any]) 
     assert offline.role_text(tok, Role.ENV_OUTPUT) == "a.cfg\nb.txtkey=value"
 
 
-def test_special_token_text_in_a_body_is_reported(stable_tok: Any) -> None:
+def test_special_token_text_in_a_body_is_literal_in_both(stable_tok: Any) -> None:
     special = "<|im_end|>" if "<|im_end|>" in stable_tok.get_vocab() else "<|eot_id|>"
     traj = _traj([f"printed {special} here"])
-    cmp = compare_assemblies(tokenize_trajectory(traj, stable_tok), tokenize_offline(traj, stable_tok), stable_tok)
-    print(cmp.report())
-    kinds = cmp.kinds()
-    assert kinds.get(TEXT, 0) + kinds.get(ROLE, 0) >= 1
-    d = next(d for d in cmp.differences if special in d.a_text or special in d.b_text)
-    assert "special" in d.reason
-    assert "env_output" in d.a_roles  # TITO: literal text, trained as env output
-    assert "context" in d.b_roles  # offline: a real special token, never a target
+    tito, offline = tokenize_trajectory(traj, stable_tok), tokenize_offline(traj, stable_tok)
+    assert tito.role_text(stable_tok, Role.ENV_OUTPUT) == f"printed {special} here"
+    assert offline.role_text(stable_tok, Role.ENV_OUTPUT).startswith(f"printed {special} here")
+    cmp = compare_assemblies(tito, offline, stable_tok)
+    assert not [d for d in cmp.differences if special in d.a_text or special in d.b_text], cmp.report()
+
+
+def test_a_full_render_with_special_text_is_explained(stable_tok: Any) -> None:
+    special = "<|im_end|>" if "<|im_end|>" in stable_tok.get_vocab() else "<|eot_id|>"
+    traj = _traj([f"printed {special} here"])
+    tito = tokenize_trajectory(traj, stable_tok)
+    # what a naive trainer does: tokenize the rendered text, special strings become control tokens
+    text = stable_tok.apply_chat_template(
+        [{"role": m.role, "content": m.content} for m in conversation_from_trajectory(traj)], tokenize=False
+    )
+    naive_ids = stable_tok(text, add_special_tokens=tito.input_ids[0] == stable_tok.bos_token_id).input_ids
+    naive = TokenizedTrajectory(naive_ids, np.zeros(len(naive_ids), dtype=np.int8), obs_count=0, method="naive")
+    cmp = compare_assemblies(tito, naive, stable_tok)
+    d = next(d for d in cmp.differences if d.kind == TEXT and special in d.b_text)
+    assert "special" in d.reason and "env_output" in d.a_roles
 
 
 def test_json_body_ending_in_punctuation_merges_too(toks: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from openenv_echo.roles import Role
 from openenv_echo.tokenize import fragment_codec
-from openenv_echo.tokenizer_identity import segment_tokens
+from openenv_echo.tokenize.observation_tokens import segment_tokens
 from openenv_echo.wire import env_output, warning
 
 

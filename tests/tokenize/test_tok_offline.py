@@ -9,7 +9,9 @@ import pytest
 
 from openenv_echo.roles import Role
 from openenv_echo.tokenize import STRADDLE_ROLE, TaggedMessage, tokenize_offline
-from openenv_echo.tokenize.offline import conversation_from_trajectory, token_roles
+from openenv_echo.tokenize.fragment import fragment_codec
+from openenv_echo.tokenize.offline import conversation_from_trajectory
+from openenv_echo.tokenize.rendered import token_roles
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import Segment, context, env_output
 
@@ -46,18 +48,26 @@ def test_straddling_token_is_context_and_counted(toks: dict[str, Any]) -> None:
     assert tt.role_text(tok, Role.ENV_OUTPUT) == "a.txt"  # the straddled "\n" is not trained as env_output
 
 
-def test_special_token_text_in_content_is_context_and_counted(stable_tok: Any) -> None:
+def test_special_token_text_in_content_is_literal(stable_tok: Any) -> None:
     special = "<|im_end|>" if "<|im_end|>" in stable_tok.get_vocab() else "<|eot_id|>"
     msgs = [
-        TaggedMessage("user", [context("u")]),
-        TaggedMessage("assistant", [Segment(role=Role.ACTION, text="a")]),
+        TaggedMessage("system", [context(f"sys {special} prompt")]),
+        TaggedMessage("assistant", [Segment(role=Role.ACTION, text=f"a {special}")]),
         TaggedMessage("tool", [env_output(f"x {special} y")]),
     ]
     tt = tokenize_offline(msgs, stable_tok)
-    assert tt.stats["special_in_content"] == 1
+    codec = fragment_codec(stable_tok)
     sid = stable_tok.convert_tokens_to_ids(special)
-    env_ids = tt.input_ids[tt.role_ids == Role.ENV_OUTPUT.code].tolist()
-    assert sid not in env_ids
+    # the template writes the special token; the three bodies carry it as plain text
+    ids = tt.input_ids.tolist()
+    rendered = stable_tok.apply_chat_template(
+        [{"role": m.role, "content": m.content} for m in msgs], tokenize=True, return_dict=False
+    )
+    assert ids.count(sid) == list(rendered).count(sid) - 3
+    assert tt.role_text(stable_tok, Role.ENV_OUTPUT) == f"x {special} y"
+    for role in (Role.ENV_OUTPUT, Role.ACTION):
+        body = tt.input_ids[tt.role_ids == role.code].tolist()
+        assert not set(body) & (codec.special_ids - {tt.input_ids[tt.role_ids == 1].tolist()[-1]})
 
 
 def test_rewriting_template_is_aligned_and_flagged(toks: dict[str, Any]) -> None:
@@ -102,19 +112,17 @@ def test_tagged_message_coercion_and_errors(toks: dict[str, Any]) -> None:
 
 
 def test_token_roles_policy_directly() -> None:
-    import numpy as np
-
-    text = "abcd"
     croles = bytearray([2, 2, 0, 0])
-    # tokens: "ab" (env), "cd" (context), a gap-trimmed token covering only "d" after a token "b"
-    roles, stats = token_roles(text, croles, [(0, 2), (2, 4)], np.array([10, 11]), frozenset())
-    assert roles.tolist() == [2, 0] and stats == {"straddled": 0, "special_in_content": 0}
-    roles, stats = token_roles(text, croles, [(0, 3), (3, 4)], np.array([10, 11]), frozenset())
-    assert roles.tolist() == [0, 0] and stats["straddled"] == 1
+    # tokens: "ab" (env), "cd" (context)
+    roles, straddled = token_roles(4, croles, [(0, 2), (2, 4)])
+    assert roles.tolist() == [2, 0] and straddled == 0
+    roles, straddled = token_roles(4, croles, [(0, 3), (3, 4)])
+    assert roles.tolist() == [0, 0] and straddled == 1
     # uncovered character (trimmed offsets) counts for both neighbours: "c" is context -> token 0 straddles
-    roles, stats = token_roles(text, croles, [(0, 2), (3, 4)], np.array([10, 11]), frozenset())
-    assert roles.tolist() == [0, 0] and stats["straddled"] == 1
-    roles, stats = token_roles(text, croles, [(0, 2), (2, 4)], np.array([10, 11]), frozenset({10}))
-    assert roles.tolist() == [0, 0] and stats["special_in_content"] == 1
-    roles, _ = token_roles("", bytearray(), [], np.array([], dtype=np.int64), frozenset())
+    roles, straddled = token_roles(4, croles, [(0, 2), (3, 4)])
+    assert roles.tolist() == [0, 0] and straddled == 1
+    # end-of-turn characters (code 4) are action
+    roles, _ = token_roles(4, bytearray([1, 1, 4, 4]), [(0, 2), (2, 4)])
+    assert roles.tolist() == [1, 1]
+    roles, _ = token_roles(0, bytearray(), [])
     assert roles.tolist() == []

@@ -1,29 +1,6 @@
-"""Oracle of the `echo` environment: plays the scripted expert against a running server and prints the reward.
+"""Oracle of the `echo` environment: ``python validation/oracle.py --url http://127.0.0.1:8000 --seed 7``."""
 
-python validation/oracle.py --url http://127.0.0.1:8000 --seed 7
-"""
-
-from __future__ import annotations
-
-import argparse
-
-from openenv_echo.client import EnvClient
-from openenv_echo.envs.echo import demo_actions
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
-    with EnvClient(args.url, env_name="echo") as client:
-        result = client.reset(seed=args.seed)
-        for action in demo_actions(args.seed):
-            result = client.step(action)
-            if result.done:
-                break
-    print(result.reward)
-
+from openenv_echo.envs.package import oracle_main
 
 if __name__ == "__main__":
-    main()
+    oracle_main("echo")

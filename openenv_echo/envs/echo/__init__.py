@@ -3,10 +3,10 @@
 from .environment import EchoEnvironment
 from .models import EchoAction, EchoObservation
 
-__all__ = ["EchoAction", "EchoEnvironment", "EchoObservation"]
+__all__ = ["EchoAction", "EchoEnvironment", "EchoObservation", "expert_actions"]
 
 
-def demo_actions(seed: int) -> list[dict[str, str]]:
-    """A short scripted episode for ``openenv-echo quickstart echo``."""
+def expert_actions(seed: int) -> list[dict[str, str]]:
+    """The scripted episode of the echo env (``openenv-echo quickstart echo``, the package oracle)."""
     words = ["hello", "world models", "learn what tools say back", "", "bye"]
     return [{"message": w} for w in words[seed % 2 :]]

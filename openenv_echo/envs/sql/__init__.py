@@ -18,8 +18,3 @@ __all__ = [
     "guesser",
     "make_task",
 ]
-
-
-def demo_actions(seed: int) -> list[dict[str, str]]:
-    """A scripted episode for ``openenv-echo quickstart sql`` (the expert's)."""
-    return expert_actions(seed)

@@ -7,10 +7,16 @@ Layers, each enough on its own for what it covers:
   DDL, ATTACH/DETACH, transactions, PRAGMA changes, ANALYZE/REINDEX are denied (and the denial is reported);
 * extension loading off (``enable_load_extension(False)`` when the build has it, plus the authorizer);
 * ``setlimit``: no attached databases, 1 MB strings/blobs, short SQL text, bounded expression depth;
-* a progress handler counting SQLite virtual-machine instructions: a query that exceeds its budget is
-  interrupted. The budget is counted in VM steps, not seconds, so interruption is deterministic;
-* the wall-clock and random built-ins (``date('now')``, ``CURRENT_TIMESTAMP``, ``random()``...) are replaced:
-  ``now`` is refused, ``random()``/``randomblob()`` are seeded, so the same queries give the same bytes.
+* a progress handler counting SQLite virtual-machine instructions, to which every call of a function written
+  here (dates, printf, random) adds its own cost (a fixed charge plus its arguments' bytes): a query that exceeds
+  its budget is interrupted. The budget is counted in steps, not seconds, so interruption is deterministic;
+* memory: ``PRAGMA hard_heap_limit`` caps SQLite's heap (the worker process holds one session), temp storage is
+  in memory only (nothing spills to the host's disk), at most ``max_columns`` result columns, and fetched values
+  are cut to what can be shown as they are fetched;
+* host facts: the date/time built-ins evaluate at the world's own fixed time (``now`` is the day after the last
+  order, UTC; ``localtime`` is UTC), ``random()``/``randomblob()`` are seeded, and the build's version and
+  options (``sqlite_version()``, ``PRAGMA compile_options``, ...) are not available, so the same queries give
+  the same bytes on every host.
 """
 
 from __future__ import annotations
@@ -31,10 +37,20 @@ _READ_PRAGMAS = {
     "foreign_key_list",
     "database_list",
     "collation_list",
-    "function_list",
-    "compile_options",
 }
-_DENIED_FUNCTIONS = {"load_extension", "sqlite_offset", "fts3_tokenizer", "readfile", "writefile", "edit"}
+_DENIED_FUNCTIONS = {
+    "load_extension",
+    "sqlite_offset",
+    "fts3_tokenizer",
+    "readfile",
+    "writefile",
+    "edit",
+    # facts about the host's SQLite build, not about the world
+    "sqlite_version",
+    "sqlite_source_id",
+    "sqlite_compileoption_get",
+    "sqlite_compileoption_used",
+}
 _ACTION_NAMES = {
     sqlite3.SQLITE_INSERT: "INSERT",
     sqlite3.SQLITE_UPDATE: "UPDATE",
@@ -65,7 +81,6 @@ _ACTION_NAMES = {
     sqlite3.SQLITE_DROP_VTABLE: "DROP VIRTUAL TABLE",
     sqlite3.SQLITE_SAVEPOINT: "SAVEPOINT",
 }
-_NOW = re.compile(r"""(['"])\s*now\s*\1""", re.IGNORECASE)
 _SPEC = re.compile(r"%[-+ 0#,!]*(\d+|\*)?(?:\.(\d+|\*))?[a-zA-Z%]")
 _WRITE_WORDS = {
     "INSERT",
@@ -92,10 +107,14 @@ _DATE_FUNCS = ("date", "time", "datetime", "julianday", "strftime", "unixepoch")
 
 @dataclass
 class GuardLimits:
-    max_vm_steps: int = 5_000_000  # SQLite VM instructions per query
+    max_vm_steps: int = 5_000_000  # SQLite VM instructions per query (function calls charged in the same unit)
     check_every: int = 1_000  # progress-handler granularity (VM instructions)
     max_length: int = 1_000_000  # longest string or blob a query may build
     max_sql_chars: int = 4_000
+    heap_bytes: int = 48 << 20  # SQLite's whole heap, the database included (PRAGMA hard_heap_limit)
+    max_columns: int = 100  # result columns (and columns of anything a query builds)
+    udf_call_steps: int = 200  # VM-step charge of one call of a function written here, plus its bytes / 16
+    keep_chars: int = 401  # characters of a value kept when fetched (formatting shows at most 400)
 
 
 class Refusal(Exception):
@@ -113,6 +132,9 @@ class Guard:
         self._steps = 0
         self._rng = random.Random(seed ^ 0x5EED)
         self._helper = sqlite3.connect(":memory:", check_same_thread=False)  # evaluates date functions without 'now'
+        conn.execute("PRAGMA temp_store = MEMORY")  # sorts and temp tables never touch the host's disk
+        conn.execute(f"PRAGMA hard_heap_limit = {self.limits.heap_bytes}")  # allocation beyond fails: SQLITE_NOMEM
+        self.world_now = _world_now(conn)
         conn.execute("PRAGMA query_only = ON")
         if hasattr(conn, "enable_load_extension"):
             conn.enable_load_extension(False)
@@ -126,14 +148,20 @@ class Guard:
             ("SQLITE_LIMIT_LIKE_PATTERN_LENGTH", 1000),
             ("SQLITE_LIMIT_FUNCTION_ARG", 32),
             ("SQLITE_LIMIT_TRIGGER_DEPTH", 1),
+            ("SQLITE_LIMIT_COLUMN", lim.max_columns),
         ):
             if hasattr(conn, "setlimit") and hasattr(sqlite3, name):
                 conn.setlimit(getattr(sqlite3, name), value)
         for fn in _DATE_FUNCS:
             conn.create_function(fn, -1, self._date_func(fn), deterministic=True)
-        for fn in ("current_timestamp", "current_date", "current_time"):
-            conn.create_function(fn, 0, self._no_clock)
-        conn.create_function("random", 0, lambda: self._rng.getrandbits(64) - 2**63)
+        now_date, now_time = self.world_now.split(" ")
+        for clock_fn, clock_value in (
+            ("current_timestamp", self.world_now),
+            ("current_date", now_date),
+            ("current_time", now_time),
+        ):
+            conn.create_function(clock_fn, 0, self._constant(clock_value), deterministic=True)
+        conn.create_function("random", 0, self._random)
         for fn in ("printf", "format"):
             conn.create_function(fn, -1, self._printf(fn), deterministic=True)
         self._helper.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.limits.max_length)
@@ -170,18 +198,48 @@ class Guard:
         self._steps += self.limits.check_every
         return 1 if self._steps > self.limits.max_vm_steps else 0
 
+    def _charge(self, args: tuple[object, ...]) -> None:
+        """Charge one call of a function written here (before it runs): a fixed cost plus its arguments' size."""
+        size = sum(len(a) for a in args if isinstance(a, (str, bytes)))
+        self._steps += self.limits.udf_call_steps + size // 16
+        if self._steps > self.limits.max_vm_steps:
+            self.udf_error = self._work_limit_message()
+            raise ValueError(self.udf_error)
+
+    def _work_limit_message(self) -> str:
+        return (
+            f"query stopped: it exceeded the work limit of {self.limits.max_vm_steps:,} SQLite virtual-machine "
+            "steps (function calls included)"
+        )
+
+    def _memory_message(self) -> str:
+        return f"query stopped: it needed more than this sandbox's {self.limits.heap_bytes >> 20} MB of database memory"
+
+    def _constant(self, value: str):  # type: ignore[no-untyped-def]
+        def fn() -> str:
+            self._charge(())
+            return value
+
+        return fn
+
+    def _random(self) -> int:
+        self._charge(())
+        return self._rng.getrandbits(64) - 2**63
+
     def _date_func(self, name: str):  # type: ignore[no-untyped-def]
-        helper = self._helper
+        """``name`` evaluated at the world's time: 'now' (and no time value) is ``world_now``, zones are UTC."""
+        helper, now = self._helper, self.world_now
 
         def fn(*args: object) -> object:
+            self._charge(args)
             first = 1 if name == "strftime" else 0
-            if len(args) <= first or any(isinstance(a, str) and a.strip().lower() == "now" for a in args):
-                self.udf_error = (
-                    f"{name}() with 'now' (or no time value) needs a wall clock, which this sandbox "
-                    f"does not have; use dates from the data"
-                )
-                raise ValueError(self.udf_error)
-            return helper.execute(f"SELECT {name}({','.join('?' * len(args))})", args).fetchone()[0]
+            values = [now if isinstance(a, str) and a.strip().lower() == "now" else a for a in args]
+            if len(values) <= first:
+                values.append(now)
+            values = values[: first + 1] + [
+                a for a in values[first + 1 :] if not (isinstance(a, str) and a.strip().lower() in _ZONE_MODIFIERS)
+            ]
+            return helper.execute(f"SELECT {name}({','.join('?' * len(values))})", values).fetchone()[0]
 
         return fn
 
@@ -190,6 +248,7 @@ class Guard:
         helper, cap = self._helper, self.limits.max_length
 
         def fn(*args: object) -> object:
+            self._charge(args)
             if args and isinstance(args[0], str):
                 k = 1
                 for m in _SPEC.finditer(args[0]):
@@ -209,14 +268,10 @@ class Guard:
 
         return fn
 
-    def _no_clock(self) -> object:
-        self.udf_error = (
-            "CURRENT_TIMESTAMP/CURRENT_DATE/CURRENT_TIME need a wall clock, which this sandbox does not have"
-        )
-        raise ValueError(self.udf_error)
-
     def _randomblob(self, n: object) -> bytes:
         size = max(1, int(n)) if isinstance(n, (int, float)) else 1
+        self._charge((b"",))
+        self._steps += min(size, self.limits.max_length) // 16
         if size > self.limits.max_length:
             self.udf_error = "string or blob too big"
             raise ValueError(self.udf_error)
@@ -232,14 +287,17 @@ class Guard:
             )
         if "\x00" in sql:
             raise Refusal("query rejected: it contains a NUL character")
-        if _NOW.search(sql):
-            raise Refusal("'now' needs a wall clock, which this sandbox does not have; use dates from the data")
         self.denied = None
         self.udf_error = None
         self._steps = 0
         try:
             cur = self.conn.execute(sql)
-            rows = cur.fetchmany(max_rows + 1)
+            keep = self.limits.keep_chars
+            rows = []
+            for row in cur:  # each value cut to what can be shown as it arrives: bytes held ~ rows x columns
+                rows.append(tuple(v[:keep] if isinstance(v, (str, bytes)) and len(v) > keep else v for v in row))
+                if len(rows) > max_rows:
+                    break
             cols = [d[0] for d in cur.description] if cur.description else []
             cur.close()
         except sqlite3.ProgrammingError as e:
@@ -259,16 +317,24 @@ class Guard:
             if self.udf_error is not None:
                 raise Refusal(self.udf_error) from None
             if str(e) == "interrupted" and self._steps > self.limits.max_vm_steps:
-                raise Refusal(
-                    f"query stopped: it exceeded the work limit of {self.limits.max_vm_steps:,} SQLite "
-                    f"virtual-machine steps"
-                ) from None
+                raise Refusal(self._work_limit_message()) from None
+            if str(e) == "out of memory":
+                raise Refusal(self._memory_message()) from None
             raise
         except OverflowError as e:
             raise sqlite3.DataError(str(e)) from None
         except MemoryError:
-            raise Refusal("query stopped: out of memory") from None
+            raise Refusal(self._memory_message()) from None
         return cols, rows[:max_rows], len(rows) > max_rows
 
     def close(self) -> None:
         self._helper.close()
+
+
+_ZONE_MODIFIERS = {"localtime", "utc"}
+
+
+def _world_now(conn: sqlite3.Connection) -> str:
+    """The world's fixed 'now': midnight UTC after its last order (a function of the seed only)."""
+    last = conn.execute("SELECT max(order_date) FROM orders").fetchone()[0] or "2024-01-01"
+    return str(conn.execute("SELECT datetime(?, '+1 day', 'start of day')", (last,)).fetchone()[0])

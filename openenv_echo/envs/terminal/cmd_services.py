@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Generator, Iterator
 
-from .model import JournalEntry, Service
+from .machine_state import JournalEntry, Service
 from .opts import OptError, digits, getopt, has, last
 from .shell import IO, Refused, Shell
 from .timefmt import ago, journal_ts, systemd_ts, utc

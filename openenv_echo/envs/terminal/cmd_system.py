@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Iterator
 
-from .model import Process
+from .machine_state import Process
 from .opts import OptError, digits, getopt, has
 from .shell import IO, Refused, Shell
 from .timefmt import DAYS, MONTHS, cpu_time, date_cmd, human, ps_start, uptime_text, utc

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Generator, Iterator
 
 from .opts import OptError, digits, getopt, has, last
-from .regex import BadRegex, TooComplex, compile_grep
+from .regex import MAX_PATTERN, BadRegex, TooComplex, compile_grep
 from .shell import IO, Refused, Shell, _file_lines
 from .vfs import Dir, File
 
@@ -124,8 +124,8 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
         return 2
     except TooComplex:
         raise Refused(
-            "grep: this regular expression could backtrack catastrophically (nested or too many "
-            "unbounded repeats, backreferences); simplify it"
+            "grep: this sandbox's grep runs a linear-time regex engine: backreferences and lookaround are not "
+            f"supported, and patterns are limited to {MAX_PATTERN} characters"
         ) from None
 
     # -- inputs ------------------------------------------------------------------------------------------
@@ -217,9 +217,8 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
                             yield _fmt(prefix, bno, bline, "-", numbers)
                         before_buf.clear()
                     if only and not invert:
-                        for m in matcher.regex.finditer(line):
-                            if m.group(0):
-                                yield _fmt(prefix, no, m.group(0), ":", numbers)
+                        for hit_text in matcher.matches(line):
+                            yield _fmt(prefix, no, hit_text, ":", numbers)
                     else:
                         yield _fmt(prefix, no, line, ":", numbers)
                     last_printed = no
@@ -513,6 +512,13 @@ def echo(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
     return 0
 
 
+def _field_size(digits: str | None) -> int:
+    """The number a printf width/precision spells, without converting an absurdly long digit string."""
+    if not digits:
+        return 0
+    return int(digits) if len(digits) <= 12 else 1 << 62
+
+
 def printf(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     if len(argv) < 2:
         io.err("printf: usage: printf [-v var] format [arguments]\n")
@@ -543,6 +549,8 @@ def printf(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> O
                     arg = args[used] if used < len(args) else ""
                     used += 1
                     spec = "%" + m.group(1) + m.group(2) + (f".{m.group(3)}" if m.group(3) is not None else "")
+                    # a field is as wide as its width or precision: pay for it before Python builds it
+                    sh.work.charge(1, _field_size(m.group(2)) + _field_size(m.group(3)) + len(arg))
                     if conv in "dixXo":
                         try:
                             val = int(arg or "0", 0)

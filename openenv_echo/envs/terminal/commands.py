@@ -9,7 +9,8 @@ from . import cmd_net as N
 from . import cmd_services as S
 from . import cmd_system as Y
 from . import cmd_text as T
-from .shell import IO, Shell
+from .machine_state import Machine
+from .shell import IO, CommandTable, Shell
 
 HELP = """Available commands in this triage sandbox (a read-only root shell; pipes |, ;, && and || work):
   files:    ls cat head tail wc find du less more cd pwd
@@ -239,3 +240,10 @@ UNAVAILABLE: dict[str, str] = {
 """Commands the sandbox refuses, with the harness's reason (a ``warning``, never pretended machine output)."""
 UNAVAILABLE["exit"] = "`exit` would end the session; answer with `submit <kind> <service>` instead"
 UNAVAILABLE["logout"] = UNAVAILABLE["exit"]
+
+TABLE = CommandTable(COMMANDS, UNAVAILABLE)
+
+
+def new_shell(machine: Machine, **options: int) -> Shell:
+    """A shell on ``machine`` with the sandbox's command table (``options``: ``Shell``'s limits)."""
+    return Shell(machine, TABLE, **options)

@@ -22,8 +22,9 @@ from ...server.environment import EnvError, Environment, MaxSteps
 from ...server.tools import EnvTool
 from ...wire import ErrorCode, Segment, context, env_output, warning
 from ..splits import TASK_SPLITS
+from .commands import new_shell
 from .machine import INCIDENT_KINDS, generate_machine
-from .model import Machine
+from .machine_state import Machine
 from .models import CommandArguments, IncidentKind, SubmitArguments, TerminalAction, TerminalObservation
 from .shell import MAX_COMMAND_CHARS, Shell
 from .tasks import login_banner, parse_submit, task_text, verify
@@ -40,8 +41,8 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
     name = "terminal"
     action_type = TerminalAction
     observation_type = TerminalObservation
-    # Commands are pure Python but a pipeline may use its whole work budget (~0.1-0.5 s of CPU): run steps in a
-    # worker thread so one busy session never stalls the event loop that serves the others.
+    # Commands are pure Python but a pipeline may use its whole work budget (~0.1-0.3 s of CPU): each session runs
+    # in a worker process of its own, so one busy session never stalls the event loop that serves the others.
     BLOCKING = True
     TASK_SEEDS = TASK_SPLITS
     TOOLS = (
@@ -82,7 +83,7 @@ class TerminalEnvironment(Environment[TerminalAction, TerminalObservation]):
         self.seed = seed
         self.max_steps = max_steps
         self.machine = generate_machine(seed, incident)
-        self.shell = Shell(self.machine, max_bytes=MAX_OUTPUT_BYTES, max_lines=MAX_OUTPUT_LINES)
+        self.shell = new_shell(self.machine, max_bytes=MAX_OUTPUT_BYTES, max_lines=MAX_OUTPUT_LINES)
         return TerminalObservation(
             segments=[
                 context(task_text(self.machine, max_steps)),

@@ -1,6 +1,6 @@
 """Scripted policies for demos and warm starts: an expert triager and a few non-experts.
 
-``expert_commands(seed)`` is a reasonable triage sequence for the machine of ``seed``: look at failed units,
+``expert_actions(seed)`` is a reasonable triage sequence for the machine of ``seed``: look at failed units,
 disks and nginx errors, then the evidence specific to the incident, then the correct ``submit``. It reads the
 generated world (it is scripted, not a solver), so its episodes are demonstrations of what good triage
 *observes*. The non-experts explore plausibly but answer badly.
@@ -17,7 +17,7 @@ def _survey() -> list[str]:
     return ["systemctl list-units --type=service --state=failed", "df -h", "tail -n 5 /var/log/nginx/error.log"]
 
 
-def expert_commands(seed: int, incident: str | None = None) -> list[dict[str, str]]:
+def expert_actions(seed: int, incident: str | None = None) -> list[dict[str, str]]:
     m = generate_machine(seed, incident)
     kind, svc = m.incident.kind, m.incident.service
     log = f"/var/log/{svc}/{svc}.log"

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import catalog as C
-from .machine import AppState, Builder, Request, splitmix
-from .model import Incident, Listener, Process
+from .machine_state import Incident, Listener, Process
 from .timefmt import iso_ms
 from .vfs import LazyText
+from .world_builder import AppState, Builder, Request, splitmix
 
 
 def plant_incident(b: Builder, kind: str, a: AppState) -> None:

@@ -5,8 +5,9 @@ machine model; nothing is ever handed to a real shell, no host file is opened, n
 
 What the machine prints (stdout and stderr, in the order they would appear on a terminal) is the *output*; the
 shell's own refusals and limits are *notices* (harness text). Output is capped (bytes and lines) and every command
-line runs under a deterministic work budget (counted in lines read/produced and estimated regex work, never wall
-time), so floods end in a truncation notice and runaway commands in a "killed" notice, identically on every host.
+line runs under a deterministic work budget (counted in lines read/produced/matched and in bytes passed between
+stages, expanded or formatted, charged before the work; never wall time), so floods end in a truncation notice
+and runaway commands in a "killed" notice, identically on every host.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .model import Machine
+from .machine_state import Machine
 from .vfs import Dir, File, Node, join, normalize
 
 Cmd = Callable[["Shell", "IO", list[str], "Iterator[str] | None"], Generator[str, None, int]]
@@ -40,16 +41,26 @@ class SyntaxErr(Exception):
     """A bash syntax error; the message is what bash itself prints."""
 
 
+MAX_WORK_BYTES = 4 << 20
+"""Bytes one command line may move or build: every line a pipeline stage passes on, every expanded variable,
+every formatted field (charged before the string is built)."""
+MAX_VARIABLE_BYTES = 64 << 10
+"""All shell variables of a session together."""
+
+
 class Work:
-    """Deterministic work counter: one unit ~ one line read, written or matched."""
+    """Deterministic work counter: units (one ~ one line read, written or matched) and bytes, each with a limit."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, byte_limit: int = MAX_WORK_BYTES) -> None:
         self.limit = limit
+        self.byte_limit = byte_limit
         self.used = 0
+        self.bytes = 0
 
-    def charge(self, n: int = 1) -> None:
+    def charge(self, n: int = 1, nbytes: int = 0) -> None:
         self.used += n
-        if self.used > self.limit:
+        self.bytes += nbytes
+        if self.used > self.limit or self.bytes > self.byte_limit:
             raise WorkExceeded
 
 
@@ -132,10 +143,15 @@ class Command:
 # -- tokenizer -------------------------------------------------------------------------------------------------
 _OPS = ("&&", "||", "|&", ";;", "&>>", "&>", ">>", ">&2", "<<", "<(", ">(", "|", ";", "&", ">", "<", "(", ")", "\n")
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GLOB_QUOTE = str.maketrans({c: f"[{c}]" for c in "*?["})  # literal text inside a glob pattern
 
 
-def tokenize(line: str, env: dict[str, str], last_status: int) -> list[Word | str]:
-    """Split a command line into words (expanded) and operator strings, like bash's lexer + expansions."""
+def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None = None) -> list[Word | str]:
+    """Split a command line into words (expanded) and operator strings, like bash's lexer + expansions.
+
+    Every expansion is charged to ``work`` (bytes) before it is appended, so ``$A$A$A...`` cannot build a huge line.
+    """
+    work = work or Work(1 << 62, 1 << 62)
     toks: list[Word | str] = []
     buf: list[str] = []
     pat: list[str] = []
@@ -153,7 +169,7 @@ def tokenize(line: str, env: dict[str, str], last_status: int) -> list[Word | st
         nonlocal in_word
         in_word = True
         buf.append(s)
-        pat.append("".join(f"[{c}]" if c in "*?[" else c for c in s))
+        pat.append(s.translate(_GLOB_QUOTE))
 
     def expand(j: int) -> tuple[str, int]:
         """Expand ``$...`` at ``line[j] == '$'``; returns (value, next index)."""
@@ -166,13 +182,15 @@ def tokenize(line: str, env: dict[str, str], last_status: int) -> list[Word | st
             name = line[j + 2 : end]
             if not _VAR.fullmatch(name) and name not in ("?", "$"):
                 raise SyntaxErr(f"bash: ${{{name}}}: bad substitution")
-            return _var(name, env, last_status), end + 1
-        if j + 1 < n and line[j + 1] in "?$#0123456789":
-            return _var(line[j + 1], env, last_status), j + 2
-        m = _VAR.match(line, j + 1)
-        if m:
-            return env.get(m.group(0), ""), m.end()
-        return "$", j + 1
+            value, nxt = _var(name, env, last_status), end + 1
+        elif j + 1 < n and line[j + 1] in "?$#0123456789":
+            value, nxt = _var(line[j + 1], env, last_status), j + 2
+        elif m := _VAR.match(line, j + 1):
+            value, nxt = env.get(m.group(0), ""), m.end()
+        else:
+            return "$", j + 1
+        work.charge(1, 2 * len(value))  # the value is copied twice: into the word and into its glob pattern
+        return value, nxt
 
     while i < n:
         c = line[i]
@@ -221,7 +239,7 @@ def tokenize(line: str, env: dict[str, str], last_status: int) -> list[Word | st
             if val:
                 in_word = True
                 buf.append(val)
-                pat.append("".join(f"[{x}]" if x in "*?[" else x for x in val))
+                pat.append(val.translate(_GLOB_QUOTE))
         elif c == "~" and not in_word and (i + 1 == n or line[i + 1] in "/ \t;|&"):
             lit(env.get("HOME", "/root"))
             i += 1
@@ -348,16 +366,32 @@ def parse(toks: list[Word | str]) -> list[tuple[str, list[Command]]]:
 
 
 # -- the shell -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CommandTable:
+    """What the shell can run (name -> command) and what it says about commands it deliberately lacks.
+
+    ``commands.TABLE`` is the sandbox's; the shell gets it at construction, so it never imports its commands.
+    """
+
+    commands: dict[str, Cmd]
+    unavailable: dict[str, str]
+
+
 class Shell:
     """One interactive root shell on ``machine``; ``run(line)`` executes one command line."""
 
     def __init__(
-        self, machine: Machine, *, max_bytes: int = 4096, max_lines: int = 200, work_limit: int = 150_000
+        self,
+        machine: Machine,
+        commands: CommandTable,
+        *,
+        max_bytes: int = 4096,
+        max_lines: int = 200,
+        work_limit: int = 150_000,
     ) -> None:
-        from .commands import COMMANDS
-
         self.m = machine
-        self.commands: dict[str, Cmd] = COMMANDS
+        self.commands: dict[str, Cmd] = commands.commands
+        self.unavailable = commands.unavailable
         self.cwd = "/root"
         self.oldpwd: str | None = None
         self.env = dict(machine.env)
@@ -429,7 +463,7 @@ class Shell:
             self.history.append(line)
         try:
             try:
-                items = parse(tokenize(line, {**self.env, "PWD": self.cwd}, self.last_status))
+                items = parse(tokenize(line, {**self.env, "PWD": self.cwd}, self.last_status, self.work))
             except SyntaxErr as e:
                 self.term.write(str(e) + "\n")
                 status = 2
@@ -483,6 +517,12 @@ class Shell:
                 argv.append(w.text)
         return argv
 
+    def _assign(self, name: str, value: str) -> None:
+        size = sum(len(k) + len(v) for k, v in self.env.items() if k != name) + len(name) + len(value)
+        if size > MAX_VARIABLE_BYTES:
+            raise Refused(f"shell variables are limited to {MAX_VARIABLE_BYTES >> 10} KiB in all in this sandbox shell")
+        self.env[name] = value
+
     def _pipeline(self, cmds: list[Command]) -> int:
         stdin: Iterator[str] | None = None
         holders: list[list[int | None]] = []
@@ -492,13 +532,13 @@ class Shell:
             while argv and "=" in argv[0] and _VAR.fullmatch(argv[0].split("=", 1)[0]):
                 name, _, value = argv.pop(0).partition("=")
                 if not argv and len(cmds) == 1:
-                    self.env[name] = value
+                    self._assign(name, value)
             holder: list[int | None] = [None]
             holders.append(holder)
             stdin = self._stage(argv, c.redirects, stdin, holder, isatty=idx == last)
         assert stdin is not None
         for chunk in stdin:
-            self.work.charge()
+            self.work.charge(1, len(chunk))
             self.term.write(chunk)
         return holders[-1][0] if holders[-1][0] is not None else 0
 
@@ -536,7 +576,12 @@ class Shell:
                 target = r.target or ""
                 return _failing(self, holder, f"bash: {target}: Read-only file system\n")
         pending: list[str] = []
-        err: Callable[[str], None] = {"term": self.term.write, "null": lambda s: None, "out": pending.append}[err_mode]
+
+        def to_pending(text: str) -> None:
+            shell.work.charge(1, len(text))
+            pending.append(text)
+
+        err: Callable[[str], None] = {"term": self.term.write, "null": lambda s: None, "out": to_pending}[err_mode]
         if out_mode == "null" and err_mode == "out":
             err = lambda s: None  # noqa: E731 - `>/dev/null 2>&1`
         io = IO(err=err, isatty=isatty and out_mode == "pipe")
@@ -557,11 +602,10 @@ class Shell:
                 if pending:
                     yield from pending
                     pending.clear()
-                if out_mode == "null":
-                    shell.work.charge()
-                elif out_mode == "err":
+                shell.work.charge(1, len(line))  # every intermediate is paid for as it is passed on
+                if out_mode == "err":
                     shell.term.write(line)
-                else:
+                elif out_mode != "null":
                     yield line
 
         return run()
@@ -587,9 +631,7 @@ class Shell:
                 if base in self.commands and path.startswith(("/usr/bin/", "/bin/", "/usr/sbin/")):
                     return (yield from self.commands[base](self, io, [base, *argv[1:]], stdin))
                 raise Refused(f"running programs ({name}) is not supported in this sandbox shell")
-            from .commands import UNAVAILABLE
-
-            why = UNAVAILABLE.get(name)
+            why = self.unavailable.get(name)
             if why:
                 raise Refused(why.format(cmd=name))
             io.err(f"bash: {name}: command not found\n")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .machine import INCIDENT_KINDS
-from .model import Machine
+from .machine_state import Machine
 from .timefmt import syslog_ts, utc
 
 USAGE = (

@@ -1,4 +1,4 @@
-"""Rendering a built world into the virtual filesystem and the final ``Machine``.
+"""The world's files: a built world written into the virtual filesystem of the final ``Machine``.
 
 Everything the shell can read is produced here from the builder's structured state: configs, unit files, app
 logs in their runtime's format, syslog/kern.log/auth.log from the journal, nginx logs, /etc and /proc files.
@@ -11,12 +11,12 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from . import catalog as C
-from .model import Machine, Process
+from .machine_state import Machine, Process
 from .timefmt import clf_ts, nginx_error_ts, syslog_ts
 from .vfs import VFS, Dir, File, join
 
 if TYPE_CHECKING:
-    from .machine import AppState, Builder
+    from .world_builder import AppState, Builder
 
 KTHREADS = (
     "kthreadd",
@@ -158,7 +158,7 @@ alias l='ls -CF'
 """
 
 
-def render_machine(b: Builder) -> Machine:
+def write_world(b: Builder) -> Machine:
     r = b.rng
     fs = VFS(default_mtime=b.boot)
     inc = b.incident

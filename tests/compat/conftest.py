@@ -1,0 +1,25 @@
+"""Servers for the compatibility tier: each reference env on a real loopback uvicorn, driven by ``openenv``'s
+own client classes (the compliance judge), never by openenv-echo's client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from openenv_echo.envs import ENVIRONMENTS
+
+
+@pytest.fixture(scope="module")
+def env_urls() -> Iterator[dict[str, str]]:
+    """Registry name -> base URL of a running server for every registered env (4 sessions each)."""
+    from openenv_echo.envs import load_env
+    from openenv_echo.server import BackgroundServer, ServerLimits, create_app
+
+    servers = {
+        name: BackgroundServer(create_app(load_env(name), limits=ServerLimits(max_sessions=4))) for name in ENVIRONMENTS
+    }
+    urls = {name: s.start() for name, s in servers.items()}
+    yield urls
+    for s in servers.values():
+        s.stop()
