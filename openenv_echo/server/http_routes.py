@@ -22,8 +22,8 @@ from .workers import WorkerFactoryError
 
 
 def step_request_model(env_cls: type[Environment[Any, Any]]) -> type[BaseModel]:
-    members = (env_cls.action_type, ListToolsAction, *call_action_types(env_cls.TOOLS))
-    action_type: Any = Union[members]  # noqa: UP007 (members are only known at run time; `|` needs them spelled out)
+    choices = (env_cls.action_type, ListToolsAction, *call_action_types(env_cls.TOOLS))
+    action_type: Any = Union[choices]  # noqa: UP007
     return create_model(
         f"{env_cls.__name__}StepRequest",
         __config__=ConfigDict(extra="forbid"),

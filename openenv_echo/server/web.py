@@ -52,7 +52,7 @@ def add_web_routes(
         return {**driver.env_cls.get_metadata().model_dump(), "tools": [t.model_dump() for t in driver.tool_specs]}
 
     @app.post("/web/reset", tags=["web"])
-    async def web_reset(options: dict[str, Any] | None = Body(default=None)) -> Response:
+    async def web_reset(options: dict[str, Any] | None = Body(default=None)) -> Any:
         async with lock:
             try:
                 obs, tokens = await driver.reset(await env(), options or {})
@@ -61,7 +61,7 @@ def add_web_routes(
             return Response(driver.envelope_json(obs, tokens, http=True), media_type="application/json")
 
     @app.post("/web/step", tags=["web"])
-    async def web_step(body: dict[str, Any] = Body(...)) -> Response:
+    async def web_step(body: dict[str, Any] = Body(...)) -> Any:
         async with lock:
             try:
                 obs = await driver.step(await env(), body.get("action"))
