@@ -45,15 +45,17 @@ class EnvTool:
 def call_action_types(tools: tuple[EnvTool, ...]) -> list[type[CallToolAction]]:
     """One exact ``CallToolAction`` model per tool (its name as a literal, its arguments model), so an OpenAPI
     document lists precisely the tool calls the server accepts."""
-    return [
-        create_model(
-            f"Call{''.join(w.capitalize() for w in t.name.split('_'))}",
-            __base__=CallToolAction,
-            tool_name=(Literal[t.name], Field(description=t.description)),  # type: ignore[arg-type]
-            arguments=(t.arguments, ...),
-        )
-        for t in tools
-    ]
+    return [_call_action_type(t) for t in tools]
+
+
+def _call_action_type(t: EnvTool) -> type[CallToolAction]:
+    name_type: Any = Literal[t.name]  # a literal built at run time, which a static checker cannot follow
+    return create_model(
+        f"Call{''.join(w.capitalize() for w in t.name.split('_'))}",
+        __base__=CallToolAction,
+        tool_name=(name_type, Field(description=t.description)),
+        arguments=(t.arguments, ...),
+    )
 
 
 @functools.cache

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Body, FastAPI
@@ -24,7 +25,9 @@ ROLE_COLOURS = {"context": "#3b6ea5", "action": "#2e8540", "env_output": "#b3590
 ENABLE_VALUES = ("true", "1", "yes")
 
 
-def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example_action: dict[str, Any]) -> None:
+def add_web_routes(
+    app: FastAPI, driver: EnvDriver, error_response: Callable[[ProtocolError], Response], example_action: dict[str, Any]
+) -> None:
     shared: list[Any] = []  # the page's one env instance, made on first use (a worker process for BLOCKING envs)
     lock = asyncio.Lock()
 
