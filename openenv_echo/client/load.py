@@ -22,17 +22,20 @@ class LoadReport:
     steps_per_session: int
     steps: int = 0
     seconds: float = 0.0
-    latencies_s: list[float] = field(default_factory=list)
+    latencies_s: list[float] = field(default_factory=list)  # steps only, send to reply
+    reset_latencies_s: list[float] = field(default_factory=list)  # the resets between episodes (not steps)
     errors: Counter[str] = field(default_factory=Counter)
 
     @property
     def steps_per_s(self) -> float:
         return self.steps / self.seconds if self.seconds else 0.0
 
-    def percentile_ms(self, q: float) -> float:
-        if not self.latencies_s:
+    def percentile_ms(self, q: float, resets: bool = False) -> float:
+        """The ``q`` quantile of step latency (or of the resets between episodes) in ms."""
+        samples = self.reset_latencies_s if resets else self.latencies_s
+        if not samples:
             return float("nan")
-        ordered = sorted(self.latencies_s)
+        ordered = sorted(samples)
         return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     @property
@@ -47,6 +50,9 @@ class LoadReport:
             "p50_ms": round(self.percentile_ms(0.50), 2),
             "p99_ms": round(self.percentile_ms(0.99), 2),
             "errors": self.error_count,
+            "resets": len(self.reset_latencies_s),
+            "reset_p50_ms": round(self.percentile_ms(0.50, resets=True), 2),
+            "reset_p99_ms": round(self.percentile_ms(0.99, resets=True), 2),
         }
 
 
@@ -66,7 +72,8 @@ async def run_load(
     reset_options: dict[str, Any] | None = None,
 ) -> LoadReport:
     """Each session resets, then (once every session has its first observation, so the measured steps do not
-    queue behind the opening burst of resets) steps ``steps`` times, resetting whenever an episode ends."""
+    queue behind the opening burst of resets) steps ``steps`` times, resetting whenever an episode ends. Step
+    latency is each step's send to reply; the resets between episodes are timed apart."""
     report = LoadReport(sessions, steps)
     waiting = sessions
     all_ready = asyncio.Event()
@@ -89,7 +96,9 @@ async def run_load(
                 for k in range(steps):
                     if result.done:
                         seed, index = i * 100_003 + k, 0
+                        t0 = time.perf_counter()
                         result = await env.reset(seed=seed, **(reset_options or {}))
+                        report.reset_latencies_s.append(time.perf_counter() - t0)
                     t0 = time.perf_counter()
                     result = await env.step(action(seed, index))
                     index += 1

@@ -41,3 +41,19 @@ class BrokenFactoryEnvironment(CrashEnvironment):
 
     def __init__(self) -> None:
         raise OSError("no database file")
+
+
+class SlowResetEnvironment(CrashEnvironment):
+    """A reset that holds its worker for ``hold`` seconds and reports when it ran (CLOCK_MONOTONIC, host-wide)."""
+
+    name = "slow_reset"
+
+    def _reset(self, seed: int | None, hold: float = 0.0) -> Observation:
+        start = time.monotonic()
+        time.sleep(hold)
+        return Observation(segments=[env_output(f"{start} {time.monotonic()}\n")])
+
+    def _step(self, action: CrashAction) -> Observation:
+        if action.mode == "clock":
+            return Observation(segments=[env_output(f"{time.monotonic()}\n")])
+        return super()._step(action)
