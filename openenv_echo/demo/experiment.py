@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .clock import Clock
 from .config import ARM_LABELS, ARMS, DemoConfig, Seeds
 from .evaluate import (
     CeSet,
@@ -28,8 +29,8 @@ from .evaluate import (
 )
 from .ngram import reference_lines
 from .plots import plot_report
+from .policy import build_policy
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
-from .run import Clock, build_policy
 from .summarize import choose_lambda, summarize
 from .tables import summary_markdown
 from .train import arm_config, pretrain, rl_step

@@ -19,91 +19,12 @@ Phases (wall time of each goes into ``report.json``):
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from .config import DemoConfig
-from .model import build_scratch_model, count_parameters, load_smollm2, model_cache_dir
-from .rollout import messages
-
-
-class Clock:
-    """Wall time per phase, and the process's CPU time (on a shared machine the wall time depends on the load)."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-        self.cpu0 = time.process_time()
-        self.last = self.start
-        self.phases: dict[str, float] = {}
-
-    def lap(self, name: str) -> float:
-        now = time.perf_counter()
-        self.phases[name] = round(self.phases.get(name, 0.0) + now - self.last, 2)
-        self.last = now
-        return self.phases[name]
-
-    def total(self) -> float:
-        return round(time.perf_counter() - self.start, 2)
-
-    def cpu(self) -> float:
-        return round(time.process_time() - self.cpu0, 2)
-
-
-def corpus_of(trajectories: list[Any]) -> list[str]:
-    """Tokenizer training text: every message, action and observation of the given (train) episodes."""
-    texts = [m["content"] for m in messages()]
-    for t in trajectories:
-        if t.reset is not None:
-            texts.append(t.reset.text)
-        for st in t.steps:
-            texts.append(st.action_text or "")
-            texts.append(st.observation.text)
-    return [x for x in texts if x]
-
-
-def build_policy(cfg: DemoConfig, train_episodes: list[Any]) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
-    """(model, tokenizer, description) for ``cfg.model``."""
-    from ..tokenize import build_tokenizer
-    from ..tokenizer_identity import tokenizer_identity
-
-    if cfg.model == "smollm2":
-        model, tok = load_smollm2(model_cache_dir())
-        tok_info: dict[str, Any] = {
-            "family": "SmolLM2 (its own byte-level BPE + ChatML template)",
-            "trained_on": "pretrained",
-        }
-    else:
-        corpus = corpus_of(train_episodes)
-        tok = build_tokenizer("qwen", corpus=corpus, vocab_size=cfg.vocab_size)
-        model = build_scratch_model(cfg.model, tok, max_positions=cfg.max_context + 64, seed=cfg.seed)
-        tok_info = {
-            "family": "qwen (ChatML byte-level BPE, openenv_echo.tokenize.build_tokenizer)",
-            "trained_on": f"text of the {len(train_episodes)} train-seed expert episodes only",
-            "corpus_chars": sum(map(len, corpus)),
-            "requested_vocab": cfg.vocab_size,
-        }
-    ident = tokenizer_identity(tok)
-    c: Any = model.config  # the HF model's config (typed as a plain Module here)
-    info = {
-        "kind": cfg.model,
-        "class": type(model).__name__,
-        "parameters": count_parameters(model),
-        "hidden_size": c.hidden_size,
-        "layers": c.num_hidden_layers,
-        "heads": c.num_attention_heads,
-        "intermediate_size": c.intermediate_size,
-        "vocab_size": c.vocab_size,
-        "tokenizer": {
-            **tok_info,
-            "vocab": len(tok),
-            "fingerprint": ident.fingerprint,
-            "chat_template": "ChatML; observations as tool messages",
-        },
-    }
-    return model, tok, info
 
 
 def run_demo(cfg: DemoConfig, command: str | None = None) -> dict[str, Any]:

@@ -171,8 +171,8 @@ def test_direct_ce_arm_lowers_env_ce_on_a_fixed_batch() -> None:
     (from about ln V at initialisation); five GRPO steps with equal rewards (λ = 0) leave it exactly unchanged."""
     from openenv_echo.demo.evaluate import build_ce_set, env_ce
     from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.policy import corpus_of
     from openenv_echo.demo.rollout import env_server, expert_episodes
-    from openenv_echo.demo.run import corpus_of
     from openenv_echo.demo.train import arm_config, rl_step
     from openenv_echo.tokenize import build_tokenizer
 

@@ -19,7 +19,8 @@ def test_concurrent_sessions_zero_errors(running_server) -> None:
     report = asyncio.run(run_load([url], sessions=16, steps=40))
     assert report.error_count == 0, report.errors
     assert report.steps == 16 * 40
-    assert report.percentile_ms(0.99) >= report.percentile_ms(0.5) > 0
+    # one latency per step, each a real round trip (positive, finite, within the client's own timeout)
+    assert len(report.latencies_s) == 16 * 40 and all(0 < x < 60 for x in report.latencies_s)
 
 
 def test_capacity_overflow_refused_cleanly_then_recovers(running_server) -> None:
