@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_INDEX ?=
 
-.PHONY: setup quickstart test test-fast test-main test-docker bench
+.PHONY: setup quickstart lint test test-fast test-main test-docker bench
 $(BIN)/.installed: pyproject.toml
 	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test]'"
 	$(PY) -m venv $(VENV)
@@ -20,9 +20,17 @@ quickstart: setup
 	@echo "[make quickstart] an echo server as a local process, one scripted episode printed by role"
 	$(BIN)/openenv-echo quickstart echo
 
-# Everything, as CI runs it: the container tier (as root it may apt-install docker and start dockerd; it removes the
-# images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every other test.
-test: test-docker test-main
+# Static checks (configured in pyproject.toml): ruff lint, ruff format, mypy over the package; zero findings.
+lint: setup
+	@echo "[make lint] ruff check, ruff format --check, mypy (the package)"
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# Everything, as CI runs it: the static checks, then the container tier (as root it may apt-install docker and start
+# dockerd; it removes the images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every
+# other test.
+test: lint test-docker test-main
 
 # The inner loop: no containers, no trainer runs.
 test-fast: setup

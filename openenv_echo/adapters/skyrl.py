@@ -60,7 +60,7 @@ def add_world_masks(
     if len(response_role_ids) != len(responses):
         raise ValueError(f"{len(responses)} responses but {len(response_role_ids)} role rows")
     loss_masks = generator_output.get("loss_masks")
-    out = {k: [] for k in GENERATOR_KEYS}
+    out: dict[str, list[Any]] = {k: [] for k in GENERATOR_KEYS}
     for i, (ids, roles) in enumerate(zip(responses, response_role_ids)):
         if len(ids) != len(roles):
             raise ValueError(f"response {i}: {len(ids)} tokens but {len(roles)} roles")
@@ -274,19 +274,21 @@ def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
             "values": list(a["world_model_coeff_values"]),
         }
     target = a.get("world_loss_target", "env_only")  # the reference's words are ours
-    return EchoConfig(
-        world_model_coeff=float(a.get("world_model_coeff", 0.0)),
-        world_loss_target=target,
-        normalization=norm,
-        sequence_denominator=seq,
-        constant_denominator=a.get("max_seq_len") if norm == "constant" else None,
-        schedule=schedule,
-        filters={
-            "min_valid_tool_call_share": a.get("wm_filter_min_valid_tool_call_pct"),
-            "min_parse_clean_share": a.get("wm_filter_min_parse_clean_pct"),
-            "min_correct_share": a.get("wm_filter_min_correct_pct"),
-        },
-        env_temperature="rollout",
+    return EchoConfig.model_validate(  # validated (strings to literals, dicts to sub-models) like the constructor
+        {
+            "world_model_coeff": float(a.get("world_model_coeff", 0.0)),
+            "world_loss_target": target,
+            "normalization": norm,
+            "sequence_denominator": seq,
+            "constant_denominator": a.get("max_seq_len") if norm == "constant" else None,
+            "schedule": schedule,
+            "filters": {
+                "min_valid_tool_call_share": a.get("wm_filter_min_valid_tool_call_pct"),
+                "min_parse_clean_share": a.get("wm_filter_min_parse_clean_pct"),
+                "min_correct_share": a.get("wm_filter_min_correct_pct"),
+            },
+            "env_temperature": "rollout",
+        }
     )
 
 

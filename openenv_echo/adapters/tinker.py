@@ -87,14 +87,14 @@ def _prepare(
         if len(advantages) != n:
             raise ValueError(f"{n} sequences but {len(advantages)} advantages")
         if all(np.ndim(a) == 0 for a in advantages):
-            adv = torch.as_tensor([float(a) for a in advantages], dtype=torch.float64)
+            adv = torch.as_tensor([float(np.asarray(a)) for a in advantages], dtype=torch.float64)
         else:
             adv = torch.zeros((n, width), dtype=torch.float64)
-            for i, a in enumerate(advantages):
-                a = np.asarray(a, dtype=np.float64).reshape(-1)
-                if a.size != len(ids[i]):
+            for i, row_adv in enumerate(advantages):
+                per_token = np.asarray(row_adv, dtype=np.float64).reshape(-1)
+                if per_token.size != len(ids[i]):
                     raise ValueError(f"sequence {i}: per-token advantages must have one value per token")
-                adv[i, : a.size] = torch.from_numpy(a)
+                adv[i, : per_token.size] = torch.from_numpy(per_token)
 
     def vec(x: Sequence[Any] | None, name: str, dtype: torch.dtype) -> torch.Tensor | None:
         if x is None:
@@ -115,17 +115,22 @@ def _prepare(
     if tw.policy_mask.any():
         if adv is None:
             raise ValueError("advantages are required unless every sequence is verifier-free")
-        a = adv.unsqueeze(1).expand_as(tw.policy) if adv.dim() == 1 else adv
-        adv_tok = torch.where(tw.policy_mask, a * tw.policy, torch.zeros_like(tw.policy))
+        adv_rows = adv.unsqueeze(1).expand_as(tw.policy) if adv.dim() == 1 else adv
+        adv_tok = torch.where(tw.policy_mask, adv_rows * tw.policy, torch.zeros_like(tw.policy))
     else:
         adv_tok = torch.zeros_like(env_w)
     metrics = dict(tw.metrics)
     return _Prepared(ids, adv_tok, env_w, metrics)
 
 
-def _shift(row: torch.Tensor, n: int) -> np.ndarray:
+def _shift(row: torch.Tensor, n: int) -> types.TensorData:
     """Per-token values of tokens 1..n-1 (the targets), as float32."""
-    return row[1:n].to(torch.float32).numpy().copy()
+    return _data(row[1:n].to(torch.float32).numpy().copy())
+
+
+def _data(array: np.ndarray) -> types.TensorData:
+    """A loss input as tinker's ``TensorData`` (what ``Datum`` would convert the array to itself)."""
+    return types.TensorData.from_numpy(array)
 
 
 def build_datums(
@@ -155,7 +160,7 @@ def build_datums(
     for i, ids in enumerate(p.ids):
         n = len(ids)
         model_input = types.ModelInput.from_ints(ids[:-1])
-        targets = np.asarray(ids[1:], dtype=np.int64)
+        targets = _data(np.asarray(ids[1:], dtype=np.int64))
         if p.adv_tok[i].any():
             if sampling_logprobs is None:
                 raise ValueError("sampling_logprobs are required for the policy datums")
@@ -168,7 +173,7 @@ def build_datums(
                     model_input=model_input,
                     loss_fn_inputs={
                         "target_tokens": targets,
-                        "logprobs": np.where(action.numpy(), lp[1:], 0.0).astype(np.float32),
+                        "logprobs": _data(np.where(action.numpy(), lp[1:], 0.0).astype(np.float32)),
                         "advantages": _shift(p.adv_tok[i], n),
                     },
                 )
@@ -213,9 +218,9 @@ def build_custom_datums(
             types.Datum(
                 model_input=types.ModelInput.from_ints(ids[:-1]),
                 loss_fn_inputs={
-                    "target_tokens": np.asarray(ids[1:], dtype=np.int64),
+                    "target_tokens": _data(np.asarray(ids[1:], dtype=np.int64)),
                     "advantages": _shift(p.adv_tok[i], n),
-                    "sampling_logprobs": lp[1:].copy(),
+                    "sampling_logprobs": _data(lp[1:].copy()),
                     "env_weights": _shift(p.env_w[i], n),
                 },
             )

@@ -27,7 +27,7 @@ from ..roles import PAD_ROLE_CODE, Role
 ROLE_IDS_KEY: tuple[str, str] = ("echo", "role_ids")
 
 
-class EchoGRPOLossOutput(GRPOLossOutput):
+class EchoGRPOLossOutput(GRPOLossOutput):  # type: ignore[misc]  # torchrl ships no type information
     """``GRPOLossOutput`` plus the world-model term (``loss_world_model`` is summed with the other ``loss_*``)."""
 
     loss_world_model: torch.Tensor | None = None
@@ -36,7 +36,7 @@ class EchoGRPOLossOutput(GRPOLossOutput):
     world_model_coeff: torch.Tensor | None = None
 
 
-class EchoGRPOLoss(GRPOLoss):
+class EchoGRPOLoss(GRPOLoss):  # type: ignore[misc]  # torchrl ships no type information
     """``GRPOLoss`` + ``λ · CE(selected observation tokens)`` from the logits it already computed.
 
     Keyword Args:
@@ -95,7 +95,7 @@ class EchoGRPOLoss(GRPOLoss):
 
     def forward(self, tensordict: TensorDictBase) -> EchoGRPOLossOutput:
         self._echo_dist = None
-        out = super().forward(tensordict)
+        out: EchoGRPOLossOutput = super().forward(tensordict)
         dist, self._echo_dist = self._echo_dist, None
         cfg = self.echo_config
         lam = cfg.coeff_at(self.echo_step)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from trl import GRPOTrainer
+from trl.trainer.grpo_trainer import GRPOTrainer
 
 from ..objective import Denominators, EchoBatch, EchoConfig, RolloutStats, echo_loss, env_keep_mask, local_denominators
 from ..roles import PAD_ROLE_CODE, Role, observation_count
@@ -242,14 +242,17 @@ class _HiddenCapture:
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    m = getattr(model, "module", model)  # DDP / accelerate wrappers
+    m: Any = getattr(model, "module", model)  # DDP / accelerate wrappers
     if hasattr(m, "get_base_model"):  # PEFT
         m = m.get_base_model()
-    return m
+    unwrapped: torch.nn.Module = m
+    return unwrapped
 
 
 def _backbone(model: torch.nn.Module) -> torch.nn.Module:
-    return _unwrap(model).base_model
+    base = _unwrap(model).base_model  # a transformers model's backbone (``PreTrainedModel.base_model``)
+    assert isinstance(base, torch.nn.Module)
+    return base
 
 
 class EchoGRPOTrainer(GRPOTrainer):
@@ -289,7 +292,9 @@ class EchoGRPOTrainer(GRPOTrainer):
             self.rollout_func = self._wrap_rollout_func(self.rollout_func)
         self._echo_needs_t1 = self.echo_config.env_temperature == "one" and float(self.temperature) != 1.0
         if self._echo_needs_t1:
-            text_config = self.model.config.get_text_config()
+            assert self.model is not None
+            model_config: Any = self.model.config  # a transformers config
+            text_config = model_config.get_text_config()
             scaled = [a for a in _LOGIT_SCALING_ATTRS if getattr(text_config, a, None) not in (None, 1.0)]
             if scaled:
                 raise NotImplementedError(
@@ -336,6 +341,7 @@ class EchoGRPOTrainer(GRPOTrainer):
     def _echo_limit_lengths(self, out: dict[str, Any]) -> None:
         """Cut rollout_func completions to ``max_completion_length`` (TRL does not) and refuse a batch that
         ``mask_truncated_completions`` would zero entirely (every completion not ending on an EOS id)."""
+        assert self.max_completion_length is not None, "GRPOConfig sets max_completion_length"
         limit = int(self.max_completion_length)
         comps = out.get("completion_ids") or []
         if any(len(c) > limit for c in comps):
@@ -359,19 +365,19 @@ class EchoGRPOTrainer(GRPOTrainer):
                 )
 
     def _calculate_rewards(self, *args: Any, **kwargs: Any) -> torch.Tensor:
-        rewards = super()._calculate_rewards(*args, **kwargs)
+        rewards: torch.Tensor = super()._calculate_rewards(*args, **kwargs)
         self._echo_rewards = rewards  # gathered over processes (TRL normalizes per group globally)
         return rewards
 
     def _tool_call_loop(self, *args: Any, **kwargs: Any) -> Any:
-        out = super()._tool_call_loop(*args, **kwargs)
+        out = super()._tool_call_loop(*args, **kwargs)  # type: ignore[no-untyped-call]  # TRL leaves it unannotated
         tool_mask, completions, completion_ids = out[0], out[1], out[2]
         self._echo_tool_roles = [
             self._roles_from_tool_loop(tm, comp, ids) for tm, comp, ids in zip(tool_mask, completions, completion_ids)
         ]
         return out
 
-    def _roles_from_tool_loop(self, tool_mask: list[int], messages: list[dict], ids: list[int]) -> list[int]:
+    def _roles_from_tool_loop(self, tool_mask: list[int], messages: list[dict[str, Any]], ids: list[int]) -> list[int]:
         """Per-token roles of one tool-loop completion: model tokens action; in each inserted tool turn, the tool
         message bodies env_output and the scaffold around them context (found by re-rendering each tool message
         with an empty body and diffing, as the reference implementation does)."""
@@ -401,7 +407,7 @@ class EchoGRPOTrainer(GRPOTrainer):
             return roles
         for (a, b), round_msgs in zip(runs, rounds):
             suffix = list(ids[a:b])
-            if self._get_tool_suffix_ids(round_msgs) != suffix:
+            if self._get_tool_suffix_ids(round_msgs) != suffix:  # type: ignore[no-untyped-call]  # TRL: unannotated
                 warnings.warn(
                     "ECHO: a tool turn does not re-render to its token ids; treated as scaffold", stacklevel=2
                 )
@@ -410,7 +416,7 @@ class EchoGRPOTrainer(GRPOTrainer):
                 if not isinstance(msg.get("content"), str) or not msg["content"]:
                     continue
                 emptied = [dict(m, content="") if k == j else m for k, m in enumerate(round_msgs)]
-                ref = self._get_tool_suffix_ids(emptied)
+                ref = self._get_tool_suffix_ids(emptied)  # type: ignore[no-untyped-call]  # TRL: unannotated
                 p = 0
                 while p < min(len(ref), len(suffix)) and ref[p] == suffix[p]:
                     p += 1
@@ -442,9 +448,10 @@ class EchoGRPOTrainer(GRPOTrainer):
         self._echo_pending, self._echo_tool_roles, self._echo_rewards = None, None, None
         self.echo_reset_options = [reset_options_of(row.get(RESET_KEY)) for row in inputs]
         out = super()._generate_and_score_completions(inputs)
-        pending = self._echo_pending or {}
+        pending: dict[str, Any] = self._echo_pending or {}
         tool_roles = self._echo_tool_roles
         self._echo_pending, self._echo_tool_roles = None, None
+        assert self.model is not None
         mode = "train" if self.model.training else "eval"
 
         completion_mask = out["completion_mask"]
@@ -522,6 +529,7 @@ class EchoGRPOTrainer(GRPOTrainer):
         if not (cfg.filters.active or zero_variance):
             return keep
         num_gen = self.num_generations if mode == "train" else self.num_generations_eval
+        assert num_gen is not None, "GRPOConfig sets num_generations"
         stats = {}
         for name, key in STATS_KEYS.items():
             if key in pending:
@@ -564,7 +572,7 @@ class EchoGRPOTrainer(GRPOTrainer):
         self._echo_capturing, self._echo_logps = True, None
         self._echo_hidden.chunks = []
         try:
-            loss = super()._compute_loss(model, inputs)
+            loss = super()._compute_loss(model, inputs)  # type: ignore[no-untyped-call]  # TRL leaves it unannotated
         finally:
             self._echo_capturing = False
         logps, self._echo_logps = self._echo_logps, None
@@ -620,7 +628,8 @@ class EchoGRPOTrainer(GRPOTrainer):
         with torch.set_grad_enabled(torch.is_grad_enabled() and not no_grad):
             tc = completion_ids.shape[1]
             h = hidden[:, -(tc + 1) : -1]
-            head = _unwrap(model).get_output_embeddings()
+            lm: Any = _unwrap(model)  # a transformers model
+            head: torch.nn.Module = lm.get_output_embeddings()
             logits = head(h[selected]).float()
             lp = torch.log_softmax(logits, dim=-1).gather(-1, completion_ids[selected].unsqueeze(-1)).squeeze(-1)
             return logps.masked_scatter(selected, lp.to(logps.dtype))

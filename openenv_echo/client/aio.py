@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -32,7 +33,7 @@ class AsyncEnvClient(ClientBase):
         seed: int | None = None,
         episode_id: str | None = None,
         *,
-        messages: list[dict[str, Any] | ChatMessage] | None = None,
+        messages: Sequence[dict[str, Any] | ChatMessage] | None = None,
         return_tokens: bool = False,
         metadata: dict[str, Any] | None = None,
         **options: Any,

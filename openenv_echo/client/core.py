@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -137,7 +137,7 @@ class ClientCore:
         self,
         seed: int | None,
         episode_id: str | None,
-        messages: list[dict[str, Any] | ChatMessage] | None,
+        messages: Sequence[dict[str, Any] | ChatMessage] | None,
         return_tokens: bool,
         metadata: dict[str, Any] | None,
         options: dict[str, Any],

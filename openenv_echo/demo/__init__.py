@@ -8,12 +8,14 @@ Needs the ``train`` extra (torch, transformers, tokenizers, matplotlib); importi
 them until used.
 """
 
+from typing import Any
+
 from .config import ARMS, DemoConfig, Seeds
 
 __all__ = ["ARMS", "DemoConfig", "Seeds", "run_demo"]
 
 
-def __getattr__(name: str):  # lazy: keep `import openenv_echo.demo` free of torch
+def __getattr__(name: str) -> Any:  # lazy: keep `import openenv_echo.demo` free of torch
     if name == "run_demo":
         from .run import run_demo
 

@@ -53,7 +53,7 @@ def build_scratch_model(kind: str, tokenizer: Any, max_positions: int, seed: int
     if kind not in SIZES:
         raise ValueError(f"no from-scratch size {kind!r}; known: {sorted(SIZES)}")
     s = SIZES[kind]
-    cfg = LlamaConfig(
+    cfg = LlamaConfig(  # type: ignore[call-arg]  # attn_implementation: accepted at run time, absent from the typed signature
         vocab_size=len(tokenizer),
         hidden_size=s.hidden,
         intermediate_size=s.ffn,
@@ -63,7 +63,7 @@ def build_scratch_model(kind: str, tokenizer: Any, max_positions: int, seed: int
         max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         rms_norm_eps=1e-5,
-        rope_theta=10_000.0,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
         initializer_range=0.02,
         attn_implementation="sdpa",
         attention_dropout=0.0,

@@ -30,7 +30,10 @@ def build_policy(cfg: DemoConfig, train_episodes: list[Any]) -> tuple[torch.nn.M
 
     if cfg.model == "smollm2":
         model, tok = load_smollm2(model_cache_dir())
-        tok_info = {"family": "SmolLM2 (its own byte-level BPE + ChatML template)", "trained_on": "pretrained"}
+        tok_info: dict[str, Any] = {
+            "family": "SmolLM2 (its own byte-level BPE + ChatML template)",
+            "trained_on": "pretrained",
+        }
     else:
         corpus = corpus_of(train_episodes)
         tok = build_tokenizer("qwen", corpus=corpus, vocab_size=cfg.vocab_size)
@@ -42,7 +45,7 @@ def build_policy(cfg: DemoConfig, train_episodes: list[Any]) -> tuple[torch.nn.M
             "requested_vocab": cfg.vocab_size,
         }
     ident = tokenizer_identity(tok)
-    c = model.config
+    c: Any = model.config  # the HF model's config (typed as a plain Module here)
     info = {
         "kind": cfg.model,
         "class": type(model).__name__,

@@ -42,7 +42,8 @@ def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> to
         position_ids=batch["position_ids"],
         use_cache=False,
     )
-    return out.logits
+    logits: torch.Tensor = out.logits
+    return logits
 
 
 def forward_logps(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -132,7 +133,7 @@ def pretrain(
             weights = act.to(lp.dtype) / max(n_action, 1) + env.to(lp.dtype) / max(n_env, 1)
             zero = torch.zeros((), dtype=lp.dtype)
             loss = -(torch.where(mask, lp, zero) * weights).sum()  # weighted NLL
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
             total += float(loss.detach())
             seen += int(b["attention_mask"].sum())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -183,7 +184,7 @@ def rl_step(
         lp = token_logps(logits, b["input_ids"], temperature)
         lp_env = token_logps(logits, b["input_ids"]) if temperature != 1.0 else None
         out = echo_loss(lp, eb, cfg, step=step, denominators=dens, env_logps=lp_env)
-        out.loss.backward()
+        out.loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         m = out.metrics
         n_env = float(m["echo/tokens/selected"])  # env_output targets (selected even when λ = 0: metrics only)
         sums["policy"] += float(out.policy_loss.detach())

@@ -88,7 +88,8 @@ class TokenizedTrajectory:
     def target_mask(self, roles: Iterable[Role | str]) -> np.ndarray:
         """Union of target masks (e.g. ``(env_output,)`` for the paper's ECHO target O')."""
         codes = [Role(r).code for r in roles]
-        return np.isin(self.role_ids, codes) & target_positions(self.role_ids)
+        mask: np.ndarray = np.isin(self.role_ids, codes) & target_positions(self.role_ids)
+        return mask
 
     def masks(self) -> dict[str, np.ndarray]:
         return {MASK_KEYS[r]: self.mask(r) for r in Role}
