@@ -39,9 +39,7 @@ from openenv_echo.objective import (
     EchoConfig,
     echo_loss,
     group_advantages,
-    policy_loss,
     token_logps,
-    world_loss,
 )
 from openenv_echo.tokenize import TitoBuilder, build_tokenizer, collate
 
@@ -123,7 +121,8 @@ def step_fn(
         t0, c0 = time.perf_counter(), time.process_time()
         lp = forward_logps()
         if kind == "second_forward":
-            loss = policy_loss(lp, batch, cfg) + world_loss(forward_logps(), batch, cfg)
+            policy = echo_loss(lp, batch, cfg.model_copy(update={"world_model_coeff": 0.0})).loss
+            loss = echo_loss(forward_logps(), batch, cfg, policy_loss=policy).loss
         else:
             loss = echo_loss(lp, batch, cfg).loss
         loss.backward()

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ..objective import EchoConfig, env_token_coeffs
-from ..roles import Role
+from ..objective import EchoConfig
+from ..roles import Role, target_positions, world_target_mask
 from .rollouts import Rollout, end_completion
 
 HF_SCHEMA: dict[str, str] = {
@@ -90,10 +90,11 @@ def to_loss_weights(rollouts: Sequence[Rollout], cfg: EchoConfig, step: int = 0)
     out = []
     for r in rollouts:
         roles = [Role.CONTEXT.code] * len(r.prompt_ids) + list(r.role_ids)
-        rid = torch.tensor([roles], dtype=torch.long)
-        ce = (env_token_coeffs(rid, cfg, includes_sequence_start=True)[0] * lam).tolist()
-        rl = [1.0 if x == Role.ACTION.code and t > 0 else 0.0 for t, x in enumerate(roles)]
-        out.append({"rl": rl, "ce": [float(x) for x in ce]})
+        rid = torch.tensor(roles, dtype=torch.long)
+        selected = world_target_mask(rid, cfg.target_roles).tolist()
+        ce = [lam * cfg.role_coeff(Role.from_code(x)) if sel else 0.0 for x, sel in zip(roles, selected)]
+        action = (target_positions(rid) & (rid == Role.ACTION.code)).tolist()
+        out.append({"rl": [1.0 if a else 0.0 for a in action], "ce": ce})
     return out
 
 

@@ -33,7 +33,9 @@ def tiny_causal_lm(tokenizer: Any, *, seed: int = 0, hidden: int = 32, layers: i
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    return Qwen2ForCausalLM(cfg).float()
+    model: torch.nn.Module = Qwen2ForCausalLM(cfg)
+    model.float()
+    return model
 
 
 def load_model(name: str | None, *, seed: int = 0) -> tuple[torch.nn.Module, Any]:
@@ -42,7 +44,9 @@ def load_model(name: str | None, *, seed: int = 0) -> tuple[torch.nn.Module, Any
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(name)
-        return AutoModelForCausalLM.from_pretrained(name).float(), tok
+        model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(name)
+        model.float()
+        return model, tok
     from ..tokenize import build_tokenizer
 
     tok = build_tokenizer("qwen")
@@ -77,7 +81,7 @@ class RoleGradients:
                 self.totals[role.value] = self.totals.get(role.value, 0.0) + g
             self.totals["padding"] = self.totals.get("padding", 0.0) + grad[roles == PAD_ROLE_CODE].abs().sum().item()
 
-        logps.register_hook(hook)
+        logps.register_hook(hook)  # type: ignore[no-untyped-call]
 
     def take(self) -> dict[str, float]:
         out, self.totals = self.totals, {}

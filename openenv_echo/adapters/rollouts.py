@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import torch
 
 from ..client import AsyncEnvClient, EnvClientError, StepResult
-from ..roles import Role
+from ..roles import Role, observation_count
 from ..tokenize import TitoBuilder
 
 ResetOptions = Mapping[str, Any]
@@ -313,8 +313,7 @@ def _finish(ep: _Episode, eos: Sequence[int], limit: int) -> Rollout:
     ids, roles = tt.input_ids.tolist(), tt.role_ids.tolist()
     p = ep.prompt_len
     comp, comp_roles, terminated = end_completion(ids[p:], roles[p:], eos)
-    obs_codes = (Role.ENV_OUTPUT.code, Role.WARNING.code)
-    obs_count = sum(1 for r in comp_roles if r in obs_codes)
+    obs_count = int(observation_count(torch.tensor(comp_roles, dtype=torch.long)))  # |O| before the length cut
     cut = len(comp) > limit
     if cut:
         comp, comp_roles, terminated = comp[:limit], comp_roles[:limit], False

@@ -12,9 +12,10 @@ Conventions (SkyRL ``convert_prompts_responses_to_batch_tensors``): per-response
 ``action_log_probs[:, j]`` is the log-prob of response token j (predicted by the previous position, so a
 response's first token *is* a target).
 
-Generator keys (lists): ``world_loss_masks``, ``world_warning_masks``, ``world_env_masks``,
-``world_full_observation_counts`` (the reference names) plus ``world_loss_weights`` (per-role coefficients).
-Batch keys (tensors): the same names in the singular.
+Generator keys (lists): ``world_role_ids`` (the per-token roles the loss reads) and, for tools written against
+the reference implementation, its masks ``world_loss_masks``, ``world_warning_masks``, ``world_env_masks``,
+``world_full_observation_counts`` plus ``world_loss_weights`` (per-role coefficients). Batch keys (tensors): the
+same names in the singular. The loss itself is :func:`openenv_echo.objective.echo_loss` on ``world_role_id``.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ from typing import Any
 
 import torch
 
-from ..objective import EchoConfig, Selection, echo_metrics, env_token_coeffs, observation_counts, world_term
-from ..objective.batch import EchoBatch
-from ..objective.normalization import Denominators, all_reduce_denominators
-from ..roles import Role
+from ..objective import Denominators, EchoBatch, EchoConfig, echo_loss, local_denominators
+from ..roles import PAD_ROLE_CODE, Role, observation_count, world_target_mask
 
 GENERATOR_KEYS = (
+    "world_role_ids",
     "world_loss_masks",
     "world_loss_weights",
     "world_warning_masks",
@@ -37,6 +37,7 @@ GENERATOR_KEYS = (
     "world_full_observation_counts",
 )
 BATCH_KEYS = {
+    "world_role_ids": "world_role_id",
     "world_loss_masks": "world_loss_mask",
     "world_loss_weights": "world_loss_weight",
     "world_warning_masks": "world_warning_mask",
@@ -76,12 +77,15 @@ def add_world_masks(
                     f"response {i}: loss_masks is 1 on {int(leak.sum())} non-action tokens; observation tokens "
                     "must never be policy targets"
                 )
-        coeffs = env_token_coeffs(rid, cfg, includes_sequence_start=False)[0]
+        by_code = torch.tensor([cfg.role_coeff(Role.from_code(c)) for c in range(4)], dtype=torch.float64)
+        selected = world_target_mask(rid, cfg.target_roles, includes_sequence_start=False)[0]
+        coeffs = torch.where(selected, by_code[rid[0]], torch.zeros((), dtype=torch.float64))
+        out["world_role_ids"].append(rid[0].tolist())
         out["world_loss_weights"].append(coeffs.tolist())
         out["world_loss_masks"].append((coeffs > 0).long().tolist())
         out["world_warning_masks"].append((rid[0] == Role.WARNING.code).long().tolist())
         out["world_env_masks"].append((rid[0] == Role.ENV_OUTPUT.code).long().tolist())
-        out["world_full_observation_counts"].append(int(observation_counts(rid, cfg, includes_sequence_start=False)[0]))
+        out["world_full_observation_counts"].append(int(observation_count(rid)[0]))
     result = dict(generator_output)
     result.update(out)
     return result
@@ -90,8 +94,8 @@ def add_world_masks(
 def world_training_tensors(
     generator_output: Mapping[str, Any], response_length: int | None = None, num_rows: int | None = None
 ) -> dict[str, torch.Tensor]:
-    """The world masks as ``(B, response_len)`` tensors, right-padded with zeros like SkyRL pads responses, plus
-    ``(B,)`` observation counts. ``num_rows`` adds all-zero dummy rows (SkyRL's ``pad_batch``)."""
+    """The world masks as ``(B, response_len)`` tensors, right-padded with zeros like SkyRL pads responses (role ids
+    with -1), plus ``(B,)`` observation counts. ``num_rows`` adds dummy rows (SkyRL's ``pad_batch``)."""
     rows = generator_output["world_loss_masks"]
     n = len(rows)
     width = response_length if response_length is not None else max((len(r) for r in rows), default=0)
@@ -99,6 +103,12 @@ def world_training_tensors(
     if total < n:
         raise ValueError(f"num_rows={total} is below the {n} responses")
     out: dict[str, torch.Tensor] = {}
+    roles = torch.full((total, width), PAD_ROLE_CODE, dtype=torch.long)
+    for i, r in enumerate(generator_output["world_role_ids"]):
+        if len(r) > width:
+            raise ValueError(f"response {i} has {len(r)} tokens, more than response_length={width}")
+        roles[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
+    out[BATCH_KEYS["world_role_ids"]] = roles
     for key in ("world_loss_masks", "world_loss_weights", "world_warning_masks", "world_env_masks"):
         t = torch.zeros((total, width), dtype=torch.float32)
         for i, r in enumerate(generator_output[key]):
@@ -112,6 +122,21 @@ def world_training_tensors(
     return out
 
 
+def _world_batch(
+    role_ids: torch.Tensor,
+    full_observation_count: torch.Tensor | None = None,
+    env_keep: torch.Tensor | None = None,
+    response_mask: torch.Tensor | None = None,
+) -> EchoBatch:
+    """The :class:`EchoBatch` of SkyRL response rows (a response's first token is a target; rows whose
+    ``response_mask`` is empty, e.g. SkyRL's zero-filled pad rows, are padding)."""
+    rid = role_ids.long()
+    if response_mask is not None:
+        rid = rid.masked_fill((response_mask.sum(dim=-1) == 0).unsqueeze(-1), PAD_ROLE_CODE)
+    obs = None if full_observation_count is None else full_observation_count.reshape(-1).to(torch.float64)
+    return EchoBatch(rid, obs_count=obs, env_keep=env_keep, includes_sequence_start=False)
+
+
 def get_aux_policy_loss_context(
     data: Mapping[str, torch.Tensor], cfg: EchoConfig, *, all_reduce: bool = False, world_size: int = 1
 ) -> dict[str, float]:
@@ -121,16 +146,15 @@ def get_aux_policy_loss_context(
     excluded). ``all_reduce`` sums them over the data-parallel group, ``world_size`` rescales for averaged
     gradients, so every rank normalizes by the same global counts (pitfall P6).
     """
-    weights = data.get("world_loss_weight", data.get("world_loss_mask"))
-    if weights is None:
-        raise KeyError("the batch has no world_loss_weight / world_loss_mask (see world_training_tensors)")
-    if "response_mask" in data and data["response_mask"] is not None:
-        rows = float((data["response_mask"].sum(dim=-1) > 0).sum())
-    else:
-        rows = float(weights.shape[0])
-    dens = Denominators(0.0, 0.0, float((weights > 0).sum()), rows)
+    role_ids = data.get("world_role_id")
+    if role_ids is None:
+        raise KeyError("the batch has no world_role_id (see world_training_tensors)")
+    mask = data.get("world_loss_mask")
+    keep = None if mask is None else (mask > 0).any(dim=-1)
+    batch = _world_batch(role_ids, data.get("world_full_observation_count"), keep, data.get("response_mask"))
+    dens = local_denominators(batch, cfg)
     if all_reduce:
-        dens = all_reduce_denominators(dens, device=weights.device)
+        dens = dens.all_reduce(device=role_ids.device)
     if world_size > 1:
         dens = dens.per_rank(world_size)
     return {"world_tokens": dens.world_tokens, "world_sequences": dens.world_sequences}
@@ -138,31 +162,28 @@ def get_aux_policy_loss_context(
 
 def compute_world_loss(
     action_log_probs: torch.Tensor,
-    world_loss_mask: torch.Tensor,
+    world_role_id: torch.Tensor,
     cfg: EchoConfig,
     *,
-    warning_mask: torch.Tensor | None = None,
-    env_mask: torch.Tensor | None = None,
     full_observation_count: torch.Tensor | None = None,
+    env_keep: torch.Tensor | None = None,
     token_denominator: float | None = None,
     sequence_denominator: float | None = None,
     step: int = 0,
     logprobs_temperature: float = 1.0,
     policy_loss: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-    """``λ(step) · L_world`` of one micro-batch in SkyRL's conventions, and metrics.
+    """``λ(step) · L_world`` of one micro-batch in SkyRL's conventions, and the seam's metrics.
 
-    ``world_loss_mask`` (B, L): 0/1, or per-token coefficients (``world_loss_weight``). ``token_denominator`` /
-    ``sequence_denominator``: the global counts from :func:`get_aux_policy_loss_context` (default: this
-    micro-batch's own). Normalizations: token_mean ``Σ w·NLL / N_tokens``; sequence_mean ``Σ_i Σ_t w·NLL / n_i /
-    N_seq`` with n_i the selected count or ``full_observation_count`` (|O_i|, the paper's); constant (SkyRL's
-    ``seq_mean_token_sum_norm``) ``Σ w·NLL / (N_seq · C)``. Returns ``(None, metrics)`` when λ = 0 (nothing to add).
-    ``logprobs_temperature``: the temperature SkyRL divided the logits by; refused with ``env_temperature="one"``
-    unless 1 (the function only sees log-probs).
+    ``world_role_id`` (B, L): role codes aligned with ``action_log_probs`` (-1 on padding). ``token_denominator``
+    / ``sequence_denominator``: the global counts from :func:`get_aux_policy_loss_context` (default: this
+    micro-batch's own). ``env_keep`` (B,) bool: rows whose world term is kept (rollout filters). Returns
+    ``(None, metrics)`` when λ = 0 (nothing to add). ``logprobs_temperature``: the temperature SkyRL divided the
+    logits by; refused with ``env_temperature="one"`` unless 1 (the function only sees log-probs).
     """
-    if action_log_probs.shape != world_loss_mask.shape or action_log_probs.dim() != 2:
+    if action_log_probs.shape != world_role_id.shape or action_log_probs.dim() != 2:
         raise ValueError(
-            f"action_log_probs {tuple(action_log_probs.shape)} and world_loss_mask {tuple(world_loss_mask.shape)} "
+            f"action_log_probs {tuple(action_log_probs.shape)} and world_role_id {tuple(world_role_id.shape)} "
             "must both be (B, response_len)"
         )
     if cfg.env_temperature == "one" and logprobs_temperature != 1.0:
@@ -170,46 +191,17 @@ def compute_world_loss(
             f"env_temperature='one' but SkyRL's log-probs are at temperature {logprobs_temperature}; set "
             "EchoConfig(env_temperature='rollout') or score at T=1"
         )
-    coeffs = world_loss_mask.to(torch.float64)
-    if (coeffs < 0).any():
-        raise ValueError("world_loss_mask must be non-negative")
-    selected = coeffs > 0
-    b = coeffs.shape[0]
-    if full_observation_count is not None:
-        obs = full_observation_count.to(torch.float64).reshape(-1)
-    elif env_mask is not None and warning_mask is not None:
-        obs = (env_mask + warning_mask).gt(0).sum(dim=-1).to(torch.float64)
-    else:
-        obs = selected.sum(dim=-1).to(torch.float64)
-    if obs.numel() != b:
-        raise ValueError(f"full_observation_count must have {b} values")
-    sel = Selection(
-        action=torch.zeros_like(selected),
-        coeffs=coeffs,
-        selected=selected,
-        obs_count=obs,
-        real_rows=torch.ones(b, dtype=torch.bool, device=coeffs.device),
-        policy_rows=torch.zeros(b, dtype=torch.bool, device=coeffs.device),
-    )
+    batch = _world_batch(world_role_id, full_observation_count, env_keep)
+    local = local_denominators(batch, cfg)
     dens = Denominators(
         0.0,
         0.0,
-        float(selected.sum()) if token_denominator is None else float(token_denominator),
-        float(b) if sequence_denominator is None else float(sequence_denominator),
+        local.world_tokens if token_denominator is None else float(token_denominator),
+        local.world_sequences if sequence_denominator is None else float(sequence_denominator),
     )
-    lam = cfg.coeff_at(step)
-    world, unscaled = world_term(action_log_probs, sel, cfg, dens, lam)
-    roles = torch.full(selected.shape, Role.ACTION.code, dtype=torch.long, device=coeffs.device)
-    if env_mask is not None:
-        roles = torch.where(env_mask > 0, Role.ENV_OUTPUT.code, roles)
-    if warning_mask is not None:
-        roles = torch.where(warning_mask > 0, Role.WARNING.code, roles)
-    roles = torch.where(selected & (roles == Role.ACTION.code), Role.CONTEXT.code, roles)
     pol = policy_loss.detach() if policy_loss is not None else torch.zeros((), device=action_log_probs.device)
-    metrics = echo_metrics(
-        action_log_probs, EchoBatch(roles, includes_sequence_start=False), sel, pol, world, unscaled, lam
-    )
-    return (world if lam != 0.0 else None), metrics
+    out = echo_loss(action_log_probs, batch, cfg, step=step, denominators=dens, policy_loss=pol)
+    return (out.world_loss if cfg.coeff_at(step) != 0.0 else None), out.metrics
 
 
 def compute_aux_policy_loss(
@@ -226,25 +218,25 @@ def compute_aux_policy_loss(
     logprobs_temperature: float = 1.0,
     **_: Any,
 ) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-    """The PR #1716 ``compute_aux_policy_loss`` hook body: reads the masks from ``experience.extras`` and the global
+    """The PR #1716 ``compute_aux_policy_loss`` hook body: reads the roles from ``experience.extras`` and the global
     denominators from the context. The returned loss is already normalized over the whole mini-batch, so it is
-    added to each micro-batch's loss without ``microbatch_weight`` (as the reference worker does)."""
+    added to each micro-batch's loss without ``microbatch_weight`` (as the reference worker does). A row whose
+    ``world_loss_mask`` was zeroed (the reference's way of filtering a rollout) has no world term."""
     extras = getattr(experience, "extras", None) or {}
-    mask = extras.get("world_loss_weight", extras.get("world_loss_mask"))
+    role_ids = extras.get("world_role_id")
     ctx = aux_policy_loss_context or {}
-    if mask is None:
+    if role_ids is None:
         if echo_config.coeff_at(step) != 0.0:
-            raise KeyError(
-                "ECHO is on but experience.extras has no world_loss_mask (add it via world_training_tensors)"
-            )
+            raise KeyError("ECHO is on but experience.extras has no world_role_id (add it via world_training_tensors)")
         return None, {}
+    mask = extras.get("world_loss_mask")
+    keep = None if mask is None else (mask > 0).any(dim=-1).to(action_log_probs.device)
     return compute_world_loss(
         action_log_probs,
-        mask.to(action_log_probs.device),
+        role_ids.to(action_log_probs.device),
         echo_config,
-        warning_mask=extras.get("world_warning_mask"),
-        env_mask=extras.get("world_env_mask"),
         full_observation_count=extras.get("world_full_observation_count"),
+        env_keep=keep,
         token_denominator=ctx.get("world_tokens"),
         sequence_denominator=ctx.get("world_sequences"),
         step=step,
@@ -281,9 +273,7 @@ def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
             "boundaries": list(a["world_model_coeff_steps"]),
             "values": list(a["world_model_coeff_values"]),
         }
-    target = a.get("world_loss_target", "env_only")
-    if target == "full_observation":
-        target = "all"
+    target = a.get("world_loss_target", "env_only")  # the reference's words are ours
     return EchoConfig(
         world_model_coeff=float(a.get("world_model_coeff", 0.0)),
         world_loss_target=target,

@@ -28,16 +28,7 @@ import numpy as np
 import torch
 from tinker import types
 
-from ..objective import (
-    EchoBatch,
-    EchoConfig,
-    local_denominators,
-    policy_token_weights,
-    role_counts,
-    select_tokens,
-    world_token_weights,
-)
-from ..objective.normalization import Denominators
+from ..objective import Denominators, EchoBatch, EchoConfig, token_weights
 from ..roles import PAD_ROLE_CODE
 
 POLICY_LOSSES = frozenset({"importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"})
@@ -119,29 +110,16 @@ def _prepare(
         verifier_free=vec(verifier_free, "verifier_free", torch.bool),
         env_keep=vec(env_keep, "env_keep", torch.bool),
     )
-    sel = select_tokens(batch, cfg)
-    dens = denominators or local_denominators(batch, cfg, sel)
-    lam = cfg.coeff_at(step)
-    env_w = lam * world_token_weights(sel, cfg, dens)
-    if sel.action.any():
+    tw = token_weights(batch, cfg, step=step, denominators=denominators)
+    env_w = tw.world_model_coeff * tw.world
+    if tw.policy_mask.any():
         if adv is None:
             raise ValueError("advantages are required unless every sequence is verifier-free")
-        u = policy_token_weights(sel, cfg, dens)
-        a = adv.unsqueeze(1).expand_as(u) if adv.dim() == 1 else adv
-        adv_tok = torch.where(sel.action, a * u, torch.zeros_like(u))
+        a = adv.unsqueeze(1).expand_as(tw.policy) if adv.dim() == 1 else adv
+        adv_tok = torch.where(tw.policy_mask, a * tw.policy, torch.zeros_like(tw.policy))
     else:
         adv_tok = torch.zeros_like(env_w)
-    counts = role_counts(rid)
-    metrics = {f"echo/tokens/{r.value}": float(c) for r, c in counts.items()}
-    metrics.update(
-        {
-            "echo/tokens/selected": float(sel.selected.sum()),
-            "echo/tokens/policy": float(sel.action.sum()),
-            "echo/world_model_coeff": float(lam),
-            "echo/rollouts/total": float(sel.real_rows.sum()),
-            "echo/rollouts/env_kept": float((sel.coeffs > 0).any(dim=1).sum()),
-        }
-    )
+    metrics = dict(tw.metrics)
     return _Prepared(ids, adv_tok, env_w, metrics)
 
 

@@ -21,8 +21,7 @@ import torch
 from tensordict import NestedKey, TensorDictBase
 from torchrl.objectives.llm.grpo import GRPOLoss, GRPOLossOutput
 
-from ..objective import EchoBatch, EchoConfig, echo_metrics, local_denominators, select_tokens, world_term
-from ..objective.normalization import Denominators, sum_denominators
+from ..objective import Denominators, EchoBatch, EchoConfig, echo_loss, local_denominators
 from ..roles import PAD_ROLE_CODE, Role
 
 ROLE_IDS_KEY: tuple[str, str] = ("echo", "role_ids")
@@ -117,19 +116,29 @@ class EchoGRPOLoss(GRPOLoss):
                 f"role ids {batch.shape} must align with the tokens {tuple(tokens.shape)} and logits "
                 f"{tuple(logits.shape[:2])} (left-padded like ('tokens', 'full'))"
             )
-        sel = select_tokens(batch, cfg)
-        dens = self.echo_denominators or local_denominators(batch, cfg, sel)
         scale = self.sampling_temperature if cfg.env_temperature == "rollout" else 1.0
-        picked = logits[sel.selected].float()
-        if scale != 1.0:
-            picked = picked / scale
-        lp_sel = torch.log_softmax(picked, dim=-1).gather(-1, tokens[sel.selected].unsqueeze(-1)).squeeze(-1)
-        lp_env = torch.zeros(batch.shape, dtype=lp_sel.dtype, device=logits.device).masked_scatter(sel.selected, lp_sel)
-        if lam == 0.0:
-            lp_env = lp_env.detach()
-        world, unscaled = world_term(lp_env, sel, cfg, dens, lam)
-        metrics = echo_metrics(lp_env, batch, sel, out.loss_objective.detach(), world, unscaled, lam)
-        out.loss_world_model = world if lam != 0.0 else None
+
+        def env_logps(selected: torch.Tensor) -> torch.Tensor:
+            """Log-probs of the selected tokens from this forward's logits (torchrl's own log-probs do not cover
+            tool messages), zero elsewhere; without grad when λ = 0 (the CE is then a metric only)."""
+            with torch.set_grad_enabled(torch.is_grad_enabled() and lam != 0.0):
+                picked = logits[selected].float()
+                if scale != 1.0:
+                    picked = picked / scale
+                lp = torch.log_softmax(picked, dim=-1).gather(-1, tokens[selected].unsqueeze(-1)).squeeze(-1)
+                return torch.zeros(selected.shape, dtype=lp.dtype, device=logits.device).masked_scatter(selected, lp)
+
+        res = echo_loss(
+            torch.zeros(batch.shape, dtype=torch.float32, device=logits.device),  # the policy term is torchrl's
+            batch,
+            cfg,
+            step=self.echo_step,
+            denominators=self.echo_denominators,
+            env_logps=env_logps,
+            policy_loss=out.loss_objective,
+        )
+        metrics = res.metrics
+        out.loss_world_model = res.world_loss if lam != 0.0 else None
         if cfg.verifier_free:  # no rewards: every policy-side loss becomes an exact zero, only the env term trains
             for key in ("loss_objective", "loss_entropy", "loss_kl_to_ref", "loss_kl_to_inference"):
                 value = getattr(out, key, None)
@@ -149,17 +158,15 @@ def global_denominators(
     ``all_reduce`` sums them over the ``torch.distributed`` group; ``world_size`` rescales them for gradients that
     DDP/FSDP average over ranks.
     """
-    from ..objective.normalization import all_reduce_denominators
-
     parts = []
     for td in batches:
         b = loss.echo_batch(td)
         if b is None:
             raise KeyError(f"a micro-batch has no role ids under {loss.role_ids_key!r}")
         parts.append(local_denominators(b, loss.echo_config))
-    total = sum_denominators(parts)
+    total = Denominators.total(parts)
     if all_reduce:
-        total = all_reduce_denominators(total)
+        total = total.all_reduce()
     return total.per_rank(world_size) if world_size > 1 else total
 
 

@@ -23,6 +23,7 @@ With λ = 0 the loss is returned untouched (bit-identical to ``GRPOTrainer``).
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,20 +31,8 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
-from ..objective import (
-    METRIC_KEYS,
-    EchoBatch,
-    EchoConfig,
-    RolloutStats,
-    connected_zero,
-    echo_metrics,
-    select_tokens,
-    world_filter,
-    world_term,
-    zero_variance_groups,
-)
-from ..objective.normalization import Denominators
-from ..roles import PAD_ROLE_CODE, Role
+from ..objective import Denominators, EchoBatch, EchoConfig, RolloutStats, echo_loss, env_keep_mask, local_denominators
+from ..roles import PAD_ROLE_CODE, Role, observation_count
 from .rollouts import HFSampler, Rollout, check_groups, reset_options_of, run_rollouts
 
 ROLE_KEY = "echo_role_ids"
@@ -71,19 +60,6 @@ _LOGIT_SCALING_ATTRS = (
     "lm_head_multiplier",
     "logits_scaling",
 )
-_NOT_LOGGED = frozenset(
-    {  # TRL logs its own policy loss, clipping and KL
-        "echo/loss",
-        "echo/policy_loss",
-        "echo/tokens/policy",
-        "echo/rollouts/verifier_free",
-        "policy/clip_fraction",
-        "policy/ratio_mean",
-        "policy/kl",
-    }
-)
-_LOGGED_KEYS = tuple(k for k in METRIC_KEYS if k not in _NOT_LOGGED)
-"""Metric keys this trainer logs every step (identical with and without env tokens)."""
 
 
 # -- rollout_func helpers ---------------------------------------------------------------------------------------
@@ -483,11 +459,11 @@ class EchoGRPOTrainer(GRPOTrainer):
                     raise ValueError(f"completion {i} has {len(r)} roles for {t} token positions")
                 role_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long, device=device)
         elif tool_mask is not None:
-            if self._echo_enabled and self.echo_config.world_loss_target != "all":
+            if self._echo_enabled and self.echo_config.world_loss_target != "full_observation":
                 raise ValueError(
                     "ECHO got TRL's binary env_mask/tool_mask but no per-token roles: it cannot tell observation "
                     "bodies from chat-template scaffolding. Return `echo_role_ids` from rollout_func (see "
-                    "openenv_echo.adapters.trl.rollout_output), or use world_loss_target='all' to train on every "
+                    "openenv_echo.adapters.trl.rollout_output), or use world_loss_target='full_observation' to train on every "
                     "non-model token"
                 )
             role_ids = torch.where(tool_mask.bool(), Role.ACTION.code, Role.CONTEXT.code).long()
@@ -520,10 +496,10 @@ class EchoGRPOTrainer(GRPOTrainer):
         if OBS_COUNT_KEY in pending:
             obs = torch.tensor(pending[OBS_COUNT_KEY], dtype=torch.float64, device=device)
         batch = EchoBatch(role_ids, obs_count=obs, env_keep=keep, includes_sequence_start=False)
-        sel = select_tokens(batch, self.echo_config)
-        obs_present = ((role_ids == Role.ENV_OUTPUT.code) | (role_ids == Role.WARNING.code)).sum()
-        local = torch.stack([sel.selected.sum(), sel.real_rows.sum(), obs_present]).to(torch.float64)
-        total = self.accelerator.gather(local.unsqueeze(0)).sum(dim=0)
+        dens = local_denominators(batch, self.echo_config)
+        obs_present = observation_count(role_ids).sum()
+        local = torch.tensor([dens.world_tokens, dens.world_sequences, float(obs_present)], device=device)
+        total = self.accelerator.gather(local.to(torch.float64).unsqueeze(0)).sum(dim=0)
         if self._echo_enabled and total[0] == 0 and total[2] > 0 and not self._echo_warned_empty:
             warnings.warn(  # P26: a config that silently trains nothing
                 f"ECHO selects 0 tokens although the batch has {int(total[2])} observation tokens "
@@ -533,7 +509,7 @@ class EchoGRPOTrainer(GRPOTrainer):
             self._echo_warned_empty = True
         out[ROLE_KEY] = role_ids
         out[ENV_KEEP_KEY] = keep
-        out[OBS_COUNT_KEY] = sel.obs_count
+        out[OBS_COUNT_KEY] = obs if obs is not None else observation_count(role_ids).to(torch.float64)
         out[_WORLD_TOKENS_KEY] = total[0]
         out[_WORLD_SEQS_KEY] = total[1]
         return out
@@ -542,26 +518,30 @@ class EchoGRPOTrainer(GRPOTrainer):
         """Rollout filters and the zero-variance rule, decided per group over the gathered batch, sliced back."""
         cfg = self.echo_config
         keep = torch.ones(b, dtype=torch.bool, device=device)
+        zero_variance = not cfg.keep_zero_variance_env and self._echo_rewards is not None
+        if not (cfg.filters.active or zero_variance):
+            return keep
         num_gen = self.num_generations if mode == "train" else self.num_generations_eval
+        stats = {}
+        for name, key in STATS_KEYS.items():
+            if key in pending:
+                local = torch.tensor(pending[key], dtype=torch.float64, device=device)
+                stats[name] = self.accelerator.gather(local).cpu()
+        if "correct" in stats:
+            stats["correct"] = stats["correct"] > 0.5
+        rewards = None
+        if zero_variance:
+            assert self._echo_rewards is not None
+            r = self._echo_rewards * self.reward_weights.to(self._echo_rewards.device).unsqueeze(0)
+            rewards = r.nansum(dim=1).cpu()
+        else:
+            cfg = cfg.model_copy(update={"keep_zero_variance_env": True})
+        n = b * self.accelerator.num_processes
+        res = env_keep_mask(cfg, num_gen, n, rewards=rewards, stats=RolloutStats(**stats))
         start = self.accelerator.process_index * b
-        if cfg.filters.active:
-            stats = {}
-            for name, key in STATS_KEYS.items():
-                if key in pending:
-                    local = torch.tensor(pending[key], dtype=torch.float64, device=device)
-                    stats[name] = self.accelerator.gather(local)
-            if "correct" in stats:
-                stats["correct"] = stats["correct"] > 0.5
-            n = next(iter(stats.values())).numel() if stats else b
-            res = world_filter(RolloutStats(**stats), num_gen, cfg.filters, n)
-            keep &= res.keep.to(device)[start : start + b]
-            for k, v in res.metrics.items():
-                self._metrics[mode][f"echo/{k}"].append(v)
-        if not cfg.keep_zero_variance_env and self._echo_rewards is not None:
-            r = (self._echo_rewards * self.reward_weights.to(self._echo_rewards.device).unsqueeze(0)).nansum(dim=1)
-            zv = zero_variance_groups(r, num_gen).to(device)[start : start + b]
-            keep &= ~zv
-        return keep
+        for k, v in res.metrics.items():
+            self._metrics[mode][f"echo/{k}"].append(v)
+        return keep & res.keep.to(device)[start : start + b]
 
     # -- loss -------------------------------------------------------------------------------------------------
     def _get_per_token_logps_and_entropies(self, model: Any, input_ids: Any, *args: Any, **kwargs: Any) -> Any:
@@ -578,7 +558,7 @@ class EchoGRPOTrainer(GRPOTrainer):
 
     @property
     def _echo_hidden_wanted(self) -> bool:
-        return self._echo_needs_t1 and self.echo_config.coeff_at(self.state.global_step) != 0.0
+        return self._echo_needs_t1  # the env CE is scored at T = 1 at every λ, 0 included (metrics compare)
 
     def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         self._echo_capturing, self._echo_logps = True, None
@@ -597,27 +577,9 @@ class EchoGRPOTrainer(GRPOTrainer):
         tool_mask = inputs.get("tool_mask")
         policy_mask = inputs["completion_mask"] if tool_mask is None else inputs["completion_mask"] * tool_mask
         if not policy_mask.any() and not torch.isfinite(loss):  # TRL 0.29 divides 0 by 0 with no policy token
-            loss = connected_zero(logps)
+            loss = torch.where(torch.zeros_like(logps, dtype=torch.bool), logps, 0.0).sum()  # connected zero
         mode = "train" if self.model.training else "eval"
-        lam = self.echo_config.coeff_at(self.state.global_step)
-        world, metrics = self._echo_world(model, logps, hidden, inputs, mode, lam, loss.detach())
-        self._echo_log(metrics, mode)
-        if self.echo_config.verifier_free:  # no rewards: the env term alone (connected even when empty)
-            return world if lam != 0.0 else connected_zero(logps)
-        if lam != 0.0:
-            loss = loss + world
-        return loss
-
-    def _echo_world(
-        self,
-        model: Any,
-        logps: torch.Tensor,
-        hidden: torch.Tensor | None,
-        inputs: dict[str, Any],
-        mode: str,
-        lam: float,
-        policy_value: torch.Tensor,
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        step = self.state.global_step
         role_ids = inputs.get(ROLE_KEY)
         if role_ids is None:  # inputs built outside _generate_and_score_completions: no observation tokens
             role_ids = inputs["completion_mask"].long().masked_fill(inputs["completion_mask"] == 0, PAD_ROLE_CODE)
@@ -627,37 +589,51 @@ class EchoGRPOTrainer(GRPOTrainer):
             env_keep=inputs.get(ENV_KEEP_KEY),
             includes_sequence_start=False,
         )
-        sel = select_tokens(batch, self.echo_config)
+        # global counts of the generation batch, scaled like TRL's own "dapo" normalizer
         procs = float(self.accelerator.num_processes)
         scale = self.current_gradient_accumulation_steps / self.args.steps_per_generation if mode == "train" else 1.0
-        tokens = float(inputs[_WORLD_TOKENS_KEY]) if _WORLD_TOKENS_KEY in inputs else float(sel.selected.sum())
-        seqs = float(inputs[_WORLD_SEQS_KEY]) if _WORLD_SEQS_KEY in inputs else float(sel.real_rows.sum())
+        local = local_denominators(batch, self.echo_config)
+        tokens = float(inputs.get(_WORLD_TOKENS_KEY, local.world_tokens))
+        seqs = float(inputs.get(_WORLD_SEQS_KEY, local.world_sequences))
         dens = Denominators(0.0, 0.0, tokens / procs * scale, seqs / procs * scale)
-        lp_env = logps
+        env_logps = None
         if hidden is not None:
-            lp_env = self._t1_logps(model, hidden, inputs["completion_ids"], sel.selected, logps)
-        world, unscaled = world_term(lp_env, sel, self.echo_config, dens, lam)
-        metrics = echo_metrics(lp_env, batch, sel, policy_value, world, unscaled, lam)
-        return world, metrics
+            no_grad = self.echo_config.coeff_at(step) == 0.0
+            env_logps = functools.partial(self._t1_logps, model, hidden, inputs["completion_ids"], logps, no_grad)
+        out = echo_loss(
+            logps, batch, self.echo_config, step=step, denominators=dens, env_logps=env_logps, policy_loss=loss
+        )
+        self._echo_log(out.metrics, mode)
+        return out.loss
 
     @staticmethod
     def _t1_logps(
-        model: Any, hidden: torch.Tensor, completion_ids: torch.Tensor, selected: torch.Tensor, logps: torch.Tensor
+        model: Any,
+        hidden: torch.Tensor,
+        completion_ids: torch.Tensor,
+        logps: torch.Tensor,
+        no_grad: bool,
+        selected: torch.Tensor,
     ) -> torch.Tensor:
         """Log-probs at T = 1 on the selected positions (policy log-probs elsewhere), from the captured hidden
-        states: one LM-head projection of the selected positions only."""
-        tc = completion_ids.shape[1]
-        h = hidden[:, -(tc + 1) : -1]
-        head = _unwrap(model).get_output_embeddings()
-        logits = head(h[selected]).float()
-        lp = torch.log_softmax(logits, dim=-1).gather(-1, completion_ids[selected].unsqueeze(-1)).squeeze(-1)
-        return logps.masked_scatter(selected, lp.to(logps.dtype))
+        states: one LM-head projection of the selected positions only (without grad when λ = 0)."""
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not no_grad):
+            tc = completion_ids.shape[1]
+            h = hidden[:, -(tc + 1) : -1]
+            head = _unwrap(model).get_output_embeddings()
+            logits = head(h[selected]).float()
+            lp = torch.log_softmax(logits, dim=-1).gather(-1, completion_ids[selected].unsqueeze(-1)).squeeze(-1)
+            return logps.masked_scatter(selected, lp.to(logps.dtype))
 
     def _echo_log(self, metrics: dict[str, torch.Tensor], mode: str) -> None:
-        vec = torch.stack([metrics[k].float() for k in _LOGGED_KEYS])
-        vec = self.accelerator.gather(vec.unsqueeze(0)).mean(dim=0).tolist()
-        for k, v in zip(_LOGGED_KEYS, vec):
-            self._metrics[mode][k].append(v)
+        """Log every metric of the seam (mean over processes); a NaN ("no such token in this batch") is not
+        logged, so a step's value averages only the micro-batches that had data."""
+        keys = sorted(metrics)
+        vec = torch.stack([metrics[k].float() for k in keys])
+        vec = self.accelerator.gather(vec.unsqueeze(0)).nanmean(dim=0).tolist()
+        for k, v in zip(keys, vec):
+            if not math.isnan(v):
+                self._metrics[mode][k].append(v)
 
 
 __all__ = [

@@ -75,6 +75,5 @@ class StepResult:
 
 def parse_observation(data: dict[str, Any], rule: SegmentRule) -> StepResult:
     """An observation envelope ``{"observation", "reward", "done", "metadata"?}`` as a ``StepResult``."""
-    return StepResult(
-        observation=data.get("observation"), observation_record=ObservationRecord.from_envelope(data, rule)
-    )  # type: ignore[arg-type]
+    record = ObservationRecord.from_envelope(data, rule)  # raises on a reply without an observation object
+    return StepResult(observation=data["observation"], observation_record=record)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..objective import EchoBatch, EchoConfig, select_tokens
+from ..objective import EchoBatch, EchoConfig, token_weights
 from ..roles import Role
 from ..tokenize import TokenizedTrajectory, collate, tokenize_trajectory
 from ..trajectory import Trajectory
@@ -61,7 +61,7 @@ def novel_target_mask(seq: TokenizedTrajectory, traj: Trajectory, tokenizer: Any
     to a character span and thus to a line. Tokens that split a multi-byte character are decoded as one group and
     share its span; blank lines count as seen."""
     b = collate([seq], tokenizer=tokenizer)
-    pos = torch.nonzero(select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected[0]).flatten().tolist()
+    pos = torch.nonzero(token_weights(EchoBatch(role_ids=b["role_ids"]), TARGETS).world_mask[0]).flatten().tolist()
     text = "".join(env_texts(traj))
     novel_char: list[bool] = []
     for body in env_texts(traj):
@@ -94,7 +94,7 @@ def build_ce_set(
     novel = [novel_target_mask(s, t, tokenizer, seen_lines) for s, t in zip(seqs, trajectories, strict=True)]
     n_bytes = sum(len(x.encode("utf-8")) for t in trajectories for x in env_texts(t))
     b = collate(seqs, tokenizer=tokenizer)
-    n_tok = int(select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected.sum())
+    n_tok = int(token_weights(EchoBatch(role_ids=b["role_ids"]), TARGETS).world_mask.sum())
     return CeSet(name, list(seeds), seqs, novel, n_bytes, n_tok, int(sum(int(m.sum()) for m in novel)))
 
 
@@ -104,7 +104,7 @@ def env_targets(seqs: list[TokenizedTrajectory], tokenizer: Any, micro_batch: in
     sel: list[torch.Tensor] = []
     for lo in range(0, len(seqs), micro_batch):
         b = collate(seqs[lo : lo + micro_batch], tokenizer=tokenizer)
-        s = select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected & b["attention_mask"].bool()
+        s = token_weights(EchoBatch(role_ids=b["role_ids"]), TARGETS).world_mask & b["attention_mask"].bool()
         ids.extend(b["input_ids"])
         sel.extend(s)
     return targets_of(ids, sel)
@@ -121,7 +121,7 @@ def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int =
     for lo in range(0, len(ce.sequences), micro_batch):
         b = collate(ce.sequences[lo : lo + micro_batch], tokenizer=tokenizer)
         lp = forward_logps(model, b)
-        sel = select_tokens(EchoBatch(role_ids=b["role_ids"]), TARGETS).selected
+        sel = token_weights(EchoBatch(role_ids=b["role_ids"]), TARGETS).world_mask
         novel = torch.zeros_like(sel)
         for i, m in enumerate(ce.novel[lo : lo + micro_batch]):
             novel[i, : len(m)] = m

@@ -28,10 +28,9 @@ from ..objective import (
     group_advantages,
     local_denominators,
     token_logps,
-    weighted_nll,
-    zero_variance_groups,
 )
-from ..roles import Role
+from ..objective._advantages import zero_variance_groups
+from ..roles import Role, target_positions
 from ..tokenize import TokenizedTrajectory, collate
 
 
@@ -76,9 +75,9 @@ class PretrainResult:
 
 
 def pretrain_targets(role_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(action targets, env_output targets) of a collated batch; position 0 has no context and is never a target."""
-    valid = attention_mask.bool().clone()
-    valid[:, 0] = False
+    """(action targets, env_output targets) of a collated batch (the shared shift rule: a row's first real token
+    has no context and is never a target)."""
+    valid = target_positions(role_ids) & attention_mask.bool()
     return valid & (role_ids == Role.ACTION.code), valid & (role_ids == Role.ENV_OUTPUT.code)
 
 
@@ -131,7 +130,8 @@ def pretrain(
             mask = act | env
             # each role's token mean, summed: actions are ~5 % of the tokens and would barely train in a pooled mean
             weights = act.to(lp.dtype) / max(n_action, 1) + env.to(lp.dtype) / max(n_env, 1)
-            loss = weighted_nll(lp, mask, weights)
+            zero = torch.zeros((), dtype=lp.dtype)
+            loss = -(torch.where(mask, lp, zero) * weights).sum()  # weighted NLL
             loss.backward()
             total += float(loss.detach())
             seen += int(b["attention_mask"].sum())

@@ -31,7 +31,7 @@ class EnvSpec:
         """Directory of its OpenEnv package under ``envs/``."""
         return f"{self.name}_env"
 
-    def load(self) -> type[Environment]:
+    def load(self) -> type[Environment[Any, Any]]:
         return _load(self.target)
 
     def expert_actions(self, seed: int) -> list[dict[str, Any]]:
@@ -49,7 +49,7 @@ ENVIRONMENTS: dict[str, EnvSpec] = {
 }
 
 
-def load_env(name: str) -> type[Environment]:
+def load_env(name: str) -> type[Environment[Any, Any]]:
     """The environment class registered as ``name``, or one given as ``module:Class``."""
     spec = ENVIRONMENTS.get(name)
     if spec is not None:
@@ -59,7 +59,7 @@ def load_env(name: str) -> type[Environment]:
     return _load(name)
 
 
-def _load(target: str) -> type[Environment]:
+def _load(target: str) -> type[Environment[Any, Any]]:
     module, _, attr = target.partition(":")
     cls = getattr(import_module(module), attr)
     if not (isinstance(cls, type) and issubclass(cls, Environment)):

@@ -259,8 +259,9 @@ class DockerProvider(ServerProvider):
                     raise ProviderError(
                         f"image {self.image} not found locally and could not be pulled: {e.explanation or e}"
                     ) from e
-        self.image_id = have.id
-        return have.id
+        image_id: str = have.id
+        self.image_id = image_id
+        return image_id
 
     # -- ServerProvider -----------------------------------------------------------------------------------------
     def _launch(self) -> str:

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from ..wire import (
@@ -74,13 +75,14 @@ class _RequestGuard:
     ``body_timeout_s`` between chunks gets 408, and a body that is not strict JSON (see ``strict_json``) gets 400
     INVALID_JSON. The body is read here, checked, and handed on whole."""
 
-    def __init__(self, app: Any, limits: ServerLimits) -> None:
+    def __init__(self, app: ASGIApp, limits: ServerLimits) -> None:
         self.app = app
         self.limits = limits
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         limits = self.limits
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limits.max_message_bytes:
@@ -114,7 +116,7 @@ class _RequestGuard:
                 return await _reject(send, 400, "INVALID_JSON", f"request body is not strict JSON: {e}")
         replayed = False
 
-        async def replay() -> dict:
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -141,7 +143,7 @@ async def _send_json(send: Any, status: int, payload: dict[str, Any]) -> None:
 
 
 def create_app(
-    env_cls: type[Environment],
+    env_cls: type[Environment[Any, Any]],
     *,
     limits: ServerLimits | None = None,
     mode: Literal["simulation", "production"] = "simulation",
@@ -274,7 +276,7 @@ def create_app(
     return app
 
 
-def _example_action(env_cls: type[Environment]) -> dict[str, Any]:
+def _example_action(env_cls: type[Environment[Any, Any]]) -> dict[str, Any]:
     """A starting point for the web page's action box: the action's first text field, empty."""
     props = env_cls.action_type.model_json_schema().get("properties", {})
     for name, prop in props.items():
@@ -290,7 +292,7 @@ async def _send_error(ws: WebSocket, code: ErrorCode, message: str, **extra: Any
     await ws.send_text(json.dumps({"type": "error", "data": {"code": code.value, "message": message, **extra}}))
 
 
-def _decode(message: dict, max_bytes: int, max_depth: int) -> Any:
+def _decode(message: Message, max_bytes: int, max_depth: int) -> Any:
     """The JSON frame in a WS message, or a ``ProtocolError`` (size, encoding, syntax, shape)."""
     text = message.get("text")
     if text is None:
@@ -440,9 +442,9 @@ async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits, m
         await ws.close(code=1013)
         return
     except Exception as e:
-        message = f"could not create the environment: {type(e).__name__}: {e}"
+        reason = f"could not create the environment: {type(e).__name__}: {e}"
         await ws.send_text(
-            json.dumps(rpc_error(None, SERVER_ERROR, message, {"factory_name": mcp.driver.env_cls.__name__}))
+            json.dumps(rpc_error(None, SERVER_ERROR, reason, {"factory_name": mcp.driver.env_cls.__name__}))
         )
         await ws.close(code=1011)
         return
@@ -481,7 +483,7 @@ async def _serve_mcp_ws(ws: WebSocket, mcp: McpEndpoint, limits: ServerLimits, m
 
 
 async def _handle_frame(
-    message: dict,
+    message: Message,
     session: Session,
     sessions: SessionManager,
     driver: EnvDriver,

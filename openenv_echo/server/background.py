@@ -29,7 +29,6 @@ class BackgroundServer:
         self.host = host
         self.port = port or free_port(host)
         self._server = uvicorn.Server(uvicorn_config(app, host, self.port, app.state.limits))
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._server.run, name=f"uvicorn:{self.port}", daemon=True)
 
     @property

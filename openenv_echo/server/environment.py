@@ -78,8 +78,9 @@ class Environment(ABC, Generic[ActT, ObsT]):
 
     # -- what subclasses implement -------------------------------------------------------------------------
     @abstractmethod
-    def _reset(self, seed: int | None, **kwargs: Any) -> ObsT:
-        """Start a new episode (deterministic for a given ``seed``) and return the first observation."""
+    def _reset(self, seed: int | None, *args: Any, **kwargs: Any) -> ObsT:
+        """Start a new episode (deterministic for a given ``seed``) and return the first observation. Subclasses
+        declare their reset options as keyword parameters (the server reads them from this signature)."""
 
     @abstractmethod
     def _step(self, action: ActT) -> ObsT:

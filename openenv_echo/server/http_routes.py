@@ -21,8 +21,9 @@ from .tools import call_action_types
 from .workers import WorkerFactoryError
 
 
-def step_request_model(env_cls: type[Environment]) -> type[BaseModel]:
-    action_type: Any = Union[(env_cls.action_type, ListToolsAction, *call_action_types(env_cls.TOOLS))]
+def step_request_model(env_cls: type[Environment[Any, Any]]) -> type[BaseModel]:
+    choices = (env_cls.action_type, ListToolsAction, *call_action_types(env_cls.TOOLS))
+    action_type: Any = Union[choices]  # noqa: UP007
     return create_model(
         f"{env_cls.__name__}StepRequest",
         __config__=ConfigDict(extra="forbid"),

@@ -51,7 +51,8 @@ class ProtocolError(Exception):
 
 def validation_errors(e: ValidationError) -> list[dict[str, Any]]:
     """pydantic errors as plain JSON (no exception objects in ``ctx``)."""
-    return json.loads(e.json(include_url=False, include_input=False))
+    errors: list[dict[str, Any]] = json.loads(e.json(include_url=False, include_input=False))
+    return errors
 
 
 class ResetOptions(BaseModel):
@@ -91,7 +92,7 @@ class _NoTokenizerResetOptions(ResetOptions):
     return_tokens: Literal[False] = Field(default=False, description="This server has no tokenizer: always false.")
 
 
-def reset_model(env_cls: type[Environment], with_tokenizer: bool) -> type[ResetOptions]:
+def reset_model(env_cls: type[Environment[Any, Any]], with_tokenizer: bool) -> type[ResetOptions]:
     """The exact reset request of ``env_cls``: the common options plus ``_reset``'s keyword parameters.
 
     Published in OpenAPI and used to validate WS and HTTP resets alike, so the spec and the server agree.
@@ -113,13 +114,15 @@ def reset_model(env_cls: type[Environment], with_tokenizer: bool) -> type[ResetO
     if var_kw:
         model.model_config["extra"] = "allow"
         model.model_rebuild(force=True)
-    return model  # type: ignore[no-any-return]
+    return model
 
 
 class EnvDriver:
     """Validates and runs reset/step (native actions and OpenEnv's MCP actions) for one environment class."""
 
-    def __init__(self, env_cls: type[Environment], tokenizer: Any = None, limits: ServerLimits | None = None) -> None:
+    def __init__(
+        self, env_cls: type[Environment[Any, Any]], tokenizer: Any = None, limits: ServerLimits | None = None
+    ) -> None:
         self.env_cls = env_cls
         self.tokenizer = tokenizer
         self.limits = limits = limits or ServerLimits()
@@ -137,13 +140,13 @@ class EnvDriver:
         self.observation_type = tool_observation_type(env_cls.observation_type)
         self._reset_slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
-    async def new_env(self) -> Environment | WorkerEnv:
+    async def new_env(self) -> Environment[Any, Any] | WorkerEnv:
         """A fresh instance: in its own worker process for ``BLOCKING`` envs, else in this process."""
         if self.env_cls.BLOCKING:
             return await WorkerEnv.start(self.env_cls, self.worker_limits)
         return self.env_cls()
 
-    async def state(self, env: Environment | WorkerEnv) -> dict[str, Any]:
+    async def state(self, env: Environment[Any, Any] | WorkerEnv) -> dict[str, Any]:
         if isinstance(env, WorkerEnv):
             return await self._in_worker(env, "state")  # type: ignore[no-any-return]
         return env.state.model_dump(mode="json")
@@ -172,7 +175,7 @@ class EnvDriver:
         kwargs.update(dict((request.model_extra or {}).items()))
         return request.seed, request.episode_id, request.return_tokens, kwargs
 
-    async def reset(self, env: Environment | WorkerEnv, data: Any) -> tuple[Observation, bool]:
+    async def reset(self, env: Environment[Any, Any] | WorkerEnv, data: Any) -> tuple[Observation, bool]:
         seed, episode_id, return_tokens, kwargs = self.parse_reset(data)
         obs = await self._run(env, "reset", seed, episode_id, **kwargs)
         return obs, return_tokens
@@ -190,10 +193,10 @@ class EnvDriver:
                 ErrorCode.VALIDATION_ERROR, f"invalid action: {_summary(e)}", errors=validation_errors(e)
             ) from None
 
-    async def step(self, env: Environment | WorkerEnv, data: Any) -> Observation:
+    async def step(self, env: Environment[Any, Any] | WorkerEnv, data: Any) -> Observation:
         return await self.act(env, self.parse_action(data))
 
-    async def act(self, env: Environment | WorkerEnv, action: Action) -> Observation:
+    async def act(self, env: Environment[Any, Any] | WorkerEnv, action: Action) -> Observation:
         """Run one validated action: a tool list needs no episode; a tool call is its native action's step."""
         if isinstance(action, ListToolsAction):
             return self.tool_list(env.done)
@@ -204,7 +207,7 @@ class EnvDriver:
     def tool_list(self, done: bool = False) -> Observation:
         return self.observation_type.model_construct(tools=self.tool_specs, done=done)
 
-    async def call_tool(self, env: Environment | WorkerEnv, name: str, arguments: Any) -> Observation:
+    async def call_tool(self, env: Environment[Any, Any] | WorkerEnv, name: str, arguments: Any) -> Observation:
         tool = self.tools.get(name)
         if tool is None:
             raise ProtocolError(
@@ -223,7 +226,7 @@ class EnvDriver:
             _fields_set=obs.model_fields_set | TOOL_CALL_FIELDS, **obs.__dict__, tool_name=name, result=tool.result(obs)
         )
 
-    async def _run(self, env: Environment | WorkerEnv, method: str, *args: Any, **kwargs: Any) -> Observation:
+    async def _run(self, env: Environment[Any, Any] | WorkerEnv, method: str, *args: Any, **kwargs: Any) -> Observation:
         """Call ``env.<method>``: ``BLOCKING`` envs in their worker process under the call's wall-time budget
         (killed when over it), async overrides under the same timeout, plain synchronous envs directly (a trivial
         step is cheaper than any hop). The observation's text is then held to ``max_output_bytes``."""
@@ -267,15 +270,15 @@ class EnvDriver:
                 return _cut(obs, limit)
         return obs
 
-    async def _run_here(self, env: Environment, method: str, *args: Any, **kwargs: Any) -> Observation:
+    async def _run_here(self, env: Environment[Any, Any], method: str, *args: Any, **kwargs: Any) -> Observation:
         try:
             if getattr(type(env), method + "_async") is not getattr(Environment, method + "_async"):
                 call = getattr(env, method + "_async")(*args, **kwargs)
             else:
-                return getattr(env, method)(*args, **kwargs)
-            if self.step_timeout_s is None:
-                return await call
-            return await asyncio.wait_for(call, self.step_timeout_s)
+                obs: Observation = getattr(env, method)(*args, **kwargs)
+                return obs
+            obs = await (call if self.step_timeout_s is None else asyncio.wait_for(call, self.step_timeout_s))
+            return obs
         except asyncio.TimeoutError:
             raise ProtocolError(
                 ErrorCode.STEP_TIMEOUT,
@@ -291,7 +294,8 @@ class EnvDriver:
     # -- serialization ----------------------------------------------------------------------------------
     def envelope(self, obs: Observation, with_tokens: bool) -> dict[str, Any]:
         """OpenEnv's observation envelope: ``{"observation": {...}, "reward", "done", "metadata"?}``."""
-        return json.loads(self.envelope_json(obs, with_tokens))
+        envelope: dict[str, Any] = json.loads(self.envelope_json(obs, with_tokens))
+        return envelope
 
     def envelope_json(self, obs: Observation, with_tokens: bool, http: bool = False) -> str:
         """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path). ``http``: as

@@ -45,7 +45,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def add_task_routes(app: FastAPI, env_cls: type[Environment]) -> None:
+def add_task_routes(app: FastAPI, env_cls: type[Environment[Any, Any]]) -> None:
     name = env_cls.env_name()
     splits = env_cls.TASK_SEEDS
 

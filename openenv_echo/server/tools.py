@@ -45,22 +45,24 @@ class EnvTool:
 def call_action_types(tools: tuple[EnvTool, ...]) -> list[type[CallToolAction]]:
     """One exact ``CallToolAction`` model per tool (its name as a literal, its arguments model), so an OpenAPI
     document lists precisely the tool calls the server accepts."""
-    return [
-        create_model(  # type: ignore[call-overload]
-            f"Call{''.join(w.capitalize() for w in t.name.split('_'))}",
-            __base__=CallToolAction,
-            tool_name=(Literal[t.name], Field(description=t.description)),  # type: ignore[valid-type]
-            arguments=(t.arguments, ...),
-        )
-        for t in tools
-    ]
+    return [_call_action_type(t) for t in tools]
+
+
+def _call_action_type(t: EnvTool) -> type[CallToolAction]:
+    name_type: Any = Literal[t.name]  # a literal built at run time, which a static checker cannot follow
+    return create_model(
+        f"Call{''.join(w.capitalize() for w in t.name.split('_'))}",
+        __base__=CallToolAction,
+        tool_name=(name_type, Field(description=t.description)),
+        arguments=(t.arguments, ...),
+    )
 
 
 @functools.cache
 def tool_observation_type(obs_type: type[Observation]) -> type[Observation]:
     """``obs_type`` plus the optional MCP fields; a tool-call observation leaves out ``tools``, a tool list
     leaves out ``tool_name``/``result``/``error`` (OpenEnv's clients tell the two apart by those keys)."""
-    return create_model(  # type: ignore[no-any-return, call-overload]
+    return create_model(
         obs_type.__name__,
         __base__=obs_type,
         __module__=obs_type.__module__,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Body, FastAPI
@@ -24,7 +25,9 @@ ROLE_COLOURS = {"context": "#3b6ea5", "action": "#2e8540", "env_output": "#b3590
 ENABLE_VALUES = ("true", "1", "yes")
 
 
-def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example_action: dict[str, Any]) -> None:
+def add_web_routes(
+    app: FastAPI, driver: EnvDriver, error_response: Callable[[ProtocolError], Response], example_action: dict[str, Any]
+) -> None:
     shared: list[Any] = []  # the page's one env instance, made on first use (a worker process for BLOCKING envs)
     lock = asyncio.Lock()
 
@@ -49,7 +52,7 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
         return {**driver.env_cls.get_metadata().model_dump(), "tools": [t.model_dump() for t in driver.tool_specs]}
 
     @app.post("/web/reset", tags=["web"])
-    async def web_reset(options: dict[str, Any] | None = Body(default=None)) -> Response:
+    async def web_reset(options: dict[str, Any] | None = Body(default=None)) -> Any:
         async with lock:
             try:
                 obs, tokens = await driver.reset(await env(), options or {})
@@ -58,7 +61,7 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
             return Response(driver.envelope_json(obs, tokens, http=True), media_type="application/json")
 
     @app.post("/web/step", tags=["web"])
-    async def web_step(body: dict[str, Any] = Body(...)) -> Response:
+    async def web_step(body: dict[str, Any] = Body(...)) -> Any:
         async with lock:
             try:
                 obs = await driver.step(await env(), body.get("action"))
@@ -72,7 +75,7 @@ def add_web_routes(app: FastAPI, driver: EnvDriver, error_response: Any, example
             return JSONResponse(await driver.state(await env()))
 
 
-def _page(env_cls: type[Environment], example_action: dict[str, Any]) -> str:
+def _page(env_cls: type[Environment[Any, Any]], example_action: dict[str, Any]) -> str:
     meta = env_cls.get_metadata()
     css = "\n".join(
         f".role-{r} {{ color: {c}; }} .count-{r} {{ border-left: 6px solid {c}; }}" for r, c in ROLE_COLOURS.items()

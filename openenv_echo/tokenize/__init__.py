@@ -12,6 +12,7 @@ Normative spec: ``rfcs/0003-token-masks.md``. Importing this package needs numpy
 tokenizers, torch and pyarrow are imported when used.
 """
 
+from ..roles import OBSERVATION_ROLES
 from .compare import AssemblyComparison, Difference, compare_assemblies
 from .export import read_jsonl, read_parquet, read_tokenized, write_jsonl, write_parquet
 from .fragment import FragmentCodec, fragment_codec
@@ -24,7 +25,7 @@ from .show import show
 from .stepwise import StepwiseBuilder, tokenize_stepwise
 from .template import Scaffold, TemplateError, TemplateMode, TemplateNotPrefixStable, probe_template, template_mode
 from .tito import TitoBuilder, tokenize_trajectory
-from .tokenized import MASK_KEYS, OBSERVATION_ROLES, TokenizedTrajectory, collate
+from .tokenized import MASK_KEYS, TokenizedTrajectory, collate
 
 __all__ = [
     "FAMILIES",

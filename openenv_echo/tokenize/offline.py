@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role
+from ..roles import Role, observation_count
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import Trajectory
 from ..wire import Segment
@@ -30,7 +30,7 @@ from .fragment import fragment_codec
 from .rendered import TaggedMessage, encode_parts, render_parts
 from .template import assistant_eot_text
 from .tito import action_text as _action_text
-from .tokenized import OBSERVATION_ROLES, TokenizedTrajectory
+from .tokenized import TokenizedTrajectory
 
 STRADDLE_ROLE = Role.CONTEXT
 """Role given to a token whose characters belong to more than one role (see the module docstring)."""
@@ -122,7 +122,7 @@ def tokenize_offline(
     if add_special_tokens and suffix and ids[len(ids) - len(suffix) :].tolist() != suffix:
         ids = np.concatenate([ids, np.asarray(suffix, dtype=np.int64)])
         role_ids = np.concatenate([role_ids, np.full(len(suffix), Role.CONTEXT.code, dtype=np.int8)])
-    obs_count = int(np.isin(role_ids, [r.code for r in OBSERVATION_ROLES]).sum())
+    obs_count = int(observation_count(role_ids))  # |O|: bodies after the first action (roles.observation_count)
     return TokenizedTrajectory(
         input_ids=ids,
         role_ids=role_ids,

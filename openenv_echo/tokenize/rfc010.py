@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..roles import Role
+from ..roles import Role, observation_count
 from ..trajectory import ChatMessage, ObservationRecord, StepRecord, Trajectory
 from ..wire import Segment
-from .tokenized import OBSERVATION_ROLES, TokenizedTrajectory
+from .tokenized import TokenizedTrajectory
 
 if TYPE_CHECKING:
     import torch
@@ -166,7 +166,7 @@ def from_rfc010_masks(
     roles[o & ~w] = Role.ENV_OUTPUT.code
     roles[w] = Role.WARNING.code
     roles[a] = Role.ACTION.code
-    obs = int(np.isin(roles, [r.code for r in OBSERVATION_ROLES]).sum())
+    obs = int(observation_count(roles))
     return TokenizedTrajectory(input_ids=ids, role_ids=roles, obs_count=obs, method=method)
 
 

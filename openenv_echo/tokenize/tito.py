@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role
+from ..roles import Role, observation_count
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import ChatMessage, Trajectory
 from ..wire import ObservationTokens, Segment
@@ -40,7 +40,6 @@ from .tokenized import TokenizedTrajectory
 
 _CTX = Role.CONTEXT.code
 _ACT = Role.ACTION.code
-_OBS_CODES = (Role.ENV_OUTPUT.code, Role.WARNING.code)
 
 
 def chat_messages(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -129,7 +128,6 @@ class TitoBuilder:
         self._ids: list[int] = []
         self._roles = bytearray()
         self._state = "new"
-        self._obs_count = 0
         self._gen_start: int | None = None
         self._logprobs: list[tuple[int, list[float]]] = []  # (position, the sampler's logprobs of an action)
         self.temperature: float | None = None
@@ -179,7 +177,6 @@ class TitoBuilder:
                 tagged.append(
                     TaggedMessage(self.scaffold.observation_role, [], ids=body_ids, id_roles=bytes(body_roles))
                 )
-                self._obs_count += sum(body_roles.count(c) for c in _OBS_CODES)
         gp = self.scaffold.generation_prompt
         if tagged:
             parts = render_parts(
@@ -277,7 +274,6 @@ class TitoBuilder:
         self._extend(sc.obs_open_ids, _CTX)
         self._ids.extend(body_ids)
         self._roles.extend(body_roles)
-        self._obs_count += sum(body_roles.count(c) for c in _OBS_CODES)
         self._extend(sc.obs_close_ids, _CTX)
         self._gen_start = len(self._ids)
         self._extend(sc.generation_prompt_ids, _CTX)
@@ -307,6 +303,7 @@ class TitoBuilder:
         if self.add_special_tokens and suffix and self._ids[-len(suffix) :] != suffix:
             self._extend(suffix, _CTX)
         self._state = "finished"
+        role_ids = np.frombuffer(bytes(self._roles), dtype=np.int8).copy()
         logp = None
         if self._logprobs:
             logp = np.full(len(self._ids), np.nan, dtype=np.float32)
@@ -314,8 +311,8 @@ class TitoBuilder:
                 logp[pos : pos + len(values)] = values
         return TokenizedTrajectory(
             input_ids=np.asarray(self._ids, dtype=np.int64),
-            role_ids=np.frombuffer(bytes(self._roles), dtype=np.int8).copy(),
-            obs_count=self._obs_count,
+            role_ids=role_ids,
+            obs_count=int(observation_count(role_ids)),  # |O| of the whole, untruncated sequence
             method="tito",
             tokenizer=self.identity,
             episode_id=episode_id,

@@ -7,9 +7,10 @@ Conventions (normative text: ``rfcs/0003-token-masks.md``):
 * A boolean mask ``mask(role)[t]`` refers to token ``t`` **as a prediction target** (predicted by the logits
   at ``t-1``); position 0 of every sequence, and the first real token after left padding, is never a target,
   so every mask is False there. ``role_ids`` itself is not shifted.
-* ``obs_count`` is |O|, the number of observation *body* tokens (``env_output`` + ``warning``) of the whole
-  trajectory **before truncation** (the paper's per-sequence normalizer); ``num_truncated`` counts the tokens
-  cut from the tail. Masks only ever cover tokens that are present.
+* ``obs_count`` is |O|, the number of observation *body* tokens (``env_output`` + ``warning``) after the first
+  action, of the whole trajectory **before truncation** (the paper's per-sequence normalizer; one definition,
+  :func:`openenv_echo.roles.observation_count`); ``num_truncated`` counts the tokens cut from the tail. Masks only
+  ever cover tokens that are present.
 * Padding is carried by ``attention_mask`` and ``role_ids == -1``, never inferred from token values, so a pad
   id equal to the eos id cannot hide a real eos.
 """
@@ -22,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..roles import PAD_ROLE_CODE, Role
+from ..roles import PAD_ROLE_CODE, Role, observation_count, target_positions
 from ..wire import TokenizerIdentity
 
 if TYPE_CHECKING:
     import torch
 
-OBSERVATION_ROLES: tuple[Role, ...] = (Role.ENV_OUTPUT, Role.WARNING)
 MASK_KEYS: dict[Role, str] = {r: f"{r.value}_mask" for r in Role}
 
 
@@ -64,9 +64,12 @@ class TokenizedTrajectory:
             raise ValueError("role_ids must be Role codes 0..3 (padding only exists in collated batches)")
         if self.input_ids.size and self.input_ids.min() < 0:
             raise ValueError("input_ids must be non-negative")
-        kept_obs = int(np.isin(self.role_ids, [r.code for r in OBSERVATION_ROLES]).sum())
+        kept_obs = int(observation_count(self.role_ids))
         if self.obs_count < kept_obs:
-            raise ValueError(f"obs_count={self.obs_count} is below the {kept_obs} observation tokens present")
+            raise ValueError(
+                f"obs_count={self.obs_count} is below the {kept_obs} observation body tokens present after the first "
+                "action"
+            )
         if self.num_truncated < 0:
             raise ValueError("num_truncated must be >= 0")
 
@@ -79,18 +82,13 @@ class TokenizedTrajectory:
 
     def mask(self, role: Role | str) -> np.ndarray:
         """Target mask of ``role``: True where token t has that role, never at t=0."""
-        m: np.ndarray = self.role_ids == Role(role).code
-        if m.size:
-            m[0] = False
-        return m
+        mask: np.ndarray = (self.role_ids == Role(role).code) & target_positions(self.role_ids)
+        return mask
 
     def target_mask(self, roles: Iterable[Role | str]) -> np.ndarray:
         """Union of target masks (e.g. ``(env_output,)`` for the paper's ECHO target O')."""
         codes = [Role(r).code for r in roles]
-        m = np.isin(self.role_ids, codes)
-        if m.size:
-            m[0] = False
-        return m
+        return np.isin(self.role_ids, codes) & target_positions(self.role_ids)
 
     def masks(self) -> dict[str, np.ndarray]:
         return {MASK_KEYS[r]: self.mask(r) for r in Role}
@@ -227,7 +225,6 @@ def collate(
     roles = np.full((b, width), PAD_ROLE_CODE, dtype=np.int64)
     attn = np.zeros((b, width), dtype=np.int64)
     pos = np.zeros((b, width), dtype=np.int64)
-    first = np.zeros((b, width), dtype=bool)
     for i, r in enumerate(rows):
         n = len(r)
         start = 0 if padding_side == "right" else width - n
@@ -236,15 +233,13 @@ def collate(
         roles[i, sl] = r.role_ids
         attn[i, sl] = 1
         pos[i, sl] = np.arange(n)
-        if n:
-            first[i, start] = True
     out: dict[str, torch.Tensor] = {
         "input_ids": torch.from_numpy(ids),
         "attention_mask": torch.from_numpy(attn),
         "position_ids": torch.from_numpy(pos),
         "role_ids": torch.from_numpy(roles),
     }
-    targetable = (attn == 1) & ~first
+    targetable = target_positions(roles)  # the shared rule: not padding, not a row's first real token
     for role in Role:
         out[MASK_KEYS[role]] = torch.from_numpy((roles == role.code) & targetable)
     logp = np.full((b, width), np.nan, dtype=np.float32)

@@ -21,7 +21,7 @@ from openenv_echo.adapters.skyrl import (
 )
 from openenv_echo.envs.echo.environment import EchoEnvironment
 from openenv_echo.envs.echo.models import EchoAction
-from openenv_echo.objective import METRIC_KEYS, EchoConfig
+from openenv_echo.objective import EchoConfig
 from openenv_echo.roles import Role
 from openenv_echo.tokenize import TitoBuilder
 
@@ -118,6 +118,7 @@ def test_training_tensors_are_right_padded_and_pad_rows_are_zero(gen: tuple[dict
         assert m[i, : len(r)].tolist() == [1.0 if x == ENV else 0.0 for x in r]
         assert m[i, len(r) :].eq(0).all()
     assert t["world_full_observation_count"][4:].eq(0).all()
+    assert t["world_role_id"][4:].eq(-1).all() and t["world_role_id"][0, : len(roles[0])].tolist() == roles[0]
     with pytest.raises(ValueError, match="num_rows"):
         world_training_tensors(got, num_rows=2)
     with pytest.raises(ValueError, match="response_length"):
@@ -161,10 +162,8 @@ def test_world_loss_gradient_is_the_analytic_constant(
     ctx = get_aux_policy_loss_context(t, cfg)
     loss, metrics = compute_world_loss(
         lp,
-        t["world_loss_mask"],
+        t["world_role_id"],
         cfg,
-        warning_mask=t["world_warning_mask"],
-        env_mask=t["world_env_mask"],
         full_observation_count=t["world_full_observation_count"],
         token_denominator=ctx["world_tokens"],
         sequence_denominator=ctx["world_sequences"],
@@ -183,8 +182,9 @@ def test_world_loss_gradient_is_the_analytic_constant(
             -lp.grad[i][mask[i]], torch.full((int(mask[i].sum()),), expected, dtype=torch.float64), rtol=1e-12, atol=0
         )
         assert lp.grad[i][~mask[i]].eq(0).all()
-    assert set(metrics) == set(METRIC_KEYS) - {"echo/loss"}
     assert metrics["echo/tokens/selected"].item() == n_sel
+    assert metrics["echo/ce_per_token/env_output"].item() > 0 and "echo/ce_per_token/warning" not in metrics
+    assert not any(k.startswith("policy/") for k in metrics)  # SkyRL logs its own policy metrics
 
 
 def test_micro_batches_with_the_context_equal_the_mini_batch(gen: tuple[dict[str, Any], list[list[int]]]) -> None:
@@ -196,7 +196,7 @@ def test_micro_batches_with_the_context_equal_the_mini_batch(gen: tuple[dict[str
         full = base.clone().requires_grad_()
         compute_world_loss(
             full,
-            t["world_loss_mask"],
+            t["world_role_id"],
             cfg,
             token_denominator=ctx["world_tokens"],
             sequence_denominator=ctx["world_sequences"],
@@ -205,7 +205,7 @@ def test_micro_batches_with_the_context_equal_the_mini_batch(gen: tuple[dict[str
         for sl in (slice(0, 1), slice(1, 4)):
             compute_world_loss(
                 parts[sl],
-                t["world_loss_mask"][sl],
+                t["world_role_id"][sl],
                 cfg,
                 token_denominator=ctx["world_tokens"],
                 sequence_denominator=ctx["world_sequences"],
@@ -231,7 +231,19 @@ def test_aux_hook_reads_experience_extras(gen: tuple[dict[str, Any], list[list[i
         echo_config=cfg,
     )
     assert aux is not None and aux.requires_grad
-    assert metrics["echo/world_policy_loss_ratio"].item() == pytest.approx(aux.item() / 0.3, rel=1e-5)
+    assert metrics["echo/policy_loss"].item() == pytest.approx(0.3)  # SkyRL's policy loss, logged on its own
+    assert metrics["echo/world_loss"].item() == pytest.approx(aux.item())
+    # a rollout whose reference world_loss_mask was zeroed (the reference's filter) has no world term
+    filtered = dict(extras, world_loss_mask=extras["world_loss_mask"].clone())
+    filtered["world_loss_mask"][0] = 0
+    _, fm = compute_aux_policy_loss(
+        action_log_probs=lp,
+        policy_loss=torch.tensor(0.3),
+        experience=SimpleNamespace(extras=filtered),
+        aux_policy_loss_context=ctx,
+        echo_config=cfg,
+    )
+    assert fm["echo/rollouts/env_kept"].item() == metrics["echo/rollouts/env_kept"].item() - 1
     none, _ = compute_aux_policy_loss(
         action_log_probs=lp,
         policy_loss=torch.tensor(0.3),
@@ -240,7 +252,7 @@ def test_aux_hook_reads_experience_extras(gen: tuple[dict[str, Any], list[list[i
         echo_config=EchoConfig(),
     )
     assert none is None  # λ = 0: nothing is added to SkyRL's loss
-    with pytest.raises(KeyError, match="world_loss_mask"):
+    with pytest.raises(KeyError, match="world_role_id"):
         compute_aux_policy_loss(
             action_log_probs=lp, policy_loss=torch.tensor(0.3), experience=SimpleNamespace(extras={}), echo_config=cfg
         )
@@ -248,7 +260,7 @@ def test_aux_hook_reads_experience_extras(gen: tuple[dict[str, Any], list[list[i
 
 def test_temperature_and_shape_errors() -> None:
     cfg = EchoConfig(world_model_coeff=LAM)
-    lp, m = torch.zeros(2, 3), torch.ones(2, 3)
+    lp, m = torch.zeros(2, 3), torch.tensor([[1, 2, 2], [1, 3, 2]])
     with pytest.raises(ValueError, match="temperature"):
         compute_world_loss(lp, m, cfg, logprobs_temperature=0.8)
     assert (
@@ -258,9 +270,9 @@ def test_temperature_and_shape_errors() -> None:
         is not None
     )
     with pytest.raises(ValueError, match="response_len"):
-        compute_world_loss(lp, torch.ones(2, 4), cfg)
-    with pytest.raises(ValueError, match="non-negative"):
-        compute_world_loss(lp, -m, cfg)
+        compute_world_loss(lp, torch.ones(2, 4, dtype=torch.long), cfg)
+    with pytest.raises(ValueError, match="role_ids has codes"):
+        compute_world_loss(lp, m + 5, cfg)
     with pytest.raises(KeyError):
         get_aux_policy_loss_context({}, cfg)
 
@@ -324,7 +336,7 @@ def test_with_skyrl_regular_policy_loss(gen: tuple[dict[str, Any], list[list[int
         loss = policy
         if with_world:
             ctx = get_aux_policy_loss_context(t, cfg)
-            aux, _ = compute_world_loss(lp, t["world_loss_mask"], cfg, token_denominator=ctx["world_tokens"])
+            aux, _ = compute_world_loss(lp, t["world_role_id"], cfg, token_denominator=ctx["world_tokens"])
             loss = policy + aux
         loss.backward()
         return lp.grad

@@ -28,8 +28,7 @@ from openenv_echo.adapters.tinker import (  # noqa: E402
 )
 from openenv_echo.envs.echo.environment import EchoEnvironment  # noqa: E402
 from openenv_echo.envs.echo.models import EchoAction  # noqa: E402
-from openenv_echo.objective import EchoConfig, local_denominators, sum_denominators  # noqa: E402
-from openenv_echo.objective.batch import EchoBatch  # noqa: E402
+from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, local_denominators  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
 from openenv_echo.tokenize import TitoBuilder, TokenizedTrajectory  # noqa: E402
 
@@ -127,7 +126,7 @@ def test_split_batches_with_global_denominators_match_one_call(episodes: list[To
     cfg = EchoConfig(world_model_coeff=LAM)
     whole = build_datums(ids, roles, adv, lps, cfg)
     parts = [slice(0, 1), slice(1, 4)]
-    dens = sum_denominators(local_denominators(EchoBatch(_pad(roles[p])), cfg) for p in parts)
+    dens = Denominators.total(local_denominators(EchoBatch(_pad(roles[p])), cfg) for p in parts)
     split = [build_datums(ids[p], roles[p], adv[p], lps[p], cfg, denominators=dens) for p in parts]
     env = [d for s in split for d in s.env]
     rl = [d for s in split for d in s.rl]

@@ -24,7 +24,7 @@ from openenv_echo.adapters.torchrl import (
     global_denominators,
     history_role_ids,
 )
-from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, token_logps, world_loss
+from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, echo_loss, token_logps
 from openenv_echo.roles import Role
 
 from .conftest import tiny_qwen2
@@ -122,7 +122,9 @@ def _reference_world_grads(tok: Any, lam: float, temperature: float = 1.0) -> di
         row_ids, row_roles = ids[i][keep][None], roles[i][keep][None]
         lp = token_logps(model(input_ids=row_ids).logits, row_ids, temperature=temperature)
         dens = Denominators(0.0, 0.0, float(n), float(ids.shape[0]))
-        world_loss(lp, EchoBatch(row_roles), EchoConfig(world_model_coeff=lam), denominators=dens).backward()
+        cfg = EchoConfig(world_model_coeff=lam)
+        zero = torch.zeros(())
+        echo_loss(lp, EchoBatch(row_roles), cfg, denominators=dens, policy_loss=zero).world_loss.backward()
     return _grads(model)
 
 

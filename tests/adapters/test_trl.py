@@ -22,7 +22,7 @@ from openenv_echo.adapters.trl import (
     rollout_output,
     split_at_first_action,
 )
-from openenv_echo.objective import EchoBatch, EchoConfig, token_logps, world_loss
+from openenv_echo.objective import EchoBatch, EchoConfig, echo_loss, token_logps
 from openenv_echo.roles import Role
 
 from .conftest import tiny_qwen2
@@ -112,7 +112,7 @@ def _reference_env_grads(
     dens = Denominators(0.0, 0.0, float(total), float(len(rows)))
     for ids, roles in rows:
         lp = token_logps(model(input_ids=ids).logits, ids, temperature=temperature)
-        world_loss(lp, EchoBatch(roles), cfg, denominators=dens).backward()
+        echo_loss(lp, EchoBatch(roles), cfg, denominators=dens, policy_loss=torch.zeros(())).world_loss.backward()
     return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
@@ -178,7 +178,11 @@ def test_env_gradient_is_exact_for_every_loss_type_and_accumulation(
     logged = trainer.state.log_history[0]
     assert logged["echo/world_model_coeff"] == pytest.approx(lam)
     assert logged["echo/tokens/env_output"] > 0 and logged["echo/env_ce_per_token"] > 0
-    assert logged["echo/tokens/warning"] > 0 and logged["echo/ce_per_token/warning"] == 0  # env_only target
+    assert logged["echo/tokens/warning"] > 0 and "echo/ce_per_token/warning" not in logged  # not selected: absent
+    assert logged["echo/ce_per_token/env_output"] == pytest.approx(logged["echo/env_ce_per_token"])
+    assert "echo/policy_loss" in logged and "echo/world_policy_loss_ratio" not in logged
+    assert logged["echo/loss"] == pytest.approx(logged["echo/policy_loss"] + logged["echo/world_loss"], rel=1e-4)
+    assert logged["echo/length/policy_tokens"] > 0 and logged["echo/length/turns"] >= 1
 
 
 @pytest.mark.trainer
@@ -187,7 +191,7 @@ def test_env_temperature(tmp_path: Any, qwen_tokenizer: Any, env_temperature: st
     # sampling temperature 0.7: TRL's log-probs are of logits/0.7; the env CE is at T=1 unless asked otherwise (P18)
     _, plain, _ = _run(tmp_path, qwen_tokenizer, None, temperature=0.7)
     lam = 0.5
-    _, echo, rollouts = _run(
+    echo_trainer, echo, rollouts = _run(
         tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=lam, env_temperature=env_temperature), temperature=0.7
     )
     ref = _reference_env_grads(
@@ -195,6 +199,12 @@ def test_env_temperature(tmp_path: Any, qwen_tokenizer: Any, env_temperature: st
     )
     for name, g in ref.items():
         torch.testing.assert_close(echo.grads[name] - plain.grads[name], g, rtol=2e-4, atol=2e-7)
+    # at λ = 0 the logged env CE follows the same temperature rule (same model, same rollouts, first step)
+    zero_trainer, _, _ = _run(
+        tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.0, env_temperature=env_temperature), temperature=0.7
+    )
+    ce = [t.state.log_history[0]["echo/env_ce_per_token"] for t in (echo_trainer, zero_trainer)]
+    assert ce[0] == pytest.approx(ce[1], rel=1e-5)
 
 
 @pytest.mark.trainer
@@ -213,11 +223,11 @@ def test_env_mask_without_roles_is_refused_unless_target_all(tmp_path: Any, qwen
     rollouts = EchoRollouts(qwen_tokenizer, with_roles=False)
     with pytest.raises(ValueError, match="no per-token roles"):
         _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.5), rollouts=rollouts)
-    # target "all": every non-model token (TRL's 1 - tool_mask) is a CE target
+    # target "full_observation": every non-model token (TRL's 1 - tool_mask) is a CE target
     trainer, _, _ = _run(
         tmp_path,
         qwen_tokenizer,
-        EchoConfig(world_model_coeff=0.5, world_loss_target="all"),
+        EchoConfig(world_model_coeff=0.5, world_loss_target="full_observation"),
         rollouts=EchoRollouts(qwen_tokenizer, with_roles=False),
     )
     assert trainer.state.log_history[0]["echo/tokens/selected"] > trainer.state.log_history[0]["echo/tokens/env_output"]

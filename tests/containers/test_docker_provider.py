@@ -62,7 +62,8 @@ def test_unknown_env_in_container_reports_the_servers_error(
     docker_engine: Any, env_image: Callable[[str], str]
 ) -> None:
     provider = DockerProvider(env_image("echo"), client=docker_engine, env={"OPENENV_ECHO_ENV": "no_such_env"})
-    with pytest.raises(ProviderError, match="exited with code 1") as info:
+    # the CLI refuses an unknown env name as a usage error (exit 2, typer's convention)
+    with pytest.raises(ProviderError, match="exited with code 2") as info:
         provider.start()
     assert "unknown environment 'no_such_env'" in info.value.logs
 

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+# the quick run trains a model and plays episodes: about a minute of CPU, much longer wall time on a loaded machine
+pytestmark = pytest.mark.timeout(1200)
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("matplotlib")
@@ -131,6 +134,26 @@ def test_every_run_starts_from_the_same_checkpoint_with_the_same_prompts(
     ce = report["arms"]["grpo_echo"]["seeds"][0]["final"]["test"]["env_ce"]
     assert ce["tokens"] == report["data"]["env_ce_sets"]["test"]["env_tokens"]
     assert ce["nats_per_byte"] == pytest.approx(ce["nats_per_token"] * ce["tokens"] / ce["bytes"])
+
+
+def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[str, Any], Path]) -> None:
+    """Rerunning the same configuration into the same directory reuses the start checkpoint and every run (same
+    numbers, no training), and the report says it is complete."""
+    from openenv_echo.demo import run_demo
+
+    report, out = quick_report
+    assert report["status"] == {
+        "complete": True,
+        "rl_seeds_done": report["seeds"]["rl"],
+        "rl_seeds_planned": report["seeds"]["rl"],
+    }
+    stored = {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()}
+    assert "start.pt" in stored and len(stored) == 1 + len(report["lambda_selection"]["values"]) + 1 + 3
+    again = run_demo(DemoConfig.preset("quick", out=out, progress=False), command="openenv-echo demo --quick")
+    assert again["arms"] == json.loads(json.dumps(report["arms"]))
+    assert again["baselines"] == report["baselines"]
+    # nothing was retrained or re-evaluated: no stored checkpoint was rewritten
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()} == stored
 
 
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
@@ -439,3 +462,12 @@ def test_hostnames_shared_with_training_are_counted() -> None:
     expected = sum(generate_machine(s).hostname in names for s in test)
     assert hostnames_seen(train, test) == {"held_out_machines": 20.0, "hostname_seen_in_training": float(expected)}
     assert hostnames_seen(train, train[:5])["hostname_seen_in_training"] == 5.0
+
+
+def test_readme_tables_are_rendered_from_the_committed_report() -> None:
+    from openenv_echo.demo.tables import readme_block, summary_markdown
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "echo_world_model"
+    report = json.loads((root / "results" / "report.json").read_text())
+    assert readme_block((root / "README.md").read_text()) == summary_markdown(report).strip()
+    assert (root / "results" / "summary.md").read_text() == summary_markdown(report)

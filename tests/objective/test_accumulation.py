@@ -16,13 +16,12 @@ import torch
 import torch.multiprocessing as mp
 
 from openenv_echo.objective import (
+    Denominators,
     EchoBatch,
     EchoConfig,
     PolicyLossConfig,
-    all_reduce_denominators,
     echo_loss,
     local_denominators,
-    sum_denominators,
     token_logps,
 )
 
@@ -72,7 +71,7 @@ def test_gradient_accumulation_equals_full_batch(norm: str, pnorm: str, chunks: 
     full = _full_batch_grads(cfg)
     ids, batch = _batch()
     micro = [(ids[c], batch.rows(c)) for c in chunks]
-    dens = sum_denominators(local_denominators(b, cfg) for _, b in micro)
+    dens = Denominators.total(local_denominators(b, cfg) for _, b in micro)
     model = TinyLM().double()
     for mids, mb in micro:
         echo_loss(token_logps(model(mids), mids), mb, cfg, denominators=dens).loss.backward()
@@ -117,7 +116,7 @@ def _dp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
             shard = slice(0, 1) if rank == 0 else slice(1, 4)
             ids, batch = ids[shard], batch.rows(shard)
             model = DDP(TinyLM().double())
-            dens = all_reduce_denominators(local_denominators(batch, cfg)).per_rank(world)
+            dens = local_denominators(batch, cfg).all_reduce().per_rank(world)
             echo_loss(token_logps(model(ids), ids), batch, cfg, denominators=dens).loss.backward()
             if rank == 0:
                 torch.save(_grads(model.module), Path(out_dir) / f"grads_{norm}.pt")
@@ -136,9 +135,9 @@ def test_data_parallel_with_all_reduced_denominators_equals_single_process(tmp_p
 def test_all_reduce_without_a_process_group_is_the_identity() -> None:
     _, batch = _batch()
     d = local_denominators(batch, _cfg("token_mean", "token_mean"))
-    assert all_reduce_denominators(d) == d
+    assert d.all_reduce() == d
     assert d.per_rank(2).world_tokens == d.world_tokens / 2
     with pytest.raises(ValueError):
         d.per_rank(0)
     with pytest.raises(ValueError):
-        sum_denominators([])
+        Denominators.total([])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from openenv_echo.objective import group_advantages, group_index, zero_variance_groups
+from openenv_echo.objective import group_advantages
+from openenv_echo.objective._advantages import group_index, zero_variance_groups
 
 R = torch.tensor([1.0, 0.0, 0.0, 1.0, 2.0, 2.0, 2.0, 5.0], dtype=torch.float64)
 

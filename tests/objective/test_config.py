@@ -30,7 +30,9 @@ def test_defaults_are_vanilla_env_only_token_mean() -> None:
         ({"normalization": "sum"}, "normalization"),
         ({"normalization": "constant"}, "constant_denominator"),
         ({"role_coeffs": {"warning": 0.5}}, "does not select"),
-        ({"role_coeffs": {"action": 0.5}, "world_loss_target": "all"}, "action role"),
+        ({"role_coeffs": {"action": 0.5}, "world_loss_target": "full_observation"}, "action role"),
+        ({"world_loss_target": "all"}, "ambiguous"),
+        ({"include_pre_action_observations": True}, "Extra inputs"),
         ({"role_coeffs": {"env_output": -1.0}}, ">= 0"),
         ({"role_coeffs": {"speaker": 1.0}}, "role_coeffs"),
         ({"verifier_free": True}, "trains nothing"),
@@ -50,7 +52,11 @@ def test_role_coeffs_for_selected_roles() -> None:
     assert cfg.role_coeff(Role.WARNING) == 0.25
     assert cfg.role_coeff(Role.CONTEXT) == 0.0
     assert cfg.role_coeff(Role.ACTION) == 0.0
-    assert EchoConfig(world_loss_target="all").target_roles == {Role.ENV_OUTPUT, Role.WARNING, Role.CONTEXT}
+    assert EchoConfig(world_loss_target="full_observation").target_roles == {
+        Role.ENV_OUTPUT,
+        Role.WARNING,
+        Role.CONTEXT,
+    }
 
 
 def test_policy_config_validation() -> None:

@@ -5,17 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from openenv_echo.objective import (
-    FILTER_METRIC_KEYS,
-    EchoBatch,
-    EchoConfig,
-    RolloutStats,
-    echo_loss,
-    env_keep_mask,
-    max_incorrect_kept,
-    world_filter,
-)
-from openenv_echo.objective.config import RolloutFilterConfig
+from openenv_echo.objective import EchoBatch, EchoConfig, RolloutFilterConfig, RolloutStats, echo_loss, env_keep_mask
+from openenv_echo.objective._filters import FILTER_METRIC_KEYS, max_incorrect_kept, world_filter
 
 from .helpers import sample_role_ids
 

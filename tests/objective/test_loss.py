@@ -8,21 +8,52 @@ import pytest
 import torch
 
 from openenv_echo.objective import (
-    METRIC_KEYS,
     EchoBatch,
     EchoConfig,
+    PolicyLossConfig,
     echo_loss,
     group_advantages,
     local_denominators,
-    policy_loss,
     token_logps,
-    world_loss,
 )
-from openenv_echo.objective.config import PolicyLossConfig
 
 from .helpers import A, C, E, P, W, roles, sample_role_ids
 
 LAM = 0.3
+METRIC_KEYS = {  # env_only, the core's own policy term
+    "echo/loss",
+    "echo/policy_loss",
+    "echo/world_loss",
+    "echo/world_loss_unscaled",
+    "echo/world_model_coeff",
+    "echo/env_ce_per_token",
+    "echo/ce_per_token/env_output",
+    "echo/tokens/context",
+    "echo/tokens/action",
+    "echo/tokens/env_output",
+    "echo/tokens/warning",
+    "echo/tokens/selected",
+    "echo/tokens/policy",
+    "echo/rollouts/total",
+    "echo/rollouts/env_kept",
+    "echo/rollouts/verifier_free",
+    "echo/length/policy_tokens",
+    "echo/length/world_tokens",
+    "echo/length/turns",
+    "policy/clip_fraction",
+    "policy/ratio_mean",
+    "policy/kl",
+}
+
+
+def world_loss(lp: torch.Tensor, batch: EchoBatch, cfg: EchoConfig) -> torch.Tensor:
+    """λ·L_world alone: the seam with a trainer-owned (zero) policy loss."""
+    return echo_loss(lp, batch, cfg, policy_loss=torch.zeros((), dtype=lp.dtype)).world_loss
+
+
+def policy_loss(lp: torch.Tensor, batch: EchoBatch, cfg: EchoConfig) -> torch.Tensor:
+    """The core policy term alone (the seam at λ = 0)."""
+    return echo_loss(lp, batch, cfg.model_copy(update={"world_model_coeff": 0.0})).policy_loss
 
 
 def _assert_const(values: torch.Tensor, expected: float | torch.Tensor) -> None:
@@ -140,7 +171,9 @@ def test_coeff_zero_is_bit_identical_to_vanilla(pnorm: str, kl: float) -> None:
         lp = _logps(rid.shape, seed=5)
         batch = EchoBatch(role_ids, advantages=adv, old_logps=old, ref_logps=ref)
         if echo:
-            loss = echo_loss(lp, batch, EchoConfig(world_model_coeff=0.0, policy=pcfg)).loss
+            out = echo_loss(lp, batch, EchoConfig(world_model_coeff=0.0, policy=pcfg))
+            assert out.loss is out.policy_loss  # λ = 0 adds nothing to the graph
+            loss = out.loss
         else:
             loss = policy_loss(lp, batch, EchoConfig(policy=pcfg))
         loss.backward()
@@ -268,9 +301,10 @@ def test_empty_selection_is_a_connected_zero_with_the_same_metric_keys() -> None
     )
     assert out.world_loss.item() == 0.0 and out.world_loss.requires_grad
     out.loss.backward()
-    assert set(out.metrics) == set(METRIC_KEYS)
+    assert set(out.metrics) == METRIC_KEYS
     assert out.metrics["echo/tokens/selected"].item() == 0.0
-    assert out.metrics["echo/env_ce_per_token"].item() == 0.0
+    assert out.metrics["echo/env_ce_per_token"].isnan()  # no target: no data, not a perfect score
+    assert out.metrics["echo/ce_per_token/env_output"].isnan()
     # a verifier-free batch with no env tokens: the whole loss is a connected zero and backward still runs
     lp2 = _logps(rid.shape)
     out2 = echo_loss(lp2, EchoBatch(rid), EchoConfig(world_model_coeff=LAM, verifier_free=True))
@@ -287,7 +321,7 @@ def test_metric_keys_identical_with_and_without_env_tokens_and_coeff() -> None:
             EchoBatch(rid, advantages=torch.ones(rid.shape[0], dtype=torch.float64)),
             EchoConfig(world_model_coeff=lam),
         )
-        assert tuple(sorted(out.metrics)) == tuple(sorted(METRIC_KEYS))
+        assert set(out.metrics) == METRIC_KEYS
         assert all(v.dim() == 0 and not v.requires_grad for v in out.metrics.values())
 
 
@@ -303,7 +337,8 @@ def test_metrics_count_roles_and_ce_per_role() -> None:
     assert m["echo/ce_per_token/warning"] == pytest.approx(2.0)
     assert m["echo/env_ce_per_token"] == pytest.approx(10.0 / 3)
     assert m["echo/world_loss"] == pytest.approx(0.5 * 10.0 / 3)
-    assert m["echo/world_policy_loss_ratio"] == pytest.approx(abs(m["echo/world_loss"]) / abs(m["echo/policy_loss"]))
+    assert "echo/ce_per_token/context" not in m and "echo/world_policy_loss_ratio" not in m  # not selected: absent
+    assert m["echo/length/policy_tokens"] == 2 and m["echo/length/turns"] == 2 and m["echo/length/world_tokens"] == 3
 
 
 def test_coeff_zero_still_reports_env_ce() -> None:

@@ -64,7 +64,7 @@ def test_invalid_tokenized_trajectories_are_rejected() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         _tt([-3], [0])
     with pytest.raises(ValueError, match="obs_count"):
-        _tt([1, 2], [2, 2], obs_count=1)
+        _tt([1, 2, 3], [1, 2, 2], obs_count=1)  # 2 body tokens after the first action
     with pytest.raises(ValueError, match="missing"):
         TokenizedTrajectory.from_dict({"input_ids": []})
 

@@ -75,7 +75,7 @@ def test_tito_live_properties(stable_tok: Any, conv: dict[str, Any]) -> None:
     # default target (env_output): never a special token (hence never a role header or turn delimiter)
     env_ids = set(tt.input_ids[tt.mask(Role.ENV_OUTPUT)].tolist())
     assert not env_ids & codec.special_ids
-    assert tt.obs_count == int(np.isin(tt.role_ids, [2, 3]).sum())
+    assert tt.obs_count == _bodies_after_first_action(tt.role_ids)  # |O| (roles.observation_count)
     # the same episode recorded (with sampled ids) and through JSON assembles to the same sequence
     traj = Trajectory.from_json(make_trajectory(conv, sampled).to_json())
     tt2 = tokenize_trajectory(traj, tok)
@@ -115,7 +115,7 @@ def test_offline_properties(any_tok: Any, conv: dict[str, Any]) -> None:
     if not parts.rewritten and tt.stats["straddled"] == 0:
         for role in (Role.ENV_OUTPUT, Role.WARNING):
             assert tt.role_text(tok, role) == _joined(conv, role, with_reset=bool(conv["reset"]))
-    assert tt.obs_count == int(np.isin(tt.role_ids, [2, 3]).sum())
+    assert tt.obs_count == _bodies_after_first_action(tt.role_ids)  # |O| (roles.observation_count)
 
 
 @SETTINGS
@@ -162,3 +162,9 @@ def test_collate_alignment_properties(
             assert not m[~real].any()
         assert int(batch["num_truncated"][i]) == len(it) - keep
         assert int(batch["obs_count"][i]) == it.obs_count
+
+
+def _bodies_after_first_action(role_ids: np.ndarray) -> int:
+    """|O| written out: env_output + warning tokens after the first action token."""
+    actions = np.flatnonzero(role_ids == 1)
+    return 0 if actions.size == 0 else int(np.isin(role_ids[actions[0] + 1 :], [2, 3]).sum())

@@ -98,7 +98,7 @@ def test_each_sequence_is_the_template_at_that_step(toks: dict[str, Any]) -> Non
         env = seq.role_text(tok, Role.ENV_OUTPUT)
         want = "".join(x.text for x in step.observation.segments if x.role is Role.ENV_OUTPUT)
         assert env == ("find the config" if k == 0 else "") + want
-        assert seq.obs_count == int(np.isin(seq.role_ids, [2, 3]).sum())
+        assert seq.obs_count == _bodies_after_first_action(seq.role_ids)  # |O|
     # earlier reasoning is gone from later prompts (the template dropped it), kept in its own turn's sequence
     assert "first look" in codec.decode(seqs[0].input_ids.tolist())
     assert "first look" not in codec.decode(seqs[1].input_ids.tolist())
@@ -137,3 +137,9 @@ def test_cut_off_action_gets_a_context_close_and_unknown_order_is_refused(toks: 
         b2 = StepwiseBuilder(tok)
         b2.start([{"role": "user", "content": "go"}])
         b2.add_action([10**9])
+
+
+def _bodies_after_first_action(role_ids: np.ndarray) -> int:
+    """|O| written out: env_output + warning tokens after the first action token."""
+    actions = np.flatnonzero(role_ids == 1)
+    return 0 if actions.size == 0 else int(np.isin(role_ids[actions[0] + 1 :], [2, 3]).sum())

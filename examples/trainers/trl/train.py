@@ -41,6 +41,7 @@ from openenv_echo.providers import LocalProcessProvider
 METRICS = (
     "loss",
     "reward",
+    "echo/policy_loss",
     "echo/world_loss",
     "echo/env_ce_per_token",
     "echo/tokens/selected",

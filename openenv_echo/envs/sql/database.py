@@ -207,7 +207,7 @@ def generate_database(seed: int) -> sqlite3.Connection:
                 used_names.add(p)
                 return p
 
-    employees = []
+    employees: list[tuple[int, str, str, str, str, int | None, str, int]] = []
     managers: list[int] = []
     for eid in range(1, n_emp + 1):
         fn, ln = person()
@@ -230,7 +230,7 @@ def generate_database(seed: int) -> sqlite3.Connection:
     ]
     conn.executemany("INSERT INTO suppliers VALUES (?,?,?)", suppliers)
 
-    products = []
+    products: list[tuple[int, str, str, int, float, int]] = []
     names: set[str] = set()
     for cat in r.sample(sorted(CATEGORIES), r.randrange(4, 8)):
         for _ in range(r.randrange(6, 14)):

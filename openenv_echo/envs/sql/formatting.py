@@ -19,13 +19,13 @@ def cell(v: object) -> str:
     return s if len(s) <= MAX_CELL else s[:MAX_CELL] + "…"
 
 
-def long_cells(rows: list[tuple]) -> bool:
+def long_cells(rows: list[tuple[object, ...]]) -> bool:
     return any(
         isinstance(v, (str, bytes)) and len(v) > MAX_CELL // 2 and len(cell(v)) > MAX_CELL for r in rows for v in r
     )
 
 
-def table_lines(columns: list[str], rows: list[tuple]) -> list[str]:
+def table_lines(columns: list[str], rows: list[tuple[object, ...]]) -> list[str]:
     """Header, separator and one line per row (each with its newline); no footer."""
     cells = [[cell(v) for v in row] for row in rows]
     numeric = [

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
+import sys
 from dataclasses import dataclass
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
@@ -164,7 +165,8 @@ class Guard:
         conn.create_function("random", 0, self._random)
         for fn in ("printf", "format"):
             conn.create_function(fn, -1, self._printf(fn), deterministic=True)
-        self._helper.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.limits.max_length)
+        if sys.version_info >= (3, 11):  # Connection.setlimit is new in 3.11; 3.10 keeps SQLite's built-in cap
+            self._helper.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.limits.max_length)
         conn.create_function("randomblob", 1, self._randomblob)
         conn.set_authorizer(self._authorize)
         conn.set_progress_handler(self._progress, lim.check_every)
@@ -278,7 +280,7 @@ class Guard:
         return self._rng.randbytes(size)
 
     # -- running ----------------------------------------------------------------------------------------
-    def run(self, sql: str, max_rows: int) -> tuple[list[str], list[tuple], bool]:
+    def run(self, sql: str, max_rows: int) -> tuple[list[str], list[tuple[object, ...]], bool]:
         """Execute one query: ``(columns, first rows, more_rows_exist)``. Raises ``Refusal`` (harness reasons)
         or ``sqlite3.Error`` (the engine's own error, e.g. a syntax error)."""
         if len(sql) > self.limits.max_sql_chars:

@@ -18,6 +18,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ class Task:
     tolerance: float = 0.0
 
 
-def _one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> object:
+def _one(conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()) -> Any:
+    """The first column of the first row (sqlite values are untyped), or None."""
     row = conn.execute(sql, params).fetchone()
     return row[0] if row else None
 
@@ -39,7 +41,7 @@ def _years(conn: sqlite3.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT DISTINCT substr(order_date, 1, 4) FROM orders ORDER BY 1")]
 
 
-def _inline(sql: str, params: tuple) -> str:
+def _inline(sql: str, params: tuple[object, ...]) -> str:
     """The reference SQL with parameters written in (for the scripted expert)."""
     out = sql
     for p in params:
@@ -138,7 +140,7 @@ def customers_without_orders(conn: sqlite3.Connection, r: random.Random) -> Task
             "SELECT COUNT(*) FROM customers c WHERE NOT EXISTS "
             "(SELECT 1 FROM orders o WHERE o.customer_id = c.customer_id)"
         )
-        params: tuple = ()
+        params: tuple[object, ...] = ()
         q = "How many customers have never placed an order?"
     else:
         sql = (

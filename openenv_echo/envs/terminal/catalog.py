@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from .timefmt import iso_ms, space_ms
 
@@ -76,7 +77,7 @@ LEVELS = ("DEBUG", "INFO", "WARN", "ERROR", "FATAL")
 
 
 def log_line(
-    runtime: str, ts_ms: int, level: str, msg: str, *, pid: int, logger: str, extra: dict | None = None
+    runtime: str, ts_ms: int, level: str, msg: str, *, pid: int, logger: str, extra: dict[str, Any] | None = None
 ) -> str:
     """One application log line in the style of the service's runtime."""
     if runtime == "node":

@@ -408,8 +408,8 @@ def wc(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         width = max(len(str(total_size)), 1)
     else:
         width = 7
-    for nums, name in rows:
-        yield " ".join(f"{x:>{width}}" for x in nums) + (f" {name}" if name else "") + "\n"
+    for nums, label in rows:
+        yield " ".join(f"{x:>{width}}" for x in nums) + (f" {label}" if label else "") + "\n"
     return status
 
 

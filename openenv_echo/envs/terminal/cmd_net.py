@@ -76,7 +76,7 @@ def ss(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     heads = ("Netid", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")
     w = [max(len(heads[j]), *(len(r[j]) for r in rows)) if rows else len(heads[j]) for j in range(7)]
 
-    def fmt(r: tuple) -> str:
+    def fmt(r: tuple[str, ...]) -> str:
         cells = ([f"{r[0]:<{w[0]}}"] if netid else []) + [
             f"{r[1]:<{w[1]}}",
             f"{r[2]:<{w[2]}}",
@@ -171,8 +171,7 @@ def openssl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> 
     if cert is None or not isinstance(node, File) or "CERTIFICATE" not in (node.text or ""):
         io.err(f"Could not read certificate from {infile}\nUnable to load certificate\n")
         return 1
-    nb, na = int(cert["not_before"]), int(cert["not_after"])  # type: ignore[call-overload]
-    serial = str(cert["serial"])
+    nb, na, serial = cert["not_before"], cert["not_after"], cert["serial"]
     for o in outputs:
         if o == "enddate":
             yield f"notAfter={openssl_ts(na)}\n"
@@ -474,7 +473,7 @@ def curl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             if not silent:
                 io.err("curl: (35) error:0A00010B:SSL routines::wrong version number\n")
             return 35
-        if int(m.certs[tls_cert]["not_after"]) <= sh.now and not flags & {"-k", "--insecure"}:  # type: ignore
+        if m.certs[tls_cert]["not_after"] <= sh.now and not flags & {"-k", "--insecure"}:
             if not silent:
                 io.err(
                     "curl: (60) SSL certificate problem: certificate has expired\nMore details here: "

@@ -231,13 +231,13 @@ def systemctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -
                     yield (v if has(opts, "--value") else f"{k}={v}") + "\n"
         return 0
     if verb in ("list-units", "list-unit-files", "--failed") or has(opts, "--failed"):
-        state = last(opts, "--state")
-        failed_only = has(opts, "--failed") or state == "failed"
-        rows = []
+        want_state = last(opts, "--state")
+        failed_only = has(opts, "--failed") or want_state == "failed"
+        rows: list[tuple[str, ...]] = []
         for s in m.services.values():
             if failed_only and s.active != "failed":
                 continue
-            if state and state not in ("failed",) and state not in (s.active, s.sub):
+            if want_state and want_state not in ("failed",) and want_state not in (s.active, s.sub):
                 continue
             if verb == "list-unit-files":
                 rows.append((f"{s.name}.service", "enabled" if s.enabled else "disabled", "enabled"))
@@ -245,11 +245,11 @@ def systemctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -
                 rows.append((f"{s.name}.service", "loaded", s.active, s.sub, s.description))
         legend = not has(opts, "--no-legend")
         if verb == "list-unit-files":
-            w = max([len(r[0]) for r in rows] + [9])
+            width = max([len(r[0]) for r in rows] + [9])
             if legend:
-                yield f"{'UNIT FILE':<{w}} STATE   VENDOR PRESET\n"
+                yield f"{'UNIT FILE':<{width}} STATE   VENDOR PRESET\n"
             for r in rows:
-                yield f"{r[0]:<{w}} {r[1]:<7} {r[2]}\n"
+                yield f"{r[0]:<{width}} {r[1]:<7} {r[2]}\n"
             if legend:
                 yield f"\n{len(rows)} unit files listed.\n"
             return 0
@@ -393,14 +393,16 @@ def journalctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) 
         return 0
     first, lastt = m.journal[0].ts, m.journal[-1].ts
     yield f"-- Logs begin at {systemd_ts(first)}, end at {systemd_ts(lastt)}. --\n"
-    for e in entries:
+    for entry in entries:
         sh.work.charge()
         if out_mode == "short-iso":
-            d = utc(e.ts)
-            tag = "kernel" if e.kernel else (f"{e.ident}[{e.pid}]" if e.pid is not None else e.ident)
-            yield f"{d:%Y-%m-%dT%H:%M:%S}+0000 {m.hostname} {tag}: {e.message}\n"
+            d = utc(entry.ts)
+            tag = (
+                "kernel" if entry.kernel else (f"{entry.ident}[{entry.pid}]" if entry.pid is not None else entry.ident)
+            )
+            yield f"{d:%Y-%m-%dT%H:%M:%S}+0000 {m.hostname} {tag}: {entry.message}\n"
         else:
-            yield _journal_line(sh, e, short_cat=out_mode == "cat")
+            yield _journal_line(sh, entry, short_cat=out_mode == "cat")
     if has(opts, "-f", "--follow"):
         sh.notices.append(
             "[harness: `journalctl -f` never exits; the sandbox stopped following after printing "

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
-from .machine_state import Process
+from .machine_state import Mount, Process
 from .opts import OptError, digits, getopt, has
 from .shell import IO, Refused, Shell
 from .timefmt import DAYS, MONTHS, cpu_time, date_cmd, human, ps_start, uptime_text, utc
+from .vfs import File
 
 Out = Generator[str, None, int]
 
@@ -39,7 +41,8 @@ def _mem_pct(sh: Shell, p: Process) -> float:
     return round(p.rss_kb * 100 / sh.m.mem_total_kb, 1)
 
 
-_FIELDS = {
+_Field = tuple[str, Callable[[Shell, Process], str], str]  # header, cell, alignment
+_FIELDS: dict[str, _Field] = {
     "pid": ("PID", lambda sh, p: str(p.pid), ">"),
     "ppid": ("PPID", lambda sh, p: str(p.ppid), ">"),
     "user": ("USER", lambda sh, p: _user(p.user), "<"),
@@ -59,7 +62,7 @@ _FIELDS = {
     "start": ("STARTED", lambda sh, p: ps_start(p.start, sh.now), ">"),
     "etime": ("ELAPSED", lambda sh, p: _etime(sh.now - p.start), ">"),
 }
-_SORT = {
+_SORT: dict[str, Callable[[Shell, Process], Any]] = {
     "pid": lambda sh, p: p.pid,
     "%mem": lambda sh, p: p.rss_kb,
     "pmem": lambda sh, p: p.rss_kb,
@@ -184,8 +187,7 @@ def ps(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         procs = [p for p in procs if p.tty == "pts/0" and p.user == "root"]
     for key in reversed(sort_keys):
         desc = key.startswith("-")
-        k = key.lstrip("+-")
-        fn = _SORT.get(k)
+        fn = _SORT.get(key.lstrip("+-"))
         if fn is None:
             io.err("error: unknown sort specifier\n\nUsage:\n ps [options]\n\nFor more details see ps(1).\n")
             return 1
@@ -281,11 +283,12 @@ def top(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
     return 0
 
 
-def _df_rows(sh: Shell, paths: list[str], io: IO) -> tuple[list, int]:
+def _df_rows(sh: Shell, paths: list[str], io: IO) -> tuple[list[Mount], int]:
     mounts = sh.m.mounts
     if not paths:
         return list(mounts), 0
-    rows, status = [], 0
+    rows: list[Mount] = []
+    status = 0
     for p in paths:
         path, node, errno = sh.lookup(p)
         if node is None:
@@ -573,7 +576,7 @@ def id_(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         yield "uid=0(root) gid=0(root) groups=0(root)\n"
         return 0
     node = sh.m.fs.get("/etc/passwd")
-    for line in (node.text or "").splitlines() if node is not None else []:  # type: ignore[union-attr]
+    for line in (node.text or "").splitlines() if isinstance(node, File) else []:
         f = line.split(":")
         if f[0] == target[0]:
             yield f"uid={f[2]}({f[0]}) gid={f[3]}({f[0]}) groups={f[3]}({f[0]})\n"
@@ -615,16 +618,16 @@ def dmesg(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Ou
                 return 1
             levels.add(names[item])
     ctime = has(opts, "-T", "--ctime")
-    for e in sh.m.journal:
-        if not e.kernel or (levels is not None and e.priority not in levels):
+    for entry in sh.m.journal:
+        if not entry.kernel or (levels is not None and entry.priority not in levels):
             continue
         sh.work.charge()
         if ctime:
-            d = utc(e.ts)
+            d = utc(entry.ts)
             stamp = f"[{DAYS[d.weekday()]} {MONTHS[d.month - 1]} {d.day:2d} {d:%H:%M:%S} {d.year}]"
         else:
-            stamp = f"[{e.ts - sh.m.boot:12.6f}]"
-        yield f"{stamp} {e.message}\n"
+            stamp = f"[{entry.ts - sh.m.boot:12.6f}]"
+        yield f"{stamp} {entry.message}\n"
     return 0
 
 

@@ -6,6 +6,7 @@ import fnmatch
 import re
 from collections import deque
 from collections.abc import Generator, Iterator
+from typing import Any
 
 from .opts import OptError, digits, getopt, has, last
 from .regex import MAX_PATTERN, BadRegex, TooComplex, compile_grep
@@ -332,18 +333,18 @@ def sort(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
         body = line[:-1]
         return body.split(sep) if sep is not None else body.split()
 
-    def keyval(text: str, flags: str) -> tuple:
+    def keyval(text: str, flags: str) -> tuple[Any, ...]:
         if hum or "h" in flags:
             return (_human_num(text), text)
         if numeric or "n" in flags:
             return (_numeric(text), text)
         return ((text.lower() if fold or "f" in flags else text),)
 
-    def key(line: str) -> tuple:
+    def key(line: str) -> tuple[Any, ...]:
         if not keys:
             return (*keyval(line[:-1], ""), line)
         fs = fields(line)
-        out: list = []
+        out: list[Any] = []
         for start, end, flags in keys:
             seg = fs[start - 1 : (end if end else len(fs))]
             out.extend(keyval((sep or " ").join(seg), flags))
@@ -479,7 +480,7 @@ _ESC = {"n": "\n", "t": "\t", "\\": "\\", "a": "\a", "r": "\r", "v": "\v", "f": 
 
 
 def _escapes(s: str) -> tuple[str, bool]:
-    out = []
+    out: list[str] = []
     i = 0
     while i < len(s):
         if s[i] == "\\" and i + 1 < len(s):

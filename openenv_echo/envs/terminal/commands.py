@@ -10,7 +10,7 @@ from . import cmd_services as S
 from . import cmd_system as Y
 from . import cmd_text as T
 from .machine_state import Machine
-from .shell import IO, CommandTable, Shell
+from .shell import IO, Cmd, CommandTable, Shell
 
 HELP = """Available commands in this triage sandbox (a read-only root shell; pipes |, ;, && and || work):
   files:    ls cat head tail wc find du less more cd pwd
@@ -33,7 +33,7 @@ def clear(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Ge
     yield  # pragma: no cover
 
 
-COMMANDS = {
+COMMANDS: dict[str, Cmd] = {
     "ls": F.ls,
     "cat": F.cat,
     "head": F.head,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 from .machine import INCIDENT_KINDS, generate_machine
+from .machine_state import Machine
 
 
 def _survey() -> list[str]:
@@ -41,14 +42,14 @@ def expert_actions(seed: int, incident: str | None = None) -> list[dict[str, str
     return [{"command": c} for c in [*_survey(), *specific, f"submit {kind} {svc}"]]
 
 
-def _config(m, svc: str) -> str:  # type: ignore[no-untyped-def]
+def _config(m: Machine, svc: str) -> str:
     for path in (f"/etc/{svc}/{svc}.conf", f"/etc/{svc}/config.yaml"):
         if m.fs.get(path) is not None:
             return path
     return f"/etc/{svc}"
 
 
-def _db_host(m) -> str:  # type: ignore[no-untyped-def]
+def _db_host(m: Machine) -> str:
     return next(name for name, ip in m.dns.items() if ip != m.ip)
 
 

@@ -23,7 +23,7 @@ def plant_incident(b: Builder, kind: str, a: AppState) -> None:
         service=a.name,
         alert=_alert(b, kind, a),
         started=b.incident_t,
-        details=dict(getattr(b, "incident_details", {})),
+        details=dict(b.incident_details),
     )
 
 
@@ -362,7 +362,7 @@ def db_pool_exhausted(b: Builder, a: AppState) -> None:
     mx = a.pool_max
     tout = a.config["database"]["db_timeout_ms"]
     a.events = [e for e in a.events if not (e[2].startswith("db pool stats") and e[0] >= (t - 1800) * 1000)]
-    tt = t - 1800
+    tt: float = t - 1800
     step = 0
     while tt < b.now:
         active = min(mx, max(2, int(mx * (0.4 + 0.2 * step)))) if tt < t else mx

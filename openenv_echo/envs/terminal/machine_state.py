@@ -6,8 +6,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .vfs import VFS
+
+
+class Cert(TypedDict):
+    """A TLS certificate as ``openssl x509`` shows it (times are epoch seconds)."""
+
+    subject: str
+    issuer: str
+    not_before: int
+    not_after: int
+    serial: str
 
 
 @dataclass
@@ -125,7 +136,7 @@ class Machine:
     ops_user: str
     shell_pid: int
     env: dict[str, str]
-    certs: dict[str, dict[str, object]]  # path -> {subject, issuer, not_before, not_after, serial}
+    certs: dict[str, Cert]  # path -> certificate
     apps: list[str]
     login_ip: str = ""
     nameserver: str = ""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import catalog as C
-from .machine_state import Incident, JournalEntry, Listener, Mount, Process, Service
+from .machine_state import Cert, Incident, JournalEntry, Listener, Mount, Process, Service
 from .vfs import LazyText
 
 INCIDENT_KINDS: tuple[str, ...] = (
@@ -51,7 +52,9 @@ class AppState:
     cpu_s: float
     tls: bool = False
     alive: bool = True
-    events: list[tuple[int, str, str, dict | None, int]] = field(default_factory=list)  # ts_ms, level, msg, extra, pid
+    events: list[tuple[int, str, str, dict[str, Any] | None, int]] = field(
+        default_factory=list
+    )  # ts_ms, level, msg, extra, pid
 
     @property
     def name(self) -> str:
@@ -61,7 +64,7 @@ class AppState:
     def comm(self) -> str:
         return C.RUNTIME_EXEC[self.spec.runtime][0].format(name=self.name)[:15]
 
-    def log(self, ts: float, level: str, msg: str, extra: dict | None = None) -> None:
+    def log(self, ts: float, level: str, msg: str, extra: dict[str, Any] | None = None) -> None:
         self.events.append((int(ts * 1000), level, msg, extra, self.pid))
 
     def cut_log_after(self, ts: float) -> None:
@@ -109,12 +112,12 @@ class Builder:
         self.journal: list[JournalEntry] = []
         self.requests: list[Request] = []
         self.nginx_errors: list[tuple[float, str]] = []
-        self.auth: list[tuple[float, str, int, str]] = []  # (ts, ident, pid, msg)
-        self.extra_files: dict[str, dict] = {}
+        self.auth: list[tuple[float, str, int | None, str]] = []  # (ts, ident, pid, msg)
+        self.extra_files: dict[str, dict[str, str]] = {}
         self.extra_procs: list[Process] = []
         self.extra_listeners: list[Listener] = []
         self.history: dict[str, list[str]] = {}
-        self.certs: dict[str, dict[str, object]] = {}
+        self.certs: dict[str, Cert] = {}
         self.next_pid = r.randrange(300, 420)
         self.services: dict[str, Service] = {}
         self.mounts: list[Mount] = []
@@ -122,6 +125,7 @@ class Builder:
         self.nginx_pids: list[int] = []
         self.lazy_files: dict[str, LazyText] = {}
         self.incident: Incident | None = None
+        self.incident_details: dict[str, str] = {}  # what the planted incident changed (``Incident.details``)
         self.resolv_ns = self.resolver
         self.resolv_mtime = self.boot
         self.has_redis = r.random() < 0.6
@@ -546,7 +550,7 @@ class Builder:
     def _cron_and_sessions(self) -> None:
         r = self.rng
         for user, cmd, offset, period in C.CRON_JOBS:
-            t = self.window - (self.window % period) + offset
+            t: float = self.window - (self.window % period) + offset
             while t < self.now:
                 if t >= self.window:
                     pid = r.randrange(20_000, 60_000)

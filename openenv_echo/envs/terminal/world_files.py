@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import catalog as C
 from .machine_state import Machine, Process
@@ -321,14 +321,25 @@ def write_world(b: Builder) -> Machine:
             mtime=b.now - r.randrange(60, 900),
         )
     for a in b.apps:
-        cfg_owner = {"owner": "root", "group": a.spec.user, "mode": "-rw-r-----"}
-        fs.add(a.config_path, _config_text(a, a.config), mtime=a.config_mtime, **cfg_owner)
+        fs.add(
+            a.config_path,
+            _config_text(a, a.config),
+            mtime=a.config_mtime,
+            owner="root",
+            group=a.spec.user,
+            mode="-rw-r-----",
+        )
         orig = b.extra_files.get(a.config_path + ".orig")
         if orig:
             good = {s: dict(kv) for s, kv in a.config.items()}
             good[orig["section"]][orig["key"]] = orig["value"]
             fs.add(
-                a.config_path + ".orig", _config_text(a, good), mtime=a.config_mtime - r.randrange(30, 300), **cfg_owner
+                a.config_path + ".orig",
+                _config_text(a, good),
+                mtime=a.config_mtime - r.randrange(30, 300),
+                owner="root",
+                group=a.spec.user,
+                mode="-rw-r-----",
             )
         fs.add(
             f"/etc/{a.name}/README",
@@ -342,16 +353,16 @@ def write_world(b: Builder) -> Machine:
             fs.add(
                 crt,
                 _pem("CERTIFICATE", (b.seed, a.name), 1000 + r.randrange(0, 200)),
-                mtime=int(cert["not_before"]) + 120,
-            )  # type: ignore[arg-type]
+                mtime=cert["not_before"] + 120,
+            )
             fs.add(
                 a.config["tls"]["key_file"],
                 _pem("PRIVATE KEY", (b.seed, a.name, "k"), 1190),
                 mode="-rw-------",
                 owner=a.spec.user,
                 group=a.spec.user,
-                mtime=int(cert["not_before"]) + 120,
-            )  # type: ignore[arg-type]
+                mtime=cert["not_before"] + 120,
+            )
         fs.add(f"/etc/systemd/system/{a.name}.service", _unit_text(b, a), mtime=a.since - r.randrange(3600, 86400 * 9))
         fs.add(
             f"/etc/logrotate.d/{a.name}",
@@ -633,12 +644,14 @@ def _logs(b: Builder, fs: VFS) -> None:
         ]
         last = max((e[0] for e in a.events), default=a.since * 1000) // 1000
         fs.add(a.log_path, "\n".join(lines) + "\n", owner=a.spec.user, group="adm", mode="-rw-r-----", mtime=last)
+    incident = b.incident
+    assert incident is not None, "logs are rendered after the incident is planted"
     for path, lazy in b.lazy_files.items():
         a = next(x for x in b.apps if path.startswith(f"/var/log/{x.name}/"))
-        fs.add(path, lazy=lazy, owner=a.spec.user, group="adm", mode="-rw-r-----", mtime=b.incident.started)
+        fs.add(path, lazy=lazy, owner=a.spec.user, group="adm", mode="-rw-r-----", mtime=incident.started)
     # journal-derived logs
     entries = sorted(b.journal, key=lambda e: e.ts)
-    syslog_until = b.incident.started + 29 if b.incident.kind == "disk_full" else b.now + 1
+    syslog_until = incident.started + 29 if incident.kind == "disk_full" else b.now + 1
     ufw = [
         (
             t,
@@ -725,6 +738,7 @@ def _logs(b: Builder, fs: VFS) -> None:
     )
     if b.has_redis:
         rp = b.services["redis-server"].pid
+        assert rp is not None, "redis-server runs on a healthy machine"
         fs.add(
             "/var/log/redis/redis-server.log",
             "".join(
@@ -768,7 +782,7 @@ def _logger(a: AppState, msg: str) -> str:
     return C.python_logger(a.spec, part.split(".")[0].lower())
 
 
-def _extra(a: AppState, x: dict | None) -> dict | None:
+def _extra(a: AppState, x: dict[str, Any] | None) -> dict[str, Any] | None:
     if a.spec.runtime == "java":
         return x or {"thread": "main"}
     if a.spec.runtime == "go":

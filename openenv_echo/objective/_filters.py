@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .advantages import group_index, zero_variance_groups
-from .config import EchoConfig, RolloutFilterConfig
+from ._advantages import group_index, zero_variance_groups
+from ._config import EchoConfig, RolloutFilterConfig
 
 FILTER_METRIC_KEYS: tuple[str, ...] = (
     "filter/rollouts",
@@ -48,7 +48,7 @@ class FilterResult:
 
 
 def _share(stats: RolloutStats, name: str, n: int) -> torch.Tensor:
-    v = getattr(stats, name)
+    v: torch.Tensor | None = getattr(stats, name)
     if v is None:
         raise ValueError(f"the {name} filter is on but RolloutStats.{name} is missing")
     if v.shape != (n,):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import PolicyLossConfig
+from ._config import PolicyLossConfig
 
 
 def policy_token_losses(

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from .config import EchoConfig, Normalization
+from ._config import Normalization
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class Denominators:
 
     ``policy_tokens``: action tokens of rows with a policy term; ``policy_sequences``: such rows;
     ``world_tokens``: selected world-model tokens (after filters); ``world_sequences``: real rows.
+    Sum the local ones of every micro-batch (:meth:`total`), all-reduce them over data-parallel ranks
+    (:meth:`all_reduce`) and rescale for rank-averaged gradients (:meth:`per_rank`).
     """
 
     policy_tokens: float
@@ -38,6 +41,16 @@ class Denominators:
             self.world_sequences + other.world_sequences,
         )
 
+    @classmethod
+    def total(cls, parts: Iterable[Denominators]) -> Denominators:
+        """Sum of local denominators (e.g. over the micro-batches of one optimizer step)."""
+        out: Denominators | None = None
+        for p in parts:
+            out = p if out is None else out + p
+        if out is None:
+            raise ValueError("no denominators to sum")
+        return out
+
     def per_rank(self, world_size: int) -> Denominators:
         """Denominators for data parallelism with *mean*-reduced gradients (DDP/FSDP average over ranks).
 
@@ -50,6 +63,16 @@ class Denominators:
         return Denominators(
             self.policy_tokens / w, self.policy_sequences / w, self.world_tokens / w, self.world_sequences / w
         )
+
+    def all_reduce(self, group: Any = None, device: torch.device | str | None = None) -> Denominators:
+        """Sum over a ``torch.distributed`` process group (every rank must call this); itself when not distributed."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return self
+        t = self.as_tensor(device)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+        return Denominators.from_tensor(t)
 
     def as_tensor(self, device: torch.device | str | None = None) -> torch.Tensor:
         return torch.tensor(
@@ -66,37 +89,6 @@ class Denominators:
         return cls(*v)
 
 
-def sum_denominators(parts: Iterable[Denominators]) -> Denominators:
-    """Sum of local denominators (e.g. over the micro-batches of one optimizer step)."""
-    parts = list(parts)
-    if not parts:
-        raise ValueError("no denominators to sum")
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
-
-
-def all_reduce_denominators(local: Denominators, group=None, device: torch.device | str | None = None) -> Denominators:
-    """Sum local denominators over a ``torch.distributed`` process group (every rank must call this)."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return local
-    t = local.as_tensor(device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
-    return Denominators.from_tensor(t)
-
-
-def _row_scale(
-    mode: Normalization,
-    per_row_count: torch.Tensor,
-) -> torch.Tensor:
-    if mode == "sequence_mean":
-        return 1.0 / per_row_count.clamp(min=1.0)
-    return torch.ones_like(per_row_count)
-
-
 def term_weights(
     mask_coeffs: torch.Tensor,
     mode: Normalization,
@@ -107,7 +99,8 @@ def term_weights(
 ) -> torch.Tensor:
     """(B, T) weights ``mask_coeffs · s_i / D`` of one term.
 
-    ``per_row_count`` is the per-row count of the sequence_mean mode (selected tokens or |O_i|). An empty
+    ``per_row_count`` is the per-row count of the sequence_mean mode (selected tokens or |O_i|): ``s_i = 1/count``,
+    and ``s_i = 0`` for a row whose count is 0 (nothing to average over: the row has no term). An empty
     denominator gives all-zero weights (the term is an exact zero, still connected to the graph by the caller).
     """
     if mode == "token_mean":
@@ -122,12 +115,8 @@ def term_weights(
         raise ValueError(f"unknown normalization {mode!r}")
     if denom <= 0:
         return torch.zeros_like(mask_coeffs)
-    scale = _row_scale(mode, per_row_count).to(mask_coeffs.dtype)
-    return mask_coeffs * (scale.unsqueeze(1) / denom)
-
-
-def world_row_counts(selected: torch.Tensor, obs_count: torch.Tensor, cfg: EchoConfig) -> torch.Tensor:
-    """Per-row count used by the world term's sequence_mean: selected tokens, or |O_i|."""
-    if cfg.sequence_denominator == "full_observation":
-        return obs_count.to(torch.float64)
-    return selected.sum(dim=1).to(torch.float64)
+    if mode == "sequence_mean":
+        count = per_row_count.to(mask_coeffs.dtype)
+        scale = torch.where(count > 0, 1.0 / count.clamp(min=1e-30), torch.zeros_like(count))
+        return mask_coeffs * (scale.unsqueeze(1) / denom)
+    return mask_coeffs * (1.0 / denom)

@@ -12,20 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..roles import Role
+from ..roles import WORLD_LOSS_TARGETS, Role, WorldLossTarget, check_world_loss_target
 
-WorldLossTarget = Literal["env_only", "all", "warning_only", "warning_plus_env"]
 Normalization = Literal["token_mean", "sequence_mean", "constant"]
-
-TARGET_ROLES: dict[str, frozenset[Role]] = {
-    "env_only": frozenset({Role.ENV_OUTPUT}),
-    "warning_only": frozenset({Role.WARNING}),
-    "warning_plus_env": frozenset({Role.ENV_OUTPUT, Role.WARNING}),
-    # everything the policy did not write after its first action: observation bodies, warnings and the chat
-    # scaffolding around them (TRL's ``1 - tool_mask``, SkyRL's ``full_observation``); never the initial prompt.
-    "all": frozenset({Role.ENV_OUTPUT, Role.WARNING, Role.CONTEXT}),
-}
-"""Roles each ``world_loss_target`` selects as world-model (CE) targets."""
 
 
 class CoeffSchedule(BaseModel):
@@ -143,8 +132,9 @@ class EchoConfig(BaseModel):
     schedule: CoeffSchedule = Field(default_factory=CoeffSchedule, description="How λ changes with the step.")
     world_loss_target: WorldLossTarget = Field(
         default="env_only",
-        description="Which observation tokens are CE targets: env_only (env_output bodies; the paper), "
-        "warning_only, warning_plus_env, or all (every non-action token after the first action, scaffold included).",
+        description="Which tokens after the first action are CE targets: env_only (env_output bodies; the paper), "
+        "warning_only, warning_plus_env (RFC 010's 'all'), or full_observation (every non-action token, chat "
+        "scaffolding included). 'all' is refused as ambiguous (see openenv_echo.roles).",
     )
     role_coeffs: dict[Role, float] = Field(
         default_factory=dict,
@@ -158,15 +148,11 @@ class EchoConfig(BaseModel):
     )
     sequence_denominator: Literal["selected", "full_observation"] = Field(
         default="selected",
-        description="sequence_mean only: n_i = selected tokens of row i, or |O_i| = all observation body tokens "
-        "(env_output + warning) of row i, as the paper uses.",
+        description="sequence_mean only: n_i = selected tokens of row i, or |O_i| = observation body tokens "
+        "(env_output + warning) of row i after its first action, as the paper uses (a row with |O_i| = 0 has no "
+        "world term).",
     )
     constant_denominator: int | None = Field(default=None, gt=0, description="constant only: the constant C.")
-    include_pre_action_observations: bool = Field(
-        default=False,
-        description="If False (default), observation tokens before the first action of a row (the reset "
-        "observation) are not targets: they are not a consequence of the agent's actions.",
-    )
     env_temperature: Literal["one", "rollout"] = Field(
         default="one",
         description="Temperature of the env CE: 'one' scores observations with the model's own distribution "
@@ -182,6 +168,11 @@ class EchoConfig(BaseModel):
     )
     filters: RolloutFilterConfig = Field(default_factory=RolloutFilterConfig)
     policy: PolicyLossConfig = Field(default_factory=PolicyLossConfig)
+
+    @field_validator("world_loss_target", mode="before")
+    @classmethod
+    def _known_target(cls, v: object) -> object:
+        return check_world_loss_target(v) if isinstance(v, str) else v
 
     @field_validator("world_model_coeff")
     @classmethod
@@ -202,7 +193,7 @@ class EchoConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> EchoConfig:
-        selected = TARGET_ROLES[self.world_loss_target]
+        selected = WORLD_LOSS_TARGETS[self.world_loss_target]
         extra = set(self.role_coeffs) - selected
         if extra:
             names = ", ".join(sorted(r.value for r in extra))
@@ -222,11 +213,13 @@ class EchoConfig(BaseModel):
         return self.schedule.at(self.world_model_coeff, step)
 
     def role_coeff(self, role: Role) -> float:
-        """Multiplier of λ for tokens of ``role`` (0 when the role is not a target)."""
-        if role not in TARGET_ROLES[self.world_loss_target]:
+        """Multiplier of λ for tokens of ``role`` (0 when the role is not a target). A selected role with
+        coefficient 0 is treated as not selected: its tokens are in no count, no denominator and no metric."""
+        if role not in WORLD_LOSS_TARGETS[self.world_loss_target]:
             return 0.0
         return float(self.role_coeffs.get(role, 1.0))
 
     @property
     def target_roles(self) -> frozenset[Role]:
-        return TARGET_ROLES[self.world_loss_target]
+        """The roles the world term trains: selected by ``world_loss_target`` and with a coefficient > 0."""
+        return frozenset(r for r in WORLD_LOSS_TARGETS[self.world_loss_target] if self.role_coeff(r) > 0)

@@ -21,7 +21,8 @@ def group_index(group_ids: torch.Tensor | int, n: int, device: torch.device | No
         return torch.arange(n, device=device) // group_ids
     if group_ids.dim() != 1 or group_ids.numel() != n:
         raise ValueError(f"group_ids must have shape ({n},), got {tuple(group_ids.shape)}")
-    return torch.unique(group_ids, return_inverse=True)[1]
+    inverse: torch.Tensor = torch.unique(group_ids, return_inverse=True)[1]
+    return inverse
 
 
 def _group_stats(rewards: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
