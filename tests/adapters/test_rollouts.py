@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("transformers")
-
 from openenv_echo.adapters.recipes import SYSTEM_PROMPT, command_action, tiny_causal_lm
 from openenv_echo.adapters.rollouts import (
     HFSampler,
@@ -72,8 +70,8 @@ def test_completions_follow_the_roles_limits_and_end_rule(terminal_url: str, qwe
         assert not r.truncated and r.completion_ids[-1] in eos  # ended on the last observation turn's close
         assert E in r.role_ids and W in r.role_ids
         assert r.obs_count == sum(x in (E, W) for x in r.role_ids)
-        assert all(lp < 0 for lp, x in zip(r.logprobs, r.role_ids) if x == A)  # real sampler log-probs
-        assert all(lp == 0 for lp, x in zip(r.logprobs, r.role_ids) if x != A)
+        assert all(lp < 0 for lp, x in zip(r.logprobs, r.role_ids, strict=True) if x == A)  # real sampler log-probs
+        assert all(lp == 0 for lp, x in zip(r.logprobs, r.role_ids, strict=True) if x != A)
         assert [m["role"] for m in r.conversation] == ["system", "tool", "assistant", "tool", "assistant", "tool"]
     short = _run(url, qwen_tokenizer, policy, [{"seed": 1, "max_steps": 2}], 2, max_completion_length=40)
     for r in short:

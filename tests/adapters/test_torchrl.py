@@ -6,11 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
-
-pytest.importorskip("torchrl")
-
 import tensordict
+import torch
 from tensordict import TensorDict, lazy_stack
 from tensordict.tensorclass import MetaData
 from torchrl.data.llm import History
@@ -233,10 +230,10 @@ def test_history_role_ids_are_body_only(qwen_tokenizer: Any) -> None:
     roles = td.get(ROLE_IDS_KEY, as_padded_tensor=True, padding_side="left", padding_value=-1)
     assert ids.shape == roles.shape and ((ids == -100) == (roles == -1)).all()  # same left padding
     for b, conv in enumerate(CONVERSATIONS):
-        env = [int(t) for t, r in zip(ids[b], roles[b]) if r == Role.ENV_OUTPUT.code]
+        env = [int(t) for t, r in zip(ids[b], roles[b], strict=True) if r == Role.ENV_OUTPUT.code]
         assert qwen_tokenizer.decode(env) == conv[3] + conv[5]
         assert not set(env) & set(qwen_tokenizer.all_special_ids)
-        act = [int(t) for t, r in zip(ids[b], roles[b]) if r == Role.ACTION.code]
+        act = [int(t) for t, r in zip(ids[b], roles[b], strict=True) if r == Role.ACTION.code]
         assert qwen_tokenizer.decode(act) == conv[2] + conv[4] + conv[6]
 
 

@@ -8,9 +8,6 @@ from typing import Any
 
 import pytest
 import torch
-
-pytest.importorskip("trl")
-
 import trl
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -101,7 +98,7 @@ def _reference_env_grads(
     """λ · token-mean CE over the env bodies of the generation batch, computed directly on the init model."""
     model = tiny_qwen2(len(tokenizer))
     rows = []
-    for p, c, r in zip(history["prompt_ids"], history["completion_ids"], history["roles"]):
+    for p, c, r in zip(history["prompt_ids"], history["completion_ids"], history["roles"], strict=True):
         ids = torch.tensor([p + c])
         roles = torch.tensor([[Role.CONTEXT.code] * len(p) + r])
         rows.append((ids, roles))

@@ -11,13 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 # the quick run trains a model and plays episodes: about a minute of CPU, much longer wall time on a loaded machine
 pytestmark = pytest.mark.timeout(1200)
-
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-pytest.importorskip("matplotlib")
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
