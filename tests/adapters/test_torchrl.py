@@ -133,6 +133,7 @@ def test_coeff_zero_is_bit_identical_to_grpo_loss(qwen_tokenizer: Any, strategy:
     assert echo.loss_world_model is None
     assert echo.world_model_ce.item() > 0 and echo.world_model_tokens.item() > 0  # still reported
     assert torch.equal(_loss_sum(plain), _loss_sum(echo))
+    assert g_plain and set(g_plain) == set(g_echo)  # the same parameters got gradients
     for name in g_plain:
         assert torch.equal(g_plain[name], g_echo[name]), name
 
