@@ -110,6 +110,8 @@ def test_sequence_mean_full_observation_weights(episodes: list[TokenizedTrajecto
     cfg = EchoConfig(world_model_coeff=LAM, normalization="sequence_mean", sequence_denominator="full_observation")
     out = build_datums(ids, roles, None, None, cfg, obs_count=obs, verifier_free=[True] * 4)
     assert out.rl == []  # verifier-free: no policy datums at all
+    with_env = [i for i, it in enumerate(episodes) if (it.role_ids[1:] == ENV).any()]
+    assert with_env and out.env_rows == with_env  # a datum for exactly the episodes with env targets
     for d, it in zip(out.env, [episodes[i] for i in out.env_rows], strict=True):
         w = d.loss_fn_inputs["weights"].to_numpy()
         expected = np.float32(LAM / (it.obs_count * len(episodes)))
@@ -128,6 +130,7 @@ def test_split_batches_with_global_denominators_match_one_call(episodes: list[To
     split = [build_datums(ids[p], roles[p], adv[p], lps[p], cfg, denominators=dens) for p in parts]
     env = [d for s in split for d in s.env]
     rl = [d for s in split for d in s.rl]
+    assert whole.env and whole.rl  # both sides have datums to compare
     for a, b in zip(whole.env, env, strict=True):
         assert np.array_equal(a.loss_fn_inputs["weights"].to_numpy(), b.loss_fn_inputs["weights"].to_numpy())
     for a, b in zip(whole.rl, rl, strict=True):
