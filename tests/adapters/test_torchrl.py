@@ -172,6 +172,7 @@ def test_micro_batches_with_global_denominators_equal_the_full_batch(qwen_tokeni
 
     full = world_grads([[0, 1, 2]])
     split = world_grads([[0], [1, 2]])
+    assert full and set(full) == set(split)
     for name in full:
         torch.testing.assert_close(full[name], split[name], rtol=1e-5, atol=1e-8)
 
