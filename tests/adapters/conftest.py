@@ -8,7 +8,6 @@ import pytest
 @pytest.fixture(scope="session")
 def qwen_tokenizer():
     """The project's offline byte-level BPE tokenizer with the ChatML template (built once, cached on disk)."""
-    pytest.importorskip("transformers")
     from openenv_echo.tokenize import build_tokenizer
 
     return build_tokenizer("qwen")

@@ -63,20 +63,21 @@ def test_rollout_from_tokenized_applies_the_end_rule(rollouts: list[Rollout], qw
     for r in rollouts:
         assert r.role_ids[0] == A and r.completion_ids[-1] == eos and not r.truncated  # ended on an observation
         assert r.role_ids[-1] == C and E in r.role_ids
-        assert all((lp == -0.5) == (x == A) for lp, x in zip(r.logprobs, r.role_ids))
+        assert all((lp == -0.5) == (x == A) for lp, x in zip(r.logprobs, r.role_ids, strict=True))
 
 
 def test_to_loss_weights_align_with_the_roles(rollouts: list[Rollout]) -> None:
-    for r, w in zip(rollouts, to_loss_weights(rollouts, CFG)):
+    for r, w in zip(rollouts, to_loss_weights(rollouts, CFG), strict=True):
         roles = [C] * len(r.prompt_ids) + r.role_ids
         assert len(w["rl"]) == len(w["ce"]) == len(roles)
-        assert all((x == 1.0) == (role == A) for x, role in zip(w["rl"], roles))
-        assert all((x == 0.05) == (role == E) for x, role in zip(w["ce"], roles))  # env_only target, λ = 0.05
+        assert all((x == 1.0) == (role == A) for x, role in zip(w["rl"], roles, strict=True))
+        assert all(
+            (x == 0.05) == (role == E) for x, role in zip(w["ce"], roles, strict=True)
+        )  # env_only target, λ = 0.05
     assert all(v == 0.0 for w in to_loss_weights(rollouts, EchoConfig(world_model_coeff=0.0)) for v in w["ce"])
 
 
 def test_to_tinker_datums_are_real_datums_on_shifted_targets(rollouts: list[Rollout]) -> None:
-    pytest.importorskip("tinker")
     from tinker import types
 
     from openenv_echo.adapters.tinker import echo_custom_loss
@@ -84,7 +85,7 @@ def test_to_tinker_datums_are_real_datums_on_shifted_targets(rollouts: list[Roll
     datums = to_tinker_datums(rollouts, [1.0, -1.0, 0.5, -0.5], CFG)
     assert len(datums) == len(rollouts) and all(isinstance(d, types.Datum) for d in datums)
     logprobs = []
-    for r, d in zip(rollouts, datums):
+    for r, d in zip(rollouts, datums, strict=True):
         ids = r.prompt_ids + r.completion_ids
         roles = [C] * len(r.prompt_ids) + r.role_ids
         assert d.model_input.to_ints() == ids[:-1]
@@ -96,10 +97,10 @@ def test_to_tinker_datums_are_real_datums_on_shifted_targets(rollouts: list[Roll
         logprobs.append(torch.full((len(ids) - 1,), -1.0, requires_grad=True))
     loss, _ = echo_custom_loss(datums, logprobs)
     loss.backward()
-    for r, lp in zip(rollouts, logprobs):  # the world term's gradient is -λ/N on every env_output target
+    for r, lp in zip(rollouts, logprobs, strict=True):  # the world term's gradient is -λ/N on every env_output target
         roles = [C] * len(r.prompt_ids) + r.role_ids
         g = lp.grad.tolist()
-        assert all(gi == 0.0 for gi, x in zip(g, roles[1:]) if x in (C, W))
+        assert all(gi == 0.0 for gi, x in zip(g, roles[1:], strict=True) if x in (C, W))
 
 
 def test_to_skyrl_generator_output(rollouts: list[Rollout]) -> None:
@@ -113,7 +114,7 @@ def test_to_skyrl_generator_output(rollouts: list[Rollout]) -> None:
     except ImportError:
         pass
     assert [len(x) for x in out["response_ids"]] == [len(x) for x in out["world_loss_masks"]]
-    for r, lm, wm in zip(rollouts, out["loss_masks"], out["world_loss_masks"]):
+    for r, lm, wm in zip(rollouts, out["loss_masks"], out["world_loss_masks"], strict=True):
         assert lm == [int(x == A) for x in r.role_ids] and wm == [int(x == E) for x in r.role_ids]
     t = world_training_tensors(out, num_rows=6)
     assert t["world_loss_mask"].shape == (6, max(len(x) for x in out["response_ids"]))
@@ -121,7 +122,6 @@ def test_to_skyrl_generator_output(rollouts: list[Rollout]) -> None:
 
 
 def test_to_hf_dataset_schema_and_round_trip(rollouts: list[Rollout], tmp_path: Any) -> None:
-    pytest.importorskip("datasets")
     import datasets
 
     ds = to_hf_dataset(rollouts)
@@ -136,7 +136,6 @@ def test_to_hf_dataset_schema_and_round_trip(rollouts: list[Rollout], tmp_path: 
 
 
 def test_to_trl_keys_and_masks(rollouts: list[Rollout]) -> None:
-    pytest.importorskip("trl")
     out = to_trl(rollouts)
     assert out["env_mask"] == [[int(x == A) for x in r.role_ids] for r in rollouts]
     assert out["echo_role_ids"] == [r.role_ids for r in rollouts]
@@ -147,7 +146,6 @@ def test_to_trl_keys_and_masks(rollouts: list[Rollout]) -> None:
 def test_to_trl_output_trains_in_the_real_grpo_trainer(
     rollouts: list[Rollout], tmp_path: Any, qwen_tokenizer: Any
 ) -> None:
-    pytest.importorskip("trl")
     from datasets import Dataset
     from trl import GRPOConfig
 

@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("transformers")
-
 from openenv_echo.adapters.recipes import SYSTEM_PROMPT, command_action, tiny_causal_lm
 from openenv_echo.adapters.rollouts import (
     HFSampler,
@@ -66,16 +64,19 @@ def test_group_members_share_a_world_and_groups_differ(terminal_url: str, qwen_t
 def test_completions_follow_the_roles_limits_and_end_rule(terminal_url: str, qwen_tokenizer: Any, policy: Any) -> None:
     url = terminal_url
     eos = {qwen_tokenizer.convert_tokens_to_ids("<|im_end|>")}
-    for r in _run(url, qwen_tokenizer, policy, [{"seed": 1, "max_steps": 2}], 4):
+    full = _run(url, qwen_tokenizer, policy, [{"seed": 1, "max_steps": 2}], 4)
+    assert len(full) == 4  # one rollout per group member, none dropped
+    for r in full:
         assert len(r.completion_ids) == len(r.role_ids) == len(r.logprobs) <= 512
         assert r.role_ids[0] == A and r.end == "done" and r.turns == 2
         assert not r.truncated and r.completion_ids[-1] in eos  # ended on the last observation turn's close
         assert E in r.role_ids and W in r.role_ids
         assert r.obs_count == sum(x in (E, W) for x in r.role_ids)
-        assert all(lp < 0 for lp, x in zip(r.logprobs, r.role_ids) if x == A)  # real sampler log-probs
-        assert all(lp == 0 for lp, x in zip(r.logprobs, r.role_ids) if x != A)
+        assert all(lp < 0 for lp, x in zip(r.logprobs, r.role_ids, strict=True) if x == A)  # real sampler log-probs
+        assert all(lp == 0 for lp, x in zip(r.logprobs, r.role_ids, strict=True) if x != A)
         assert [m["role"] for m in r.conversation] == ["system", "tool", "assistant", "tool", "assistant", "tool"]
     short = _run(url, qwen_tokenizer, policy, [{"seed": 1, "max_steps": 2}], 2, max_completion_length=40)
+    assert len(short) == 2
     for r in short:
         assert len(r.completion_ids) <= 40 and r.truncated and r.end == "length"
         assert r.completion_ids[-1] not in eos

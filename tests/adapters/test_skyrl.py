@@ -78,6 +78,7 @@ def test_add_world_masks_aligns_with_response_ids(gen: tuple[dict[str, Any], lis
         got["world_warning_masks"],
         got["world_env_masks"],
         got["world_full_observation_counts"],
+        strict=True,
     ):
         assert len(wl) == len(ww) == len(we) == len(ids)
         assert wl == [1 if x == ENV else 0 for x in r]  # env_only: env bodies, never warnings or scaffold
@@ -88,7 +89,7 @@ def test_add_world_masks_aligns_with_response_ids(gen: tuple[dict[str, Any], lis
         roles,
         EchoConfig(world_model_coeff=LAM, world_loss_target="warning_plus_env", role_coeffs={"warning": 0.5}),
     )
-    for r, w in zip(roles, both["world_loss_weights"]):
+    for r, w in zip(roles, both["world_loss_weights"], strict=True):
         assert w == [1.0 if x == ENV else 0.5 if x == WARN else 0.0 for x in r]
 
 
@@ -210,6 +211,7 @@ def test_micro_batches_with_the_context_equal_the_mini_batch(gen: tuple[dict[str
                 token_denominator=ctx["world_tokens"],
                 sequence_denominator=ctx["world_sequences"],
             )[0].backward()
+        assert full.grad is not None and full.grad.count_nonzero() > 0  # a world gradient to compare, not zeros
         torch.testing.assert_close(full.grad, parts.grad, rtol=1e-12, atol=0)
 
 

@@ -10,14 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import tinker
 import torch
+from tinker import types
+from tinker.lib.public_interfaces.custom_loss import check_loss_inputs, run_loss_handle, trace_loss
 
-tinker = pytest.importorskip("tinker")
-
-from tinker import types  # noqa: E402
-from tinker.lib.public_interfaces.custom_loss import check_loss_inputs, run_loss_handle, trace_loss  # noqa: E402
-
-from openenv_echo.adapters.tinker import (  # noqa: E402
+from openenv_echo.adapters.tinker import (
     CUSTOM_INPUT_RANKS,
     build_custom_datums,
     build_datums,
@@ -26,11 +24,11 @@ from openenv_echo.adapters.tinker import (  # noqa: E402
     echo_datum_loss,
     echo_step,
 )
-from openenv_echo.envs.echo.environment import EchoEnvironment  # noqa: E402
-from openenv_echo.envs.echo.models import EchoAction  # noqa: E402
-from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, local_denominators  # noqa: E402
-from openenv_echo.roles import Role  # noqa: E402
-from openenv_echo.tokenize import TitoBuilder, TokenizedTrajectory  # noqa: E402
+from openenv_echo.envs.echo.environment import EchoEnvironment
+from openenv_echo.envs.echo.models import EchoAction
+from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, local_denominators
+from openenv_echo.roles import Role
+from openenv_echo.tokenize import TitoBuilder, TokenizedTrajectory
 
 LAM = 0.05
 ENV = Role.ENV_OUTPUT.code
@@ -75,7 +73,7 @@ def test_env_datums_carry_lambda_over_n_on_env_targets_only(episodes: list[Token
     with_env = [i for i, it in enumerate(episodes) if (it.role_ids[1:] == ENV).any()]
     assert n_env > 0 and out.env_rows == with_env and len(out.rl) == len(episodes)
     assert len(with_env) < len(episodes)  # an episode with only warnings gets no env datum
-    for d, it in zip(out.env, [episodes[i] for i in out.env_rows]):
+    for d, it in zip(out.env, [episodes[i] for i in out.env_rows], strict=True):
         assert isinstance(d, types.Datum)
         assert d.model_input.length == len(it.input_ids) - 1
         tt = d.loss_fn_inputs["target_tokens"]
@@ -83,7 +81,7 @@ def test_env_datums_carry_lambda_over_n_on_env_targets_only(episodes: list[Token
         w = d.loss_fn_inputs["weights"]
         assert w.dtype == "float32" and w.shape == [len(it.input_ids) - 1]
         target_roles = it.role_ids[1:]
-        for t, (weight, role) in enumerate(zip(w.to_numpy(), target_roles)):  # token by token
+        for t, (weight, role) in enumerate(zip(w.to_numpy(), target_roles, strict=True)):  # token by token
             expected = np.float32(LAM / n_env) if role == ENV else np.float32(0.0)
             assert weight == expected, (t, role, weight)
     assert out.metrics["echo/tokens/selected"] == n_env
@@ -95,7 +93,7 @@ def test_policy_datums_scale_advantages_and_never_touch_env_tokens(episodes: lis
     lps = _sampler_logprobs(episodes)
     out = build_datums(ids, roles, adv, lps, EchoConfig(world_model_coeff=LAM))
     n_act = sum(int((it.role_ids[1:] == ACT).sum()) for it in episodes)
-    for d, it, a, lp in zip(out.rl, episodes, adv, lps):
+    for d, it, a, lp in zip(out.rl, episodes, adv, lps, strict=True):
         target_roles = it.role_ids[1:]
         got_adv = d.loss_fn_inputs["advantages"].to_numpy()
         got_lp = d.loss_fn_inputs["logprobs"].to_numpy()
@@ -112,7 +110,9 @@ def test_sequence_mean_full_observation_weights(episodes: list[TokenizedTrajecto
     cfg = EchoConfig(world_model_coeff=LAM, normalization="sequence_mean", sequence_denominator="full_observation")
     out = build_datums(ids, roles, None, None, cfg, obs_count=obs, verifier_free=[True] * 4)
     assert out.rl == []  # verifier-free: no policy datums at all
-    for d, it in zip(out.env, [episodes[i] for i in out.env_rows]):
+    with_env = [i for i, it in enumerate(episodes) if (it.role_ids[1:] == ENV).any()]
+    assert with_env and out.env_rows == with_env  # a datum for exactly the episodes with env targets
+    for d, it in zip(out.env, [episodes[i] for i in out.env_rows], strict=True):
         w = d.loss_fn_inputs["weights"].to_numpy()
         expected = np.float32(LAM / (it.obs_count * len(episodes)))
         assert (w[it.role_ids[1:] == ENV] == expected).all()
@@ -130,9 +130,10 @@ def test_split_batches_with_global_denominators_match_one_call(episodes: list[To
     split = [build_datums(ids[p], roles[p], adv[p], lps[p], cfg, denominators=dens) for p in parts]
     env = [d for s in split for d in s.env]
     rl = [d for s in split for d in s.rl]
-    for a, b in zip(whole.env, env):
+    assert whole.env and whole.rl  # both sides have datums to compare
+    for a, b in zip(whole.env, env, strict=True):
         assert np.array_equal(a.loss_fn_inputs["weights"].to_numpy(), b.loss_fn_inputs["weights"].to_numpy())
-    for a, b in zip(whole.rl, rl):
+    for a, b in zip(whole.rl, rl, strict=True):
         assert np.array_equal(a.loss_fn_inputs["advantages"].to_numpy(), b.loss_fn_inputs["advantages"].to_numpy())
 
 
@@ -161,7 +162,7 @@ def test_custom_loss_sends_exact_env_weights_through_the_sdk(episodes: list[Toke
     n_env, n_act = _n_env_targets(episodes), sum(int((it.role_ids[1:] == ACT).sum()) for it in episodes)
     for loss_fn in (handle, echo_custom_loss):  # traced handle and plain callable: same linearisation
         result = tinker.TrainingClient._compute_custom_loss(data, loss_fn, _forward_output(current))
-        for lin, it, lp_cur, lp_samp, a in zip(result.data, episodes, current, lps, adv):
+        for lin, it, lp_cur, lp_samp, a in zip(result.data, episodes, current, lps, adv, strict=True):
             w = lin.loss_fn_inputs["weights"].to_numpy()
             target_roles = it.role_ids[1:]
             for t, role in enumerate(target_roles):

@@ -6,11 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
-
-pytest.importorskip("torchrl")
-
 import tensordict
+import torch
 from tensordict import TensorDict, lazy_stack
 from tensordict.tensorclass import MetaData
 from torchrl.data.llm import History
@@ -136,6 +133,7 @@ def test_coeff_zero_is_bit_identical_to_grpo_loss(qwen_tokenizer: Any, strategy:
     assert echo.loss_world_model is None
     assert echo.world_model_ce.item() > 0 and echo.world_model_tokens.item() > 0  # still reported
     assert torch.equal(_loss_sum(plain), _loss_sum(echo))
+    assert g_plain and set(g_plain) == set(g_echo)  # the same parameters got gradients
     for name in g_plain:
         assert torch.equal(g_plain[name], g_echo[name]), name
 
@@ -174,6 +172,7 @@ def test_micro_batches_with_global_denominators_equal_the_full_batch(qwen_tokeni
 
     full = world_grads([[0, 1, 2]])
     split = world_grads([[0], [1, 2]])
+    assert full and set(full) == set(split)
     for name in full:
         torch.testing.assert_close(full[name], split[name], rtol=1e-5, atol=1e-8)
 
@@ -233,10 +232,10 @@ def test_history_role_ids_are_body_only(qwen_tokenizer: Any) -> None:
     roles = td.get(ROLE_IDS_KEY, as_padded_tensor=True, padding_side="left", padding_value=-1)
     assert ids.shape == roles.shape and ((ids == -100) == (roles == -1)).all()  # same left padding
     for b, conv in enumerate(CONVERSATIONS):
-        env = [int(t) for t, r in zip(ids[b], roles[b]) if r == Role.ENV_OUTPUT.code]
+        env = [int(t) for t, r in zip(ids[b], roles[b], strict=True) if r == Role.ENV_OUTPUT.code]
         assert qwen_tokenizer.decode(env) == conv[3] + conv[5]
         assert not set(env) & set(qwen_tokenizer.all_special_ids)
-        act = [int(t) for t, r in zip(ids[b], roles[b]) if r == Role.ACTION.code]
+        act = [int(t) for t, r in zip(ids[b], roles[b], strict=True) if r == Role.ACTION.code]
         assert qwen_tokenizer.decode(act) == conv[2] + conv[4] + conv[6]
 
 

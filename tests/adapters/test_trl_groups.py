@@ -7,9 +7,6 @@ import json
 from typing import Any
 
 import pytest
-
-pytest.importorskip("trl")
-
 from datasets import Dataset
 from trl import GRPOConfig
 

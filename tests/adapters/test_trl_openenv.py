@@ -8,9 +8,6 @@ from typing import Any
 
 import pytest
 import torch
-
-pytest.importorskip("trl")
-
 from datasets import Dataset
 from trl import GRPOConfig
 

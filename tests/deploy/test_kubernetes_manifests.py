@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
+import yaml
 
-kubernetes = pytest.importorskip("kubernetes")
-yaml = pytest.importorskip("yaml")
-
-from openenv_echo.envs import ENVIRONMENTS  # noqa: E402
+from openenv_echo.envs import ENVIRONMENTS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 MODELS = {

@@ -34,6 +34,7 @@ def test_every_registered_env_has_a_thin_openenv_package() -> None:
 
 
 def test_registry_entries_load_and_have_an_expert() -> None:
+    assert {"echo", "terminal", "sql"} <= set(ENVIRONMENTS)
     for name, spec in ENVIRONMENTS.items():
         cls = load_env(name)
         assert issubclass(cls, Environment) and cls.env_name() == name

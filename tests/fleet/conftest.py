@@ -17,7 +17,6 @@ os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")  # a loaded 2-core 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[str]:
     """Address of a two-node Ray cluster (head + a second raylet), torn down after the session."""
-    pytest.importorskip("ray")
     import ray
     from ray.cluster_utils import Cluster
 

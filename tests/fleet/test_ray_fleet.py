@@ -14,7 +14,7 @@ from openenv_echo.client.pool import EnvPool, NoReplicaError
 from openenv_echo.providers.base import ProviderError
 
 pytestmark = pytest.mark.fleet
-ray = pytest.importorskip("ray")
+
 from openenv_echo.providers.ray import RayProvider  # noqa: E402
 
 

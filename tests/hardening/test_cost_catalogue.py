@@ -581,6 +581,7 @@ def test_connection_sessions_over_capacity(servers: dict[str, LiveServer]) -> No
 
 
 def test_zz_server_was_never_restarted(servers: dict[str, LiveServer]) -> None:
+    assert set(servers) == {"terminal", "sql"}
     for server in servers.values():
         assert server.alive() and server.proc.pid == server.pid
         assert server.tree_rss_mb() < 200 + 64 * 2  # workers of closed sessions are gone

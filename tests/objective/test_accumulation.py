@@ -75,7 +75,7 @@ def test_gradient_accumulation_equals_full_batch(norm: str, pnorm: str, chunks: 
     model = TinyLM().double()
     for mids, mb in micro:
         echo_loss(token_logps(model(mids), mids), mb, cfg, denominators=dens).loss.backward()
-    for a, b in zip(full, _grads(model)):
+    for a, b in zip(full, _grads(model), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-13)
 
 
@@ -88,7 +88,7 @@ def test_local_denominators_would_be_wrong() -> None:
     for c in (slice(0, 1), slice(1, 4)):
         out = echo_loss(token_logps(model(ids[c]), ids[c]), batch.rows(c), cfg)
         (out.loss / 2).backward()
-    assert not all(torch.allclose(a, b, rtol=1e-6) for a, b in zip(full, _grads(model)))
+    assert not all(torch.allclose(a, b, rtol=1e-6) for a, b in zip(full, _grads(model), strict=True))
 
 
 def _free_port() -> int:
@@ -128,7 +128,7 @@ def test_data_parallel_with_all_reduced_denominators_equals_single_process(tmp_p
     mp.spawn(_dp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     for norm in DP_NORMS:
         dp = torch.load(tmp_path / f"grads_{norm}.pt")
-        for a, b in zip(_full_batch_grads(_cfg(norm, norm)), dp):
+        for a, b in zip(_full_batch_grads(_cfg(norm, norm)), dp, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-13)
 
 

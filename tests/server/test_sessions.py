@@ -102,6 +102,7 @@ def test_server_side_tokens_on_request(running_server, bpe_tokenizer) -> None:
         for result in (first, r):
             tokens = result.tokens
             assert tokens is not None and tokens.tokenizer.fingerprint == tokenizer_fingerprint(bpe_tokenizer)
+            assert result.segments  # something to check below
             for seg in result.segments:  # each segment's body tokens, in order, with its role
                 n = len(bpe_tokenizer.encode(seg.text, add_special_tokens=False))
                 assert tokens.roles[:n] == [seg.role] * n

@@ -6,9 +6,6 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("tokenizers")
-
 
 @pytest.fixture(scope="session")
 def toks() -> dict[str, Any]:

@@ -110,7 +110,8 @@ def test_collate_options_and_errors() -> None:
 
 
 def test_jsonl_and_parquet_round_trip_and_datasets(toks: dict[str, Any], tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
+    import datasets
+
     tok = toks["qwen"]
     items = [tokenize_trajectory(simple_trajectory(), tok), tokenize_trajectory(simple_trajectory(), tok).truncate(20)]
     for path, write, read in [
@@ -119,7 +120,7 @@ def test_jsonl_and_parquet_round_trip_and_datasets(toks: dict[str, Any], tmp_pat
     ]:
         assert write(items, path) == 2
         back = read(path)
-        for x, y in zip(items, back):
+        for x, y in zip(items, back, strict=True):
             assert x.to_dict() == y.to_dict()
     ds = datasets.load_dataset("parquet", data_files=str(tmp_path / "t.parquet"), split="train")
     assert len(ds) == 2

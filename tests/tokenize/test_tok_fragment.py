@@ -55,7 +55,9 @@ def test_special_affixes(toks: dict[str, Any]) -> None:
 def test_codec_is_cached_per_tokenizer(toks: dict[str, Any]) -> None:
     assert fragment_codec(toks["qwen"]) is fragment_codec(toks["qwen"])
     assert fragment_codec(toks["qwen"]) is not fragment_codec(toks["qwen3"])
-    assert isinstance(FragmentCodec(backend_of(toks["qwen"])), FragmentCodec)  # a raw tokenizers.Tokenizer works
+    raw = FragmentCodec(backend_of(toks["qwen"]))  # a raw tokenizers.Tokenizer works, and encodes like the HF one
+    text = "hello <|im_end|> world\n"
+    assert raw.encode_content(text) == fragment_codec(toks["qwen"]).encode_content(text) != []
 
 
 def test_slow_or_foreign_tokenizers_are_refused() -> None:

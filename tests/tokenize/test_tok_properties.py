@@ -59,7 +59,7 @@ def test_tito_live_properties(stable_tok: Any, conv: dict[str, Any]) -> None:
     for p in prompts[:-1] if conv["steps"] else []:
         assert ids[: len(p)] == p
     # TITO: the sampled ids appear verbatim, at the place they were sampled, all with role action
-    for s, a in zip(starts, sampled):
+    for s, a in zip(starts, sampled, strict=True):
         assert ids[s : s + len(a)] == a
     assert tt.input_ids[tt.role_ids == Role.ACTION.code].tolist() == [i for a in sampled for i in a]
     # observation bodies: tokens of each role decode to exactly that role's text

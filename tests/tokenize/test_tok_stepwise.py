@@ -41,7 +41,7 @@ def _traj(tok: Any, sampled: bool = True) -> Trajectory:
                 action_logprobs=[-0.5] * (len(codec.encode_action(a)) + 1) if sampled else None,
                 observation=ObservationRecord(segments=o),
             )
-            for a, o in zip(ACTIONS, OBS)
+            for a, o in zip(ACTIONS, OBS, strict=True)
         ],
     )
 
@@ -77,7 +77,7 @@ def test_each_sequence_is_the_template_at_that_step(toks: dict[str, Any]) -> Non
         prompts.append(b.add_observation(step.observation))
     seqs = b.finish(episode_id="ep", reward=traj.total_reward)
     assert [s.to_dict() for s in seqs] == [s.to_dict() for s in tokenize_stepwise(traj, tok)]
-    for k, (seq, step) in enumerate(zip(seqs, traj.steps)):
+    for k, (seq, step) in enumerate(zip(seqs, traj.steps, strict=True)):
         ids = seq.input_ids.tolist()
         prompt = prompts[k]
         # the prompt the sampler saw at step k is the start of sequence k, and it is the template's own render
@@ -86,7 +86,7 @@ def test_each_sequence_is_the_template_at_that_step(toks: dict[str, Any]) -> Non
             {"role": "system", "content": "You are a shell agent."},
             {"role": "tool", "content": "Task:\nfind the config"},
         ]
-        for a, s in zip(ACTIONS[:k], traj.steps[:k]):
+        for a, s in zip(ACTIONS[:k], traj.steps[:k], strict=True):
             history += [{"role": "assistant", "content": a}, {"role": "tool", "content": s.observation.text}]
         assert codec.decode(prompt) == tok.apply_chat_template(history, tokenize=False, add_generation_prompt=True)
         # the sampled ids follow verbatim, as the only action tokens; their logprobs sit on them

@@ -173,7 +173,7 @@ def test_recorded_trajectory_matches_live_builder(stable_tok: Any) -> None:
     live = b.finish()
     from_text = tokenize_trajectory(traj, stable_tok)
     recorded = traj.model_copy(deep=True)
-    for step, a in zip(recorded.steps, ids):
+    for step, a in zip(recorded.steps, ids, strict=True):
         step.action_token_ids = a
     from_ids = tokenize_trajectory(recorded, stable_tok)
     for tt in (from_text, from_ids):
