@@ -34,7 +34,7 @@ ACTIONS = {
 def ray_urls(env: str, replicas: int, max_sessions: int) -> tuple[object, list[str]]:
     from openenv_echo.providers.ray import RayProvider
 
-    provider = RayProvider(env, replicas=replicas, num_cpus=0.01, max_sessions=max_sessions)
+    provider = RayProvider(env, replicas=replicas, num_cpus=0.01, max_sessions=max_sessions)  # local: loopback
     provider.start()
     return provider, provider.urls
 

@@ -32,6 +32,21 @@ class _LogBuffer(logging.Handler):
         self.lines.append(self.format(record))
 
 
+def keep_on_loopback() -> None:
+    """Make a Ray started from this process a one-machine cluster on 127.0.0.1.
+
+    Ray otherwise swaps 127.0.0.1 for the machine's outward address. The switch is read from the environment when
+    ``ray`` is first imported (and inherited by the processes Ray starts), so it is set there and, in case ``ray``
+    was imported already (some libraries import it), on the loaded constants too.
+    """
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import sys
+
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        setattr(constants, "ENABLE_RAY_CLUSTER", False)  # noqa: B010 (a module attribute mypy cannot see)
+
+
 def _node_address() -> str:
     """The address this actor's Ray node was started with (``--node-ip-address``; loopback on a local cluster)."""
     import ray
@@ -130,8 +145,8 @@ class RayProvider(ServerProvider):
         return list(self._urls)
 
     def _ray(self) -> Any:
-        if self.address is None:  # one machine: keep Ray on loopback (read when ray is first imported)
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        if self.address is None:
+            keep_on_loopback()
         import ray
 
         if not ray.is_initialized():

@@ -20,6 +20,12 @@ def ray_cluster() -> Iterator[str]:
     import ray
     from ray.cluster_utils import Cluster
 
+    from openenv_echo.providers.ray import keep_on_loopback
+
+    keep_on_loopback()  # again, in case another test imported ray before this conftest set the variable
+    from ray._private.services import get_node_ip_address
+
+    assert get_node_ip_address() == "127.0.0.1", "Ray would leave loopback: refusing to start the cluster"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     try:
         cluster.add_node(num_cpus=2)
