@@ -14,7 +14,6 @@ from websockets.exceptions import ConnectionClosed
 from ..trajectory import ChatMessage
 from .base import ClientBase
 from .core import Op, ws_url
-from .errors import ServerError
 from .results import StepResult
 
 T = TypeVar("T")
@@ -128,12 +127,7 @@ class AsyncEnvClient(ClientBase):
             if failure is e:
                 raise
             raise failure from e
-        try:
-            return op.read(reply)
-        except ServerError as e:
-            if self._core.server_error(e):
-                self._drop()
-            raise
+        return self._core.answer(op, reply, self._drop)
 
     def _drop(self) -> None:
         ws, self._ws = self._ws, None

@@ -256,6 +256,15 @@ class ClientCore:
             self.end("abandoned", error)
         return False
 
+    def answer(self, op: Op[T], reply: Any, drop: Callable[[], None]) -> T:
+        """``op``'s result from its reply; a server error that closes the connection calls ``drop`` first."""
+        try:
+            return op.read(reply)
+        except ServerError as e:
+            if self.server_error(e):
+                drop()
+            raise
+
     def lost(self, op: Op[Any], exc: BaseException) -> BaseException:
         """The typed error for a transport failure (the connection is dropped by the caller); the running
         episode is cut (or abandoned, when the caller was interrupted). Other exceptions are returned as they are."""

@@ -14,7 +14,6 @@ from websockets.sync.client import ClientConnection, connect
 from ..trajectory import ChatMessage
 from .base import ClientBase
 from .core import DEFAULT_MAX_MESSAGE_BYTES, Op, ws_url
-from .errors import ServerError
 from .results import StepResult
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "EnvClient"]
@@ -141,12 +140,7 @@ class EnvClient(ClientBase):
             if failure is e:
                 raise
             raise failure from e
-        try:
-            return op.read(reply)
-        except ServerError as e:
-            if self._core.server_error(e):
-                self._drop()
-            raise
+        return self._core.answer(op, reply, self._drop)
 
     def _drop(self) -> None:
         ws, self._ws = self._ws, None
