@@ -27,6 +27,9 @@ from ..trajectory import Trajectory
 from .config import SYSTEM_PROMPT
 
 ENV_NAME = "terminal"
+DEMO_LIMITS = {"step_timeout_s": 60.0, "reset_timeout_s": 120.0}
+"""Step and reset wall-time limits of the demo's server: generous, because the demo is run on shared, loaded CPUs
+where the server's defaults (2 s / 10 s, sized for a serving fleet) stop honest steps."""
 
 
 @contextlib.contextmanager
@@ -35,10 +38,12 @@ def env_server(docker: bool = False) -> Iterator[tuple[str, str]]:
     from ..providers import DockerProvider, LocalProcessProvider
 
     if docker:
-        provider: Any = DockerProvider.for_env(ENV_NAME)
+        provider: Any = DockerProvider.for_env(ENV_NAME, **DEMO_LIMITS)
         what = f"docker image {provider.image} (envs/terminal_env/server/Dockerfile)"
     else:
-        provider = LocalProcessProvider(ENV_NAME, max_sessions=64, idle_timeout_s=None, log_level="warning")
+        provider = LocalProcessProvider(
+            ENV_NAME, max_sessions=64, idle_timeout_s=None, log_level="warning", **DEMO_LIMITS
+        )
         what = "local process (LocalProcessProvider)"
     url = provider.start()
     try:

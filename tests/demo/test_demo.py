@@ -17,6 +17,7 @@ import torch
 pytestmark = pytest.mark.timeout(1200)
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
+from openenv_echo.envs.splits import TASK_SPLITS  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory  # noqa: E402
 from openenv_echo.wire import env_output, warning  # noqa: E402
@@ -319,8 +320,14 @@ def test_seeds_are_disjoint_and_validated() -> None:
     s = Seeds.make(10, 3, 4)
     s.check_disjoint()
     assert len(set(s.train) | set(s.val) | set(s.test)) == 17
+    # the demo's splits are the env's own task splits (the seeds OpenEnv's task routes serve)
+    assert set(s.train) <= set(TASK_SPLITS["train"])
+    assert set(s.val) <= set(TASK_SPLITS["validation"])
+    assert set(s.test) <= set(TASK_SPLITS["test"])
     with pytest.raises(ValueError):
         Seeds.make(0, 3, 4)
+    with pytest.raises(ValueError, match="split has"):
+        Seeds.make(10, len(TASK_SPLITS["validation"]) + 1, 4)
     with pytest.raises(ValueError):
         Seeds(train=[1, 2], val=[2], test=[3]).check_disjoint()
 
