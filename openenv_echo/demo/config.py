@@ -96,7 +96,7 @@ class DemoConfig:
     rl_steps: int = 6
     rl_prompts: int = 4  # distinct training machines per step
     rl_group: int = 4  # policy samples per machine (the GRPO group)
-    rl_lr: float = 6e-4  # the start checkpoint's final learning rate (its AdamW moments carry over)
+    rl_lr: float = 2e-4  # AdamW moments carry over from the start checkpoint (whose final lr is 6e-4)
     temperature: float = 0.7  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "grpo"
