@@ -463,6 +463,31 @@ def test_intervals_match_textbook_values() -> None:
         wilson(3, 2)
 
 
+def test_gap_closed_needs_an_established_direct_ce_drop() -> None:
+    from openenv_echo.demo.summarize import direct_drop
+
+    assert direct_drop(2.0, [1.9, 1.88, 1.91])["established"]  # interval above 0
+    noisy = direct_drop(2.0, [1.99, 2.02, 1.995])  # mean drop > 0 but the interval reaches below 0
+    assert noisy["mean"] < 0.01 and noisy["ci95"][0] < 0 and not noisy["established"]
+    assert not direct_drop(2.0, [2.1, 2.05, 2.2])["established"]
+    assert direct_drop(2.0, [1.9])["established"] and not direct_drop(2.0, [2.1])["established"]  # one seed
+
+
+def test_quick_report_defines_gap_closed_only_for_an_established_drop(
+    quick_report: tuple[dict[str, Any], Path],
+) -> None:
+    report, _ = quick_report
+    drop = report["comparisons"]["direct_ce_drop"]
+    start = report["baselines"]["start"]
+    direct = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in report["arms"]["direct_ce"]["seeds"]]
+    assert drop["per_seed"] == pytest.approx([start - d for d in direct])
+    for arm in ARMS:
+        s = report["arms"][arm]["summary"]
+        assert (s["gap_closed"] is not None) == drop["established"]
+        ce = [x["final"]["test"]["env_ce"]["nats_per_token"] for x in report["arms"][arm]["seeds"]]
+        assert s["test_env_ce_change"]["per_seed"] == pytest.approx([c - start for c in ce])
+
+
 def test_hostnames_shared_with_training_are_counted() -> None:
     from openenv_echo.demo.evaluate import hostnames_seen
     from openenv_echo.envs.terminal.machine import generate_machine
