@@ -64,7 +64,8 @@ def headline(report: dict[str, Any]) -> str:
     chg = {k: _ci(s["test_env_ce_change"], "+.3f") for k, s in (("g", grpo), ("e", echo), ("d", direct))}
     if drop is not None and drop["established"] and echo.get("gap_closed") is not None:
         lines.append(
-            f"- Direct CE lowers held-out env CE from the start by {_ci(drop, '.3f')} nats/token. GRPO + ECHO "
+            f"- Direct CE lowers held-out env CE from the start by {_ci(drop, '.3f')} nats/token"
+            f"{' (one seed: no interval, so no certainty either)' if drop.get('ci95') is None else ''}. GRPO + ECHO "
             f"(λ = {lam:g}, chosen on validation) closes {_pct(echo['gap_closed'])} of that gap; GRPO (λ = 0) closes "
             f"{_pct(grpo['gap_closed'])}."
         )
