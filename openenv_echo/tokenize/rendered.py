@@ -271,91 +271,137 @@ def _scaffold(pieces: list[str], roles: bytearray, kinds: bytearray, text: str, 
 
 def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) -> tuple[np.ndarray, np.ndarray, int]:
     """``(ids, role codes, straddled)`` for ``parts`` (module docstring). ``document_start``: the text starts
-    a document (its first piece gets the tokenizer's start-of-document handling, e.g. a ``▁`` prefix)."""
+    a document (its first piece gets the tokenizer's start-of-document handling, e.g. a ``▁`` prefix).
+
+    The text is cut at the added tokens written in template (and action) text and at opaque parts; what lies
+    between is a literal run, encoded by ``_encode_batch``. A piece of template text between two bodies repeats
+    every turn: its added tokens and the runs strictly between them (one role each) are looked up once per
+    tokenizer (``_structure``), which is exact because an added token always ends a run."""
     text, croles, kinds = parts.text, parts.roles, parts.kinds
     n = len(text)
-    # cut points: kind changes; inside scaffold / action text, the added tokens there
     kind_arr = np.frombuffer(bytes(kinds), dtype=np.int8)
-    bounds = np.flatnonzero(kind_arr[1:] != kind_arr[:-1]) + 1 if n else np.zeros(0, dtype=np.int64)
-    starts = [0, *bounds.tolist()]
-    ends = [*bounds.tolist(), n]
-    added: list[tuple[int, int, int]] = []  # (start, end, id) in text
-    for s, e in zip(starts, ends):
-        k = kinds[s] if s < n else SCAFFOLD
-        if k == BODY or e <= s:
-            continue
-        for a, b, tid in codec.added_spans(text[s:e], special_only=k == ACTION_BODY):
-            added.append((s + a, s + b, tid))
-    cuts = sorted({p for p, _, _ in parts.opaque})
-    items: list[tuple[int, int, int]] = []  # (start, end, id): id -1 = a literal text run
-    pos = 0
-    for a, b, tid in added:
-        _runs(items, pos, a, cuts)
-        items.append((a, b, tid))
-        pos = b
-    _runs(items, pos, n, cuts)
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
     changes = (np.flatnonzero(cr[1:] != cr[:-1]) + 1).tolist()  # role boundaries (character positions)
-    kind_changes = bounds.tolist()
-    # a run of template text with one role (a role name between header tokens) repeats every turn: memoized;
-    # every other run goes to the tokenizer in one batch
-    plain: dict[int, list[int]] = {}
-    batch: list[tuple[int, int]] = []
-    for s, e, tid in items:
-        if tid >= 0:
+    kind_changes = (np.flatnonzero(kind_arr[1:] != kind_arr[:-1]) + 1).tolist()
+    opaque: dict[int, list[tuple[list[int], bytes]]] = {}
+    for cpos, o_ids, o_roles in parts.opaque:
+        opaque.setdefault(cpos, []).append((list(o_ids), bytes(o_roles)))
+    bounds = sorted({*kind_changes, *(c for c in opaque if 0 < c < n)}) if opaque else kind_changes
+    # plan: literal runs (start, end) and fixed pieces (ids, role codes), in order
+    runs: list[tuple[int, int]] = []
+    plan: list[tuple[int, int] | tuple[list[int], bytes]] = []
+    run_s = -1  # start of the open literal run, -1: none
+
+    def close(pos: int) -> None:
+        nonlocal run_s
+        if 0 <= run_s < pos:
+            runs.append((run_s, pos))
+            plan.append((run_s, pos))
+        run_s = -1
+
+    for s, e in zip([0, *bounds], [*bounds, n]):
+        if s in opaque:
+            close(s)
+            plan.extend(opaque[s])
+        if e <= s:
             continue
-        one_piece = not _within(kind_changes, s, e) and not _within(changes, s, e)
-        if kinds[s] == SCAFFOLD and one_piece and not (s == 0 and document_start):
-            plain[s] = codec.scaffold_run(text[s:e])
-        else:
-            batch.append((s, e))
-    encs = dict(
-        zip(
-            (s for s, _ in batch),
-            _encode_runs(codec, [text[s:e] for s, e in batch], [s == 0 and document_start for s, _ in batch]),
-        )
-    )
+        kind = kinds[s]
+        if kind == SCAFFOLD:
+            shape = _structure(codec, text[s:e], bytes(croles[s:e]))
+            if shape is not None:
+                head, fixed, tail = shape
+                if run_s < 0 and head:
+                    run_s = s
+                close(s + head)
+                plan.append(fixed)
+                if tail:
+                    run_s = e - tail
+                continue
+        added = codec.added_spans(text[s:e], special_only=kind == ACTION_BODY) if kind != BODY else ()
+        for a, b, tid in added:
+            if run_s < 0 and a:
+                run_s = s
+            close(s + a)
+            code = croles[s + a]
+            plan.append(([tid], bytes((Role.ACTION.code if code == EOT_CODE else code,))))
+            run_s = s + b
+        if added:
+            if run_s >= e:
+                run_s = -1
+        elif run_s < 0:
+            run_s = s
+    close(n)
+    if n in opaque and n > 0:
+        plan.extend(opaque[n])
+    # a run of template text with one role (a role name between header tokens): memoized; the rest: one batch
+    plain: dict[int, tuple[list[int], bytes, int]] = {}
+    batch: list[tuple[int, int]] = []
+    for s, e in runs:
+        one_piece = kinds[s] == SCAFFOLD and not _within(kind_changes, s, e) and not _within(changes, s, e)
+        if one_piece and not (s == 0 and document_start):
+            r_ids = codec.scaffold_run(text[s:e])
+            code = croles[s]
+            plain[s] = (r_ids, bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(r_ids), 0)
+            continue
+        batch.append((s, e))
+    encoded = _encode_batch(codec, text, croles, batch, changes, document_start)
+    encoded.update(plain)
     ids_out: list[int] = []
     roles_out = bytearray()
-    tok_at: list[int] = []  # token index where each item starts (to splice opaque parts)
     straddled = 0
-    for s, e, tid in items:
-        tok_at.append(len(ids_out))
-        if tid >= 0:  # an added token the template (or the model, in action text) wrote: its characters' role
-            ids_out.append(tid)
-            code = int(cr[s]) if s < n else _CTX
-            roles_out.append(Role.ACTION.code if code == EOT_CODE else code)
-            continue
-        if s in plain:
-            r_ids = plain[s]
-            code = croles[s]
-            ids_out.extend(r_ids)
-            roles_out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(r_ids)
-            continue
-        r_ids, r_enc = encs[s]
-        inner = changes[bisect.bisect_right(changes, s) : bisect.bisect_left(changes, e)]
-        r_roles, r_straddled = _run_roles(r_ids, r_enc, croles, s, e, inner)
-        ids_out.extend(r_ids)
+    for item in plan:
+        if isinstance(item[0], int):
+            r_ids, r_roles, r_straddled = encoded[item[0]]
+            straddled += r_straddled
+        else:
+            r_ids, r_roles = item
+        ids_out += r_ids
         roles_out += r_roles
-        straddled += r_straddled
     ids = np.fromiter(ids_out, dtype=np.int64, count=len(ids_out))
     role_ids = np.frombuffer(bytes(roles_out), dtype=np.int8).copy()
-    if parts.opaque:  # splice the opaque parts in at their character positions (always item boundaries)
-        item_start = [s for s, _, _ in items]
-        chunks_i: list[np.ndarray] = []
-        chunks_r: list[np.ndarray] = []
-        prev = 0
-        for cpos, o_ids, o_roles in parts.opaque:
-            j = bisect.bisect_left(item_start, cpos)
-            cut = tok_at[j] if j < len(tok_at) else len(ids)
-            chunks_i += [ids[prev:cut], np.asarray(o_ids, dtype=np.int64)]
-            chunks_r += [role_ids[prev:cut], np.frombuffer(bytes(o_roles), dtype=np.int8)]
-            prev = cut
-        chunks_i.append(ids[prev:])
-        chunks_r.append(role_ids[prev:])
-        ids = np.concatenate(chunks_i)
-        role_ids = np.concatenate(chunks_r).astype(np.int8)
     return ids, role_ids, straddled
+
+
+_STRUCTURE_MAX = 4096
+
+
+def _structure(codec: FragmentCodec, text: str, roles: bytes) -> tuple[int, tuple[list[int], bytes], int] | None:
+    """Template text between two bodies, as ``(head, fixed, tail)``: the lengths of the text before its first
+    and after its last added token (they join the neighbouring runs) and the ids and role codes of everything
+    from the first to the last added token. None when it has no added token, or a run between two added tokens
+    with more than one role. Memoized per tokenizer (``codec``) by text and roles: template text repeats."""
+    key = (text, roles)
+    memo = codec.structures
+    hit = memo.get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit  # type: ignore[no-any-return]
+    spans = codec.added_spans(text)
+    out: tuple[int, tuple[list[int], bytes], int] | None = None
+    if spans:
+        ids: list[int] = []
+        codes = bytearray()
+        prev = spans[0][0]
+        for a, b, tid in spans:
+            if a > prev:  # a run between two added tokens
+                if roles[prev:a].count(roles[prev]) != a - prev:
+                    break
+                r_ids = codec.scaffold_run(text[prev:a])
+                code = roles[prev]
+                ids += r_ids
+                codes += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(r_ids)
+            ids.append(tid)
+            code = roles[a]
+            codes.append(Role.ACTION.code if code == EOT_CODE else code)
+            prev = b
+        else:
+            out = (spans[0][0], (ids, bytes(codes)), len(text) - spans[-1][1])
+    if len(memo) >= _STRUCTURE_MAX:
+        memo.clear()
+    memo[key] = out
+    return out
+
+
+_MISSING = object()
 
 
 def _within(points: list[int], s: int, e: int) -> bool:
@@ -375,7 +421,6 @@ def _run_roles(ids: list[int], enc: Any, croles: bytearray, s: int, e: int, chan
     if not isinstance(enc, list) and all(
         enc.char_to_token(p - s) is not None and enc.char_to_token(p - s - 1) is not None for p in changes
     ):
-        bounds = [s, *changes, e]
         tok_bounds = [0]
         straddles: set[int] = set()
         for p in changes:
@@ -384,16 +429,24 @@ def _run_roles(ids: list[int], enc: Any, croles: bytearray, s: int, e: int, chan
                 straddles.add(tp)
             tok_bounds.append(tp)
         tok_bounds.append(n_t)
-        out = bytearray()
-        for i in range(len(bounds) - 1):
-            code = croles[bounds[i]]
-            out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * max(0, tok_bounds[i + 1] - len(out))
-        for t in straddles:
-            out[t] = _CTX
-        return bytes(out[:n_t]), len(straddles)
+        return _bounded_roles(croles, [s, *changes, e], tok_bounds, straddles, n_t)
     # re-spelled runs, or characters no token covers (a normalizer dropped them): use the offsets
     roles, st = token_roles(e - s, croles[s:e], enc if isinstance(enc, list) else enc.offsets)
     return roles.tobytes(), st
+
+
+def _bounded_roles(
+    croles: bytearray, bounds: list[int], tok_bounds: list[int], straddles: set[int], n_t: int
+) -> tuple[bytes, int]:
+    """Role codes of a run's ``n_t`` tokens: tokens from ``tok_bounds[i]`` take the role of the characters from
+    ``bounds[i]``; each token in ``straddles`` (it holds a role boundary) is ``context``."""
+    out = bytearray()
+    for i in range(len(bounds) - 1):
+        code = croles[bounds[i]]
+        out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * max(0, tok_bounds[i + 1] - len(out))
+    for t in straddles:
+        out[t] = _CTX
+    return bytes(out[:n_t]), len(straddles)
 
 
 def _runs(out: list[tuple[int, int, int]], a: int, b: int, cuts: list[int]) -> None:
@@ -405,6 +458,127 @@ def _runs(out: list[tuple[int, int, int]], a: int, b: int, cuts: list[int]) -> N
             pos = c
     if b > pos:
         out.append((pos, b, -1))
+
+
+def _encode_batch(
+    codec: FragmentCodec,
+    text: str,
+    croles: bytearray,
+    batch: list[tuple[int, int]],
+    changes: list[int],
+    document_start: bool,
+) -> dict[int, tuple[list[int], bytes, int]]:
+    """``{start: (ids, role codes, straddled)}`` of the literal runs ``batch`` of ``text`` (``changes``: the
+    positions where the character role changes).
+
+    Runs are encoded without offsets in one call (a document's first run in document mode). A run with role
+    boundaries inside must know which token holds each boundary: on a pipeline whose ids each stand for a fixed
+    number of bytes of the text (``codec.token_bytes``), the running sum of those lengths says so, checked
+    against the run's own length. Otherwise (a re-spelled run, an unknown token, a multi-byte character next to
+    a boundary, other pipelines) the run is encoded again with offsets (``_run_roles``). Both give a token that
+    covers characters of two roles ``context`` (straddle)."""
+    out: dict[int, tuple[list[int], bytes, int]] = {}
+    if not batch:
+        return out
+    lo, hi = bisect.bisect_right, bisect.bisect_left
+    inners = [changes[lo(changes, s) : hi(changes, e)] for s, e in batch]
+    texts = [text[s:e] for s, e in batch]
+    doc = 0 if document_start and batch[0][0] == 0 else -1
+    encoded = [x.ids for x in codec.body.encode_batch_fast(texts[doc + 1 :], add_special_tokens=False)]
+    if doc == 0:
+        encoded.insert(0, codec.body_document.encode_batch_fast(texts[:1], add_special_tokens=False)[0].ids)
+    guard, table, space = codec._guard_body, codec.token_bytes, codec.space_symbol
+    slow: list[int] = []
+    located: list[int] = []
+    for j, ((s, _e), ids, inner) in enumerate(zip(batch, encoded, inners)):
+        if guard and not guard.isdisjoint(ids):
+            slow.append(j)
+        elif not inner:
+            code = croles[s]
+            out[s] = (ids, bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(ids), 0)
+        elif table is not None and not (space and space in texts[j]):
+            located.append(j)
+        else:
+            slow.append(j)
+    if located and table is not None:
+        slow += _locate(
+            out,
+            text,
+            croles,
+            table,
+            [batch[j] for j in located],
+            [encoded[j] for j in located],
+            [inners[j] for j in located],
+            located,
+        )
+    if slow:
+        slow.sort()
+        runs = _encode_runs(codec, [texts[j] for j in slow], [j == doc for j in slow])
+        for j, (r_ids, r_enc) in zip(slow, runs):
+            s, e = batch[j]
+            out[s] = (r_ids, *_run_roles(r_ids, r_enc, croles, s, e, inners[j]))
+    return out
+
+
+def _locate(
+    out: dict[int, tuple[list[int], bytes, int]],
+    text: str,
+    croles: bytearray,
+    table: np.ndarray,
+    runs: list[tuple[int, int]],
+    encoded: list[list[int]],
+    inners: list[list[int]],
+    tags: list[int],
+) -> list[int]:
+    """Role boundaries of ``runs`` from per-id byte lengths (see ``_encode_batch``), all runs in one numpy pass;
+    fills ``out`` and returns the ``tags`` of the runs it cannot place."""
+    flat: list[int] = []
+    first: list[int] = []
+    for ids in encoded:
+        first.append(len(flat))
+        flat += ids
+    lens = table[np.fromiter(flat, dtype=np.int64, count=len(flat))]
+    unknown = np.cumsum(lens < 0)
+    cum = np.cumsum(np.maximum(lens, 0))
+    if text.isascii():
+        width = None
+        at = np.arange(len(text) + 1)
+    else:
+        cp = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        width = 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
+        at = np.concatenate([[0], np.cumsum(width)])
+    targets: list[int] = []
+    for (s, _e), t0, inner in zip(runs, first, inners):
+        base = int(cum[t0 - 1]) if t0 else 0
+        targets += [base + int(at[p] - at[s]) for p in inner]
+    where = np.searchsorted(cum, np.asarray(targets, dtype=np.int64), side="left").tolist()
+    ends = cum[np.asarray(where, dtype=np.int64)].tolist() if where else []
+    failed: list[int] = []
+    k = 0
+    for (s, e), t0, ids, inner, tag in zip(runs, first, encoded, inners, tags):
+        n_t = len(ids)
+        t1 = t0 + n_t
+        base = int(cum[t0 - 1]) if t0 else 0
+        ok = n_t > 0 and int(cum[t1 - 1]) - base == int(at[e] - at[s])
+        ok = ok and int(unknown[t1 - 1]) == (int(unknown[t0 - 1]) if t0 else 0)
+        if ok and width is not None:
+            ok = all(width[p - 1] == 1 and width[p] == 1 for p in inner)
+        if not ok:
+            failed.append(tag)
+            k += len(inner)
+            continue
+        tok_bounds = [0]
+        straddles: set[int] = set()
+        for _p in inner:
+            idx, end, target = where[k], ends[k], targets[k]
+            k += 1
+            tp = idx + 1 - t0 if end == target else idx - t0
+            if end != target:
+                straddles.add(tp)
+            tok_bounds.append(tp)
+        tok_bounds.append(n_t)
+        out[s] = (ids, *_bounded_roles(croles, [s, *inner, e], tok_bounds, straddles, n_t))
+    return failed
 
 
 def _encode_runs(codec: FragmentCodec, texts: list[str], first: list[bool]) -> list[tuple[list[int], Any]]:

@@ -41,6 +41,10 @@ from .tokenized import TokenizedTrajectory
 _CTX = Role.CONTEXT.code
 _ACT = Role.ACTION.code
 
+ObsParts = tuple[list[Segment] | None, ObservationTokens | None]
+_Prepared = tuple[ObsParts, list[list[int]] | None]
+"""An observation already read (``observation_parts``) and its bodies already encoded (None: not yet)."""
+
 
 def chat_messages(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Plain dicts for the template; each needs a string ``role`` and ``content``."""
@@ -163,7 +167,7 @@ class TitoBuilder:
         messages: Sequence[ChatMessage | Mapping[str, Any]] = (),
         reset: Any = None,
         *,
-        _encoded: list[list[int]] | None = None,
+        _prepared: _Prepared | None = None,
     ) -> list[int]:
         """Render the initial messages (and the reset observation, if it has content) once; returns the
         prompt ids, ending with the generation prompt. All ``context`` except the reset body."""
@@ -171,8 +175,9 @@ class TitoBuilder:
         msgs = chat_messages(messages)
         tagged = [TaggedMessage(m["role"], [Segment(role=Role.CONTEXT, text=m["content"])], _extra(m)) for m in msgs]
         if reset is not None:
-            body_ids, body_roles = self._body(reset, _encoded)
-            segments, _tokens = observation_parts(reset)
+            obs_parts, encoded = _prepared if _prepared is not None else (observation_parts(reset), None)
+            body_ids, body_roles = self._body(obs_parts, encoded)
+            segments = obs_parts[0]
             if body_ids or segments:
                 tagged.append(
                     TaggedMessage(self.scaffold.observation_role, [], ids=body_ids, id_roles=bytes(body_roles))
@@ -254,6 +259,10 @@ class TitoBuilder:
     def _validate_ids(self, ids: Sequence[int]) -> list[int]:
         if isinstance(ids, (str, bytes)):
             raise TypeError("action ids must be a sequence of ints, not a string")
+        out = list(ids)
+        # common case in C: plain ints (not bools) inside the vocabulary
+        if all(type(i) is int for i in out) and (not out or (min(out) >= 0 and max(out) < self.vocab_size)):
+            return out
         out = []
         for i in ids:
             if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
@@ -263,11 +272,12 @@ class TitoBuilder:
             out.append(int(i))
         return out
 
-    def add_observation(self, obs: Any, *, _encoded: list[list[int]] | None = None) -> list[int]:
+    def add_observation(self, obs: Any, *, _prepared: _Prepared | None = None) -> list[int]:
         """Close the assistant turn and add the observation: scaffolding (context) around the segment bodies
         (their own roles), then the generation prompt. Returns the ids appended (prompt delta)."""
         self._need("awaiting_observation", "add_observation()")
-        body_ids, body_roles = self._body(obs, _encoded)
+        obs_parts, encoded = _prepared if _prepared is not None else (observation_parts(obs), None)
+        body_ids, body_roles = self._body(obs_parts, encoded)
         start = len(self._ids)
         sc = self.scaffold
         self._extend(self._pending_close, _CTX)
@@ -328,8 +338,9 @@ class TitoBuilder:
         _, tokens = observation_parts(obs)
         return tokens is not None and tokens.tokenizer.fingerprint == self.identity.fingerprint
 
-    def _body(self, obs: Any, encoded: list[list[int]] | None) -> tuple[list[int], bytearray]:
-        segments, tokens = observation_parts(obs)
+    def _body(self, parts: ObsParts, encoded: list[list[int]] | None) -> tuple[list[int], bytearray]:
+        """Ids and role codes of an observation's bodies (``encoded``: its segments' ids, if already encoded)."""
+        segments, tokens = parts
         if tokens is not None:
             if tokens.tokenizer.fingerprint == self.identity.fingerprint:
                 if Role.ACTION in tokens.roles:
@@ -396,50 +407,46 @@ def tokenize_trajectory(
         template_kwargs=template_kwargs,
         add_special_tokens=add_special_tokens,
     )
-    # Collect every text to encode, in order, for one batched call.
+    # Read every observation once and collect every text to encode, in order, for one batched call each.
     texts: list[str] = []
     act_texts: list[str] = []
-    plan: list[tuple[str, Any]] = []  # (kind, payload) consumed in order below
+    fingerprint = b.identity.fingerprint
 
-    def obs_texts(obs: Any) -> None:
-        if b.usable_tokens(obs):
-            plan.append(("obs", None))
-            return
-        segs = [s for s in (observation_parts(obs)[0] or []) if s.text]
-        plan.append(("obs", (len(texts), len(segs))))
-        texts.extend(s.text for s in segs)
+    def read(obs: Any) -> tuple[ObsParts, tuple[int, int] | None]:
+        parts = observation_parts(obs)
+        segments, tokens = parts
+        if tokens is not None and tokens.tokenizer.fingerprint == fingerprint:
+            return parts, None  # server tokens are used verbatim
+        segs = [s.text for s in segments or () if s.text]
+        texts.extend(segs)
+        return parts, (len(texts) - len(segs), len(texts))
 
-    if traj.reset is not None:
-        obs_texts(traj.reset)
-    for step in traj.steps:
-        if step.action_token_ids is not None:
-            plan.append(("act", None))
-        else:
-            plan.append(("act", len(act_texts)))
-            act_texts.append(action_text(step, action_text_fallback))
-        obs_texts(step.observation)
+    reset = read(traj.reset) if traj.reset is not None else None
+    obs = [read(step.observation) for step in traj.steps]
+    act: list[int | None] = []  # per step: index of its action text, None when it has sampled ids
+    for st in traj.steps:
+        if st.action_token_ids is None:
+            act_texts.append(action_text(st, action_text_fallback))
+        act.append(None if st.action_token_ids is not None else len(act_texts) - 1)
     encoded = b.codec.encode_bodies(texts)
     encoded_actions = b.codec.encode_actions(act_texts)
 
-    def body(p: Any) -> list[list[int]] | None:
-        return None if p is None else encoded[p[0] : p[0] + p[1]]
+    def prepared(read_obs: tuple[ObsParts, tuple[int, int] | None]) -> _Prepared:
+        parts, span = read_obs
+        return parts, None if span is None else encoded[span[0] : span[1]]
 
-    it = iter(plan)
-    if traj.reset is not None:
-        _, p = next(it)
-        b.start(traj.messages, reset=traj.reset, _encoded=body(p))
+    if reset is not None:
+        b.start(traj.messages, reset=traj.reset, _prepared=prepared(reset))
     else:
         b.start(traj.messages)
     eot = list(b.scaffold.eot_ids)
-    for step in traj.steps:
-        _, p = next(it)
-        if step.action_token_ids is not None:
+    for step, a, o in zip(traj.steps, act, obs):
+        if a is None:
             b.add_action(step.action_token_ids, logprobs=step.action_logprobs, temperature=step.sampling_temperature)
         else:
-            b.add_action(encoded_actions[p] + eot)
+            b.add_action(encoded_actions[a] + eot)
             b.stats["actions_from_text"] += 1
-        _, p = next(it)
-        b.add_observation(step.observation, _encoded=body(p))
+        b.add_observation(step.observation, _prepared=prepared(o))
     return b.finish(
         final_generation_prompt=final_generation_prompt,
         episode_id=traj.episode_id,
