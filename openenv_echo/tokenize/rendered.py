@@ -34,7 +34,7 @@ import numpy as np
 from ..roles import Role
 from ..wire import Segment
 from .fragment import FragmentCodec
-from .template import _template_text, render, unused_marker
+from .template import _kwargs_key, _template_text, render, unused_marker
 
 SCAFFOLD = 0
 BODY = 1
@@ -120,7 +120,7 @@ def render_parts(
     kw: dict[str, Any] = {"chat_template": chat_template, "template_kwargs": template_kwargs}
     ph = [f"{mark}{i}{end}" for i in range(len(messages))]
     extras = inputs[: len(messages)]
-    key: tuple[Any, ...] = (id(tokenizer), inputs[-1], json.dumps(kw, sort_keys=True, default=str))
+    key: tuple[Any, ...] = (id(tokenizer), inputs[-1], chat_template, _kwargs_key(template_kwargs))
     key += (add_generation_prompt, mark, *zip((m.role for m in messages), extras))
     with _LOCK:
         hit = _PH_MEMO.get(key)
@@ -142,30 +142,37 @@ def render_parts(
     if order != sorted(set(order)) or any(i >= len(messages) for i in order):
         raise ValueError(f"the chat template repeats or reorders message contents ({order}); cannot attribute them")
     pieces: list[str] = []
-    roles = bytearray()
-    kinds = bytearray()
+    role_runs: list[bytes] = []  # per piece: its characters' role codes
+    kind_runs: list[bytes] = []
     pos = 0
+    n = 0
     after_action = False
     spans: list[tuple[int, int]] = []  # alternating scaffold and body spans in the substituted text
-    n = 0
-    for f in found:
-        _scaffold(pieces, roles, kinds, ph_text[pos : f.start()], eot if after_action else "")
-        spans.append((n, len(roles)))
-        n = len(roles)
-        m = messages[int(f.group(1))]
-        if m.ids is not None:
-            _append(pieces, roles, kinds, f.group(0), _CTX, SCAFFOLD)  # stays a placeholder in both renders
+    for i, f in zip(order, found):
+        n = _scaffold(pieces, role_runs, kind_runs, ph_text[pos : f.start()], eot if after_action else "", n, spans)
+        m = messages[i]
+        start = n
+        if m.ids is not None:  # stays a placeholder in both renders
+            pieces.append(f.group(0))
+            role_runs.append(_CTX_B * len(f.group(0)))
+            kind_runs.append(_KIND_B[SCAFFOLD] * len(f.group(0)))
+            n += len(f.group(0))
+            after_action = m.role == "assistant"
         else:
-            kind = ACTION_BODY if m.is_action else BODY
+            after_action = m.is_action
+            kind_b = _KIND_B[ACTION_BODY if after_action else BODY]
             for seg in m.segments:
-                _append(pieces, roles, kinds, seg.text, seg.role.code, kind)
-        spans.append((n, len(roles)))
-        n = len(roles)
-        after_action = (m.ids is None and m.is_action) or (m.ids is not None and m.role == "assistant")
+                k = len(seg.text)
+                pieces.append(seg.text)
+                role_runs.append(_ROLE_B[seg.role] * k)
+                kind_runs.append(kind_b * k)
+                n += k
+        spans.append((start, n))
         pos = f.end()
-    _scaffold(pieces, roles, kinds, ph_text[pos:], eot if after_action else "")
-    spans.append((n, len(roles)))
+    _scaffold(pieces, role_runs, kind_runs, ph_text[pos:], eot if after_action else "", n, spans)
     subst = "".join(pieces)
+    roles = bytearray(b"".join(role_runs))
+    kinds = bytearray(b"".join(kind_runs))
     real = render(
         tokenizer,
         [
@@ -255,18 +262,27 @@ def _anchored(
     return None
 
 
-def _append(pieces: list[str], roles: bytearray, kinds: bytearray, text: str, code: int, kind: int) -> None:
-    pieces.append(text)
-    roles.extend(bytes((code,)) * len(text))
-    kinds.extend(bytes((kind,)) * len(text))
+_CTX_B = bytes((_CTX,))
+_ROLE_B = {r: bytes((r.code,)) for r in Role}
+_KIND_B = {k: bytes((k,)) for k in (SCAFFOLD, BODY, ACTION_BODY)}
 
 
-def _scaffold(pieces: list[str], roles: bytearray, kinds: bytearray, text: str, eot: str) -> None:
+def _scaffold(
+    pieces: list[str],
+    role_runs: list[bytes],
+    kind_runs: list[bytes],
+    text: str,
+    eot: str,
+    n: int,
+    spans: list[tuple[int, int]],
+) -> int:
+    """Append template text (its leading ``eot``, if any, is the model's end of turn); returns the new length."""
     n_act = len(eot) if eot and text.startswith(eot) else 0
     pieces.append(text)
-    roles.extend(bytes((EOT_CODE,)) * n_act)
-    roles.extend(bytes((_CTX,)) * (len(text) - n_act))
-    kinds.extend(bytes((SCAFFOLD,)) * len(text))
+    role_runs.append(bytes((EOT_CODE,)) * n_act + _CTX_B * (len(text) - n_act))
+    kind_runs.append(_KIND_B[SCAFFOLD] * len(text))
+    spans.append((n, n + len(text)))
+    return n + len(text)
 
 
 def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) -> tuple[np.ndarray, np.ndarray, int]:
@@ -433,6 +449,146 @@ def _run_roles(ids: list[int], enc: Any, croles: bytearray, s: int, e: int, chan
     # re-spelled runs, or characters no token covers (a normalizer dropped them): use the offsets
     roles, st = token_roles(e - s, croles[s:e], enc if isinstance(enc, list) else enc.offsets)
     return roles.tobytes(), st
+
+
+def _bounded_roles(
+    croles: bytearray, bounds: list[int], tok_bounds: list[int], straddles: set[int], n_t: int
+) -> tuple[bytes, int]:
+    """Role codes of a run's ``n_t`` tokens: tokens from ``tok_bounds[i]`` take the role of the characters from
+    ``bounds[i]``; each token in ``straddles`` (it holds a role boundary) is ``context``."""
+    out = bytearray()
+    for i in range(len(bounds) - 1):
+        code = croles[bounds[i]]
+        out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * max(0, tok_bounds[i + 1] - len(out))
+    for t in straddles:
+        out[t] = _CTX
+    return bytes(out[:n_t]), len(straddles)
+
+
+def _runs(out: list[tuple[int, int, int]], a: int, b: int, cuts: list[int]) -> None:
+    """Literal text runs in [a, b), also cut at opaque-part positions."""
+    pos = a
+    for c in cuts:
+        if a < c < b:
+            out.append((pos, c, -1))
+            pos = c
+    if b > pos:
+        out.append((pos, b, -1))
+
+
+def _encode_batch(
+    codec: FragmentCodec,
+    text: str,
+    croles: bytearray,
+    batch: list[tuple[int, int]],
+    changes: list[int],
+    document_start: bool,
+) -> dict[int, tuple[list[int], bytes, int]]:
+    """``{start: (ids, role codes, straddled)}`` of the literal runs ``batch`` of ``text`` (``changes``: the
+    positions where the character role changes).
+
+    Runs are encoded without offsets in one call (a document's first run in document mode). A run with role
+    boundaries inside must know which token holds each boundary: on a pipeline whose ids each stand for a fixed
+    number of bytes of the text (``codec.token_bytes``), the running sum of those lengths says so, checked
+    against the run's own length. Otherwise (a re-spelled run, an unknown token, a multi-byte character next to
+    a boundary, other pipelines) the run is encoded again with offsets (``_run_roles``). Both give a token that
+    covers characters of two roles ``context`` (straddle)."""
+    out: dict[int, tuple[list[int], bytes, int]] = {}
+    if not batch:
+        return out
+    lo, hi = bisect.bisect_right, bisect.bisect_left
+    inners = [changes[lo(changes, s) : hi(changes, e)] for s, e in batch]
+    texts = [text[s:e] for s, e in batch]
+    doc = 0 if document_start and batch[0][0] == 0 else -1
+    encoded = [x.ids for x in codec.body.encode_batch_fast(texts[doc + 1 :], add_special_tokens=False)]
+    if doc == 0:
+        encoded.insert(0, codec.body_document.encode_batch_fast(texts[:1], add_special_tokens=False)[0].ids)
+    guard, table, space = codec._guard_body, codec.token_bytes, codec.space_symbol
+    slow: list[int] = []
+    located: list[int] = []
+    for j, ((s, _e), ids, inner) in enumerate(zip(batch, encoded, inners)):
+        if guard and not guard.isdisjoint(ids):
+            slow.append(j)
+        elif not inner:
+            code = croles[s]
+            out[s] = (ids, bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(ids), 0)
+        elif table is not None and not (space and space in texts[j]):
+            located.append(j)
+        else:
+            slow.append(j)
+    if located and table is not None:
+        slow += _locate(
+            out,
+            text,
+            croles,
+            table,
+            [batch[j] for j in located],
+            [encoded[j] for j in located],
+            [inners[j] for j in located],
+            located,
+        )
+    if slow:
+        slow.sort()
+        runs = _encode_runs(codec, [texts[j] for j in slow], [j == doc for j in slow])
+        for j, (r_ids, r_enc) in zip(slow, runs):
+            s, e = batch[j]
+            out[s] = (r_ids, *_run_roles(r_ids, r_enc, croles, s, e, inners[j]))
+    return out
+
+
+def _locate(
+    out: dict[int, tuple[list[int], bytes, int]],
+    text: str,
+    croles: bytearray,
+    table: np.ndarray,
+    runs: list[tuple[int, int]],
+    encoded: list[list[int]],
+    inners: list[list[int]],
+    tags: list[int],
+) -> list[int]:
+    """Role boundaries of ``runs`` from per-id byte lengths (see ``_encode_batch``), all runs' lengths in one
+    numpy pass; fills ``out`` and returns the ``tags`` of the runs it cannot place."""
+    flat: list[int] = []
+    first: list[int] = []
+    for ids in encoded:
+        first.append(len(flat))
+        flat += ids
+    lens = table[np.fromiter(flat, dtype=np.int64, count=len(flat))]
+    unknown = lens < 0
+    cum = np.cumsum(np.where(unknown, 0, lens)).tolist()  # byte offset where each token ends
+    bad = np.cumsum(unknown).tolist() if unknown.any() else None
+    width: list[int] | None = None
+    at: list[int] | None = None  # byte offset of each character (None: ASCII, the same)
+    if not text.isascii():
+        cp = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        w = 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
+        width = w.tolist()
+        at = [0, *np.cumsum(w).tolist()]
+    failed: list[int] = []
+    for (s, e), t0, ids, inner, tag in zip(runs, first, encoded, inners, tags):
+        n_t = len(ids)
+        t1 = t0 + n_t
+        base = cum[t0 - 1] if t0 else 0
+        size = e - s if at is None else at[e] - at[s]
+        if not n_t or cum[t1 - 1] - base != size or (bad is not None and bad[t1 - 1] != (bad[t0 - 1] if t0 else 0)):
+            failed.append(tag)
+            continue
+        if width is not None and not all(width[p - 1] == 1 and width[p] == 1 for p in inner):
+            failed.append(tag)  # a multi-byte character at a boundary: offsets decide, as for any other
+            continue
+        tok_bounds = [0]
+        straddles: set[int] = set()
+        for p in inner:
+            target = base + (p - s if at is None else at[p] - at[s])
+            idx = bisect.bisect_left(cum, target, t0, t1)  # the token holding the boundary's last byte
+            if cum[idx] == target:
+                tok_bounds.append(idx + 1 - t0)
+            else:
+                straddles.add(idx - t0)
+                tok_bounds.append(idx - t0)
+        tok_bounds.append(n_t)
+        out[s] = (ids, *_bounded_roles(croles, [s, *inner, e], tok_bounds, straddles, n_t))
+    return failed
 
 
 def _bounded_roles(
