@@ -546,29 +546,24 @@ def _locate(
     unknown = lens < 0
     cum = np.cumsum(np.where(unknown, 0, lens)).tolist()  # byte offset where each token ends
     bad = np.cumsum(unknown).tolist() if unknown.any() else None
-    width: list[int] | None = None
-    at: list[int] | None = None  # byte offset of each character (None: ASCII, the same)
-    if not text.isascii():
-        cp = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
-        w = 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
-        width = w.tolist()
-        at = [0, *np.cumsum(w).tolist()]
     failed: list[int] = []
     for (s, e), t0, ids, inner, tag in zip(runs, first, encoded, inners, tags):
         n_t = len(ids)
         t1 = t0 + n_t
         base = cum[t0 - 1] if t0 else 0
-        size = e - s if at is None else at[e] - at[s]
+        run = text[s:e]
+        ascii_run = run.isascii()
+        size = e - s if ascii_run else len(run.encode("utf-8"))
         if not n_t or cum[t1 - 1] - base != size or (bad is not None and bad[t1 - 1] != (bad[t0 - 1] if t0 else 0)):
             failed.append(tag)
             continue
-        if width is not None and not all(width[p - 1] == 1 and width[p] == 1 for p in inner):
+        if not ascii_run and not all(text[p - 1].isascii() and text[p].isascii() for p in inner):
             failed.append(tag)  # a multi-byte character at a boundary: offsets decide, as for any other
             continue
         tok_bounds = [0]
         straddles: set[int] = set()
         for p in inner:
-            target = base + (p - s if at is None else at[p] - at[s])
+            target = base + (p - s if ascii_run else len(run[: p - s].encode("utf-8")))
             idx = bisect.bisect_left(cum, target, t0, t1)  # the token holding the boundary's last byte
             if cum[idx] == target:
                 tok_bounds.append(idx + 1 - t0)
