@@ -179,7 +179,7 @@ def probe_template(
         id(tokenizer),
         _sha(tpl_text),
         observation_role,
-        json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
+        _kwargs_key(template_kwargs),
         check_thinking,
     )
     with _LOCK:
