@@ -11,9 +11,10 @@ characters one longer than any such run in the input), so no valid input can col
 
 ``encode_parts`` tokenizes the result the way the tokenizer tokenizes a rendered document, except that bodies
 are literal: the text is cut at the added tokens the template (and, in action text, the model) wrote, each run
-between them is encoded in one batched call with offsets (bodies and neighbouring scaffold text merge as in a
-full render), and each token takes the role of the characters it covers. A token covering characters of more
-than one role (BPE merged across a role boundary) gets ``context`` and is counted in ``stats["straddled"]``.
+between them is encoded in one batched call (bodies and neighbouring scaffold text merge as in a full render),
+and each token takes the role of the characters it covers (boundaries from per-id byte lengths, or from offsets:
+``_encode_batch``). A token covering characters of more than one role (BPE merged across a role boundary) gets
+``context`` and is counted in ``stats["straddled"]``.
 """
 
 from __future__ import annotations
