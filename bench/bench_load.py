@@ -14,7 +14,10 @@ every env runs. The fault modes journal every step and report episodes attempted
 the completed steps lost (steps the client had received that are not on disk); the verdict requires 0 lost.
 
 Step latency is each step's send to reply, steps only: the resets between episodes are timed apart (reset columns)
-and the timed steps start once every session has its first observation. The load verdict checks fairness on one
+and the timed steps start once every session has its first observation. Episodes play a pool of 2 x N seeds whose
+scripted actions are computed before the run (computing one builds the env's world: done during the run, on the
+load generator's event loop, it would delay every session's replies and be counted as server latency); every reset
+still builds its world on the server. The load verdict checks fairness on one
 server at the largest N: step p99 <= 3 x p50 and no errors.
 """
 
@@ -260,9 +263,13 @@ def main() -> None:
             f"{'errors':>6s} {'resets':>6s} {'reset p50':>9s} {'reset p99':>9s}"
         )
         rows = []
+        action = scripted_action(args.env)
+        pool = list(range(2 * max(args.sessions)))
+        for seed in tqdm(pool, desc="scripted episodes", leave=False):
+            action(seed, 0)
         for name, urls in targets:
             for n in args.sessions:
-                r = asyncio.run(run_load(urls, n, args.steps, scripted_action(args.env))).row()
+                r = asyncio.run(run_load(urls, n, args.steps, action, seeds=pool)).row()
                 rows.append(r)
                 print(
                     f"{name:15s} {n:4d} {r['steps']:7d} {r['steps_per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "

@@ -6,9 +6,10 @@ Used by ``bench/bench_load.py`` and the load tests; talks to servers only throug
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,11 +71,23 @@ async def run_load(
     steps: int,
     action: ActionFn = echo_action,
     reset_options: dict[str, Any] | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> LoadReport:
     """Each session resets, then (once every session has its first observation, so the measured steps do not
     queue behind the opening burst of resets) steps ``steps`` times, resetting whenever an episode ends. Step
-    latency is each step's send to reply; the resets between episodes are timed apart."""
+    latency is each step's send to reply; the resets between episodes are timed apart.
+
+    Episode ``j`` of session ``i`` resets with ``seeds[(i + j * sessions) % len(seeds)]`` (by default a fresh seed
+    per episode). ``action`` runs on this event loop, before its step's clock starts: it must be cheap, or it
+    delays every other session's replies (give scripted episodes a small pool of ``seeds`` and precompute them).
+    The generator's garbage collector is paused while it runs, for the same reason."""
     report = LoadReport(sessions, steps)
+
+    def episode_seed(session: int, episode: int) -> int:
+        if seeds:
+            return seeds[(session + episode * sessions) % len(seeds)]
+        return session * 100_003 + episode
+
     waiting = sessions
     all_ready = asyncio.Event()
 
@@ -88,19 +101,22 @@ async def run_load(
         counted = False
         try:
             async with AsyncEnvClient(urls[i % len(urls)], message_timeout_s=60) as env:
-                seed, index = i, 0
+                episode, index = 0, 0
+                seed = episode_seed(i, episode)
                 result = await env.reset(seed=seed, **(reset_options or {}))
                 ready()
                 counted = True
                 await all_ready.wait()
-                for k in range(steps):
+                for _ in range(steps):
                     if result.done:
-                        seed, index = i * 100_003 + k, 0
+                        episode, index = episode + 1, 0
+                        seed = episode_seed(i, episode)
                         t0 = time.perf_counter()
                         result = await env.reset(seed=seed, **(reset_options or {}))
                         report.reset_latencies_s.append(time.perf_counter() - t0)
+                    act = action(seed, index)
                     t0 = time.perf_counter()
-                    result = await env.step(action(seed, index))
+                    result = await env.step(act)
                     index += 1
                     report.latencies_s.append(time.perf_counter() - t0)
                     report.steps += 1
@@ -112,7 +128,12 @@ async def run_load(
             if not counted:
                 ready()  # a session that failed to start must not hold the others back
 
+    gc.collect()
+    gc.disable()  # the generator's own collector would stall every session at once and count as server latency
     start = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(sessions)))
-    report.seconds = time.perf_counter() - start
+    try:
+        await asyncio.gather(*(one(i) for i in range(sessions)))
+    finally:
+        report.seconds = time.perf_counter() - start
+        gc.enable()
     return report

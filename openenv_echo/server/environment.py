@@ -51,8 +51,10 @@ class Environment(ABC, Generic[ActT, ObsT]):
 
     * ``action_type`` / ``observation_type`` / ``state_type`` – pydantic models, published by ``/schema``;
     * ``BLOCKING`` – True when ``_step`` may block or burn CPU: the server then runs each session's instance in its
-      own worker process, under the per-session limits (wall time, memory, disk) and killed when over them;
-      cheap environments leave it False and are stepped on the event loop, which is several times faster;
+      own worker process, under the per-session limits (wall time, memory, disk) and killed when over them; there
+      ``_reset`` runs on a second thread of that process and ``_step`` on its main thread, never both at once, so
+      the instance must not tie resources to one thread; cheap environments leave it False and are stepped on the
+      event loop, which is several times faster;
     * ``SUPPORTS_CONCURRENT_SESSIONS`` – False makes the server refuse ``max_sessions > 1``;
     * ``TOOLS`` – the MCP tools (``EnvTool``), each a typed front for one native action;
     * ``TASK_SEEDS`` – task splits for OpenEnv's task routes: split name -> the seeds of its tasks (a task is the

@@ -36,9 +36,8 @@ class ServerLimits(BaseModel):
     reset_timeout_s: float | None = Field(
         default=10.0,
         gt=0,
-        description="Wall time of one reset (building a world is the server's own bounded work), counted from when "
-        "it has a reset slot (blocking envs run at most all cores but one resets at once; the rest queue, uncharged); "
-        "over it, as for a step.",
+        description="Wall time of one reset (building a world is the server's own bounded work); over it, as for a "
+        "step.",
     )
     memory_mb: int = Field(
         default=64, ge=8, description="Memory a session's worker may allocate above its baseline (RLIMIT_AS)."

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 import typing
 from typing import Annotated, Any, Literal
 
@@ -32,9 +31,6 @@ from .tools import TOOL_CALL_FIELDS, TOOL_LIST_FIELDS, tool_observation_type
 from .workers import WorkerEnv, WorkerFailed, WorkerLimits
 
 MAX_SEED = 2**53 - 1  # the largest integer every JSON implementation represents exactly
-# resets of BLOCKING envs (building a world: ~10x a step's CPU) that may run at once: all cores but one, so a burst
-# of resets queues for its cores while steps always find one free
-RESET_SLOTS = max(1, (os.cpu_count() or 1) - 1)
 _RESET_RESERVED = ("seed", "episode_id", "return_tokens")
 
 
@@ -138,7 +134,6 @@ class EnvDriver:
         self.tools = {t.name: t for t in env_cls.TOOLS}
         self.tool_specs = [t.spec() for t in env_cls.TOOLS]
         self.observation_type = tool_observation_type(env_cls.observation_type)
-        self._reset_slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     async def new_env(self) -> Environment[Any, Any] | WorkerEnv:
         """A fresh instance: in its own worker process for ``BLOCKING`` envs, else in this process."""
@@ -237,19 +232,8 @@ class EnvDriver:
         return self._capped(await self._run_here(env, method, *args, **kwargs))
 
     async def _in_worker(self, env: WorkerEnv, method: str, *args: Any, **kwargs: Any) -> Any:
-        """A reset first waits for one of ``RESET_SLOTS`` (steps never wait); its ``reset_timeout_s`` clock starts
-        when it has its slot, so time spent queued behind other sessions' resets is not charged to it."""
-        if method == "reset":
-            async with self._reset_gate():
-                return await self._call_worker(env, method, args, kwargs, self.limits.reset_timeout_s)
-        return await self._call_worker(env, method, args, kwargs, self.step_timeout_s)
-
-    def _reset_gate(self) -> asyncio.Semaphore:
-        """The reset semaphore of the running event loop (a driver may outlive a loop, e.g. across test clients)."""
-        loop = asyncio.get_running_loop()
-        if self._reset_slots is None or self._reset_slots[0] is not loop:
-            self._reset_slots = (loop, asyncio.Semaphore(RESET_SLOTS))
-        return self._reset_slots[1]
+        timeout = self.limits.reset_timeout_s if method == "reset" else self.step_timeout_s
+        return await self._call_worker(env, method, args, kwargs, timeout)
 
     async def _call_worker(
         self, env: WorkerEnv, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None

@@ -6,6 +6,11 @@ single-threaded process that has the env modules imported already, so a fork cos
 memory above the baseline, RLIMIT_FSIZE the files it may write, RLIMIT_CPU each call's CPU time (a backstop);
 a call that overruns its wall-time budget is answered ``STEP_TIMEOUT`` and the process is SIGKILLed. Sessions
 never share a worker, so one session's step cannot stall another and the OS scheduler shares the cores fairly.
+
+Resets run on a second thread of the worker. The kernel's fair scheduler charges each thread for the CPU it used:
+a world build (~100 steps of CPU) on the thread that steps would push the session's next step behind every other
+session's, so the first step of each episode would wait far longer than the rest. On its own thread the build's
+charge stays with the builds.
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ def _serve(conn: Connection, env_cls: type[Environment[Any, Any]], limits: Worke
     except BaseException as e:
         conn.send(("factory_error", f"{type(e).__name__}: {e}"))
         return
+    builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openenv-echo-reset")
+    builder.submit(int).result()  # its thread starts now, before the limits: its stack is not the session's memory
     _apply_limits(limits)
     conn.send(("ready", None))
     while True:
@@ -101,7 +108,11 @@ def _serve(conn: Connection, env_cls: type[Environment[Any, Any]], limits: Worke
             return
         _arm_cpu_limit(limits.cpu_s_per_call)
         try:
-            reply: tuple[Any, ...] = ("ok", _dispatch(env, method, args, kwargs))
+            if method == "reset":
+                result = builder.submit(_dispatch, env, method, args, kwargs).result()
+            else:
+                result = _dispatch(env, method, args, kwargs)
+            reply: tuple[Any, ...] = ("ok", result)
         except EnvError as e:
             reply = ("env_error", e.code.value, str(e))
         except MemoryError:
@@ -255,7 +266,9 @@ class _ForkServer:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        # one malloc arena: the reset thread's own arena would give each world's pages back to the kernel and fault
+        # them in again on the next reset (half of a loaded server's CPU went to that)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "MALLOC_ARENA_MAX": "1"}
         code = f"from openenv_echo.server.workers import _fork_server_main; _fork_server_main({theirs.fileno()})"
         self.process = subprocess.Popen(
             [sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL

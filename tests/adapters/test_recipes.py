@@ -38,6 +38,7 @@ def test_recipe_world_gradient_reaches_env_output_only_when_coeff_positive(
 ) -> None:
     on = _recipe(trainer, tmp_path, 0.05, steps, "--group-size", "2")
     off = _recipe(trainer, tmp_path, 0.0, 1, "--group-size", "2")
+    assert len(on["steps"]) == steps and len(off["steps"]) == 1
     for step in on["steps"]:
         g = step["grad"]
         assert g["env_output"] > 0 and g["action"] > 0

@@ -23,6 +23,21 @@ def test_concurrent_sessions_zero_errors(running_server) -> None:
     assert len(report.latencies_s) == 16 * 40 and all(0 < x < 60 for x in report.latencies_s)
 
 
+def test_episodes_cycle_over_the_given_seeds_and_actions_see_theirs(running_server) -> None:
+    url = running_server("terminal", max_sessions=4)
+    seen: list[tuple[int, int]] = []
+
+    def submit(seed: int, step: int) -> dict[str, str]:
+        seen.append((seed, step))
+        return {"command": "submit disk_full web"}  # ends the episode: the next step resets first
+
+    report = asyncio.run(run_load([url], sessions=2, steps=3, action=submit, seeds=[11, 12, 13]))
+    assert report.error_count == 0, report.errors
+    assert report.steps == 6 and len(report.reset_latencies_s) == 4  # 3 episodes per session, 2 of them resets
+    # episode j of session i plays seeds[(i + 2j) % 3]: session 0 plays 11, 13, 12; session 1 plays 12, 11, 13
+    assert sorted(seen) == sorted([(11, 0), (13, 0), (12, 0), (12, 0), (11, 0), (13, 0)])
+
+
 def test_capacity_overflow_refused_cleanly_then_recovers(running_server) -> None:
     url = running_server("echo", max_sessions=6)
     over = asyncio.run(run_load([url], sessions=10, steps=30))

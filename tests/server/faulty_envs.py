@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from pydantic import Field
@@ -27,6 +28,8 @@ class CrashEnvironment(Environment[CrashAction, Observation]):
         return Observation(segments=[env_output("ready\n")])
 
     def _step(self, action: CrashAction) -> Observation:
+        if action.mode == "thread":  # which thread of its process runs a step
+            return Observation(segments=[env_output(f"{threading.current_thread().name}\n")])
         if action.mode == "raise":
             raise RuntimeError("tool exploded")
         if action.mode == "sleep":
@@ -44,14 +47,15 @@ class BrokenFactoryEnvironment(CrashEnvironment):
 
 
 class SlowResetEnvironment(CrashEnvironment):
-    """A reset that holds its worker for ``hold`` seconds and reports when it ran (CLOCK_MONOTONIC, host-wide)."""
+    """A reset that holds its worker for ``hold`` seconds and reports when it ran (CLOCK_MONOTONIC, host-wide) and
+    on which thread of its process."""
 
     name = "slow_reset"
 
     def _reset(self, seed: int | None, hold: float = 0.0) -> Observation:
         start = time.monotonic()
         time.sleep(hold)
-        return Observation(segments=[env_output(f"{start} {time.monotonic()}\n")])
+        return Observation(segments=[env_output(f"{start} {time.monotonic()} {threading.current_thread().name}\n")])
 
     def _step(self, action: CrashAction) -> Observation:
         if action.mode == "clock":
