@@ -3,7 +3,7 @@
 * ``TitoBuilder`` / ``tokenize_trajectory`` – token-in-token-out assembly (live rollouts, recorded ids);
 * ``StepwiseBuilder`` / ``tokenize_stepwise`` – one sequence per assistant turn, for templates that rewrite
   history (``template_mode`` says which mode a template needs; ``tokenize_sequences(mode="auto")`` picks it);
-* ``tokenize_offline`` – whole-conversation render with character offsets (no sampler ids);
+* ``tokenize_offline`` – whole-conversation render, each token with its characters' role (no sampler ids);
 * ``TokenizedTrajectory`` / ``collate`` – the per-sequence result and torch batches (target-aligned masks);
 * ``build_tokenizer`` / ``load_tokenizer`` – real tokenizers built offline, or loaded with ``from_pretrained``;
 * ``write_jsonl`` / ``write_parquet`` / ``show`` – export and look.

@@ -30,10 +30,13 @@ character at a time.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import weakref
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 _LOCK = threading.Lock()
 _CACHE: dict[int, tuple[weakref.ref[Any], int, FragmentCodec]] = {}
@@ -93,6 +96,65 @@ def _tokenizer(data: dict[str, Any], *, literal: str | None) -> Any:
     return tok
 
 
+_SPLITTERS = {"Split", "Digits", "Punctuation", "UnicodeScripts"}
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
+def _pre_kind(node: Any) -> str | None:
+    """How a serialized pre-tokenizer rewrites text, if it rewrites it one character at a time and drops
+    nothing: ``"bytes"`` (ByteLevel: one symbol per UTF-8 byte), ``"metaspace:<c>"`` (spaces become ``c``),
+    ``"plain"`` (only splits); None for anything else."""
+    if node is None:
+        return "plain"
+    kind = node.get("type") if isinstance(node, dict) else None
+    if kind == "Sequence":
+        kinds = {_pre_kind(n) for n in node.get("pretokenizers") or []} - {"plain"}
+        return None if None in kinds or len(kinds) > 1 else (kinds.pop() if kinds else "plain")
+    if kind == "ByteLevel":
+        return "bytes"
+    if kind == "Metaspace" and len(str(node.get("replacement", ""))) == 1:
+        return f"metaspace:{node['replacement']}"
+    if kind in _SPLITTERS and str(node.get("behavior", "")).lower() != "removed":
+        return "plain"
+    return None
+
+
+def token_byte_lengths(data: dict[str, Any], size: int, not_fixed: Sequence[int]) -> tuple[np.ndarray, str] | None:
+    """For a mid-sequence pipeline ``data`` whose tokens are substrings of the text with one character-wise
+    rewrite (no normalizer; ByteLevel, Metaspace or plain splits; a BPE or Unigram model without subword
+    affixes): an int32 array of how many UTF-8 bytes of the original text each id stands for (-1: not fixed,
+    e.g. the unknown token and ``not_fixed`` ids), and the character the pre-tokenizer writes for a space ("" if
+    none; text holding it is ambiguous). None for other pipelines. ``rendered`` finds role boundaries with it."""
+    pre = _pre_kind(data.get("pre_tokenizer"))
+    model = data.get("model") or {}
+    if data.get("normalizer") is not None or pre is None:
+        return None
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return None
+    vocab = model.get("vocab")
+    if model.get("type") == "BPE" and isinstance(vocab, dict):
+        pieces: Any = vocab.items()
+    elif model.get("type") == "Unigram" and isinstance(vocab, list):
+        pieces = ((v[0], i) for i, v in enumerate(vocab))
+    else:
+        return None
+    space = pre.split(":", 1)[1] if pre.startswith("metaspace:") else ""
+    byte_fallback = bool(model.get("byte_fallback"))
+    out = np.full(size, -1, dtype=np.int32)
+    for piece, i in pieces:
+        if not 0 <= i < size:
+            continue
+        if byte_fallback and _BYTE_TOKEN.fullmatch(piece):
+            n = 1
+        elif pre == "bytes":
+            n = len(piece)
+        else:
+            n = len((piece.replace(space, " ") if space else piece).encode("utf-8"))
+        out[i] = n if n > 0 else -1
+    out[[i for i in not_fixed if 0 <= i < size]] = -1
+    return out, space
+
+
 def _model_can_spell(model: dict[str, Any], pieces: dict[int, str]) -> frozenset[int]:
     """Control ids the *model* itself can produce from plain text (guarded by re-encoding)."""
     kind = model.get("type")
@@ -144,9 +206,15 @@ class FragmentCodec:
         can_spell = _model_can_spell(model, {i: t.content for i, t in decoder.items()})
         self._guard_body = can_spell  # added ids the model can spell: re-encode when they show up
         self._guard_action = can_spell & self.special_ids
+        lengths = token_byte_lengths(mid, self.vocab_size, [*decoder, *([] if unk is None else [unk])])
+        self.token_bytes: np.ndarray | None = lengths[0] if lengths is not None else None
+        self.space_symbol = lengths[1] if lengths is not None else ""
+        """Bytes of text per id on a character-wise pipeline (``token_byte_lengths``), else None."""
         self.prefix_ids, self.suffix_ids = special_affixes(_tokenizer(json.loads(backend.to_str()), literal=None))
         self._splits: dict[tuple[str, bool], tuple[tuple[int, int, int], ...]] = {}
         self._runs: dict[tuple[str, None], list[int]] = {}
+        self.structures: dict[tuple[str, bytes], Any] = {}
+        """Template text between bodies, cut at its added tokens (``rendered._structure``; exact for this codec)."""
 
     # -- encoders ------------------------------------------------------------------------------------------
     def encode_scaffold(self, text: str) -> list[int]:

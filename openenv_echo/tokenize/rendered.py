@@ -11,9 +11,10 @@ characters one longer than any such run in the input), so no valid input can col
 
 ``encode_parts`` tokenizes the result the way the tokenizer tokenizes a rendered document, except that bodies
 are literal: the text is cut at the added tokens the template (and, in action text, the model) wrote, each run
-between them is encoded in one batched call with offsets (bodies and neighbouring scaffold text merge as in a
-full render), and each token takes the role of the characters it covers. A token covering characters of more
-than one role (BPE merged across a role boundary) gets ``context`` and is counted in ``stats["straddled"]``.
+between them is encoded in one batched call (bodies and neighbouring scaffold text merge as in a full render),
+and each token takes the role of the characters it covers (boundaries from per-id byte lengths, or from offsets:
+``runs.encode_runs``). A token covering characters of more than one role (BPE merged across a role boundary) gets
+``context`` and is counted in ``stats["straddled"]``.
 """
 
 from __future__ import annotations
@@ -34,15 +35,22 @@ import numpy as np
 from ..roles import Role
 from ..wire import Segment
 from .fragment import FragmentCodec
-from .template import _template_text, render, unused_marker
+from .runs import EOT_CODE, encode_runs, token_roles
+from .template import _kwargs_key, _template_text, render, unused_marker
+
+__all__ = [
+    "EOT_CODE",
+    "Parts",
+    "TaggedMessage",
+    "encode_parts",
+    "render_parts",
+    "token_roles",
+]  # token_roles: re-exported
 
 SCAFFOLD = 0
 BODY = 1
 ACTION_BODY = 2
 
-EOT_CODE = 4
-"""Character code of the template's end-of-turn text right after action content: ``action`` (the model emits
-it), but told apart from body characters so it is recognized as the template's token."""
 
 _CTX = Role.CONTEXT.code
 _LOCK = threading.Lock()
@@ -120,7 +128,7 @@ def render_parts(
     kw: dict[str, Any] = {"chat_template": chat_template, "template_kwargs": template_kwargs}
     ph = [f"{mark}{i}{end}" for i in range(len(messages))]
     extras = inputs[: len(messages)]
-    key: tuple[Any, ...] = (id(tokenizer), inputs[-1], json.dumps(kw, sort_keys=True, default=str))
+    key: tuple[Any, ...] = (id(tokenizer), inputs[-1], chat_template, _kwargs_key(template_kwargs))
     key += (add_generation_prompt, mark, *zip((m.role for m in messages), extras))
     with _LOCK:
         hit = _PH_MEMO.get(key)
@@ -142,30 +150,37 @@ def render_parts(
     if order != sorted(set(order)) or any(i >= len(messages) for i in order):
         raise ValueError(f"the chat template repeats or reorders message contents ({order}); cannot attribute them")
     pieces: list[str] = []
-    roles = bytearray()
-    kinds = bytearray()
+    role_runs: list[bytes] = []  # per piece: its characters' role codes
+    kind_runs: list[bytes] = []
     pos = 0
+    n = 0
     after_action = False
     spans: list[tuple[int, int]] = []  # alternating scaffold and body spans in the substituted text
-    n = 0
-    for f in found:
-        _scaffold(pieces, roles, kinds, ph_text[pos : f.start()], eot if after_action else "")
-        spans.append((n, len(roles)))
-        n = len(roles)
-        m = messages[int(f.group(1))]
-        if m.ids is not None:
-            _append(pieces, roles, kinds, f.group(0), _CTX, SCAFFOLD)  # stays a placeholder in both renders
+    for i, f in zip(order, found):
+        n = _scaffold(pieces, role_runs, kind_runs, ph_text[pos : f.start()], eot if after_action else "", n, spans)
+        m = messages[i]
+        start = n
+        if m.ids is not None:  # stays a placeholder in both renders
+            pieces.append(f.group(0))
+            role_runs.append(_CTX_B * len(f.group(0)))
+            kind_runs.append(_KIND_B[SCAFFOLD] * len(f.group(0)))
+            n += len(f.group(0))
+            after_action = m.role == "assistant"
         else:
-            kind = ACTION_BODY if m.is_action else BODY
+            after_action = m.is_action
+            kind_b = _KIND_B[ACTION_BODY if after_action else BODY]
             for seg in m.segments:
-                _append(pieces, roles, kinds, seg.text, seg.role.code, kind)
-        spans.append((n, len(roles)))
-        n = len(roles)
-        after_action = (m.ids is None and m.is_action) or (m.ids is not None and m.role == "assistant")
+                k = len(seg.text)
+                pieces.append(seg.text)
+                role_runs.append(_ROLE_B[seg.role] * k)
+                kind_runs.append(kind_b * k)
+                n += k
+        spans.append((start, n))
         pos = f.end()
-    _scaffold(pieces, roles, kinds, ph_text[pos:], eot if after_action else "")
-    spans.append((n, len(roles)))
+    _scaffold(pieces, role_runs, kind_runs, ph_text[pos:], eot if after_action else "", n, spans)
     subst = "".join(pieces)
+    roles = bytearray(b"".join(role_runs))
+    kinds = bytearray(b"".join(kind_runs))
     real = render(
         tokenizer,
         [
@@ -255,205 +270,164 @@ def _anchored(
     return None
 
 
-def _append(pieces: list[str], roles: bytearray, kinds: bytearray, text: str, code: int, kind: int) -> None:
-    pieces.append(text)
-    roles.extend(bytes((code,)) * len(text))
-    kinds.extend(bytes((kind,)) * len(text))
+_CTX_B = bytes((_CTX,))
+_ROLE_B = {r: bytes((r.code,)) for r in Role}
+_KIND_B = {k: bytes((k,)) for k in (SCAFFOLD, BODY, ACTION_BODY)}
 
 
-def _scaffold(pieces: list[str], roles: bytearray, kinds: bytearray, text: str, eot: str) -> None:
+def _scaffold(
+    pieces: list[str],
+    role_runs: list[bytes],
+    kind_runs: list[bytes],
+    text: str,
+    eot: str,
+    n: int,
+    spans: list[tuple[int, int]],
+) -> int:
+    """Append template text (its leading ``eot``, if any, is the model's end of turn); returns the new length."""
     n_act = len(eot) if eot and text.startswith(eot) else 0
     pieces.append(text)
-    roles.extend(bytes((EOT_CODE,)) * n_act)
-    roles.extend(bytes((_CTX,)) * (len(text) - n_act))
-    kinds.extend(bytes((SCAFFOLD,)) * len(text))
+    role_runs.append(bytes((EOT_CODE,)) * n_act + _CTX_B * (len(text) - n_act))
+    kind_runs.append(_KIND_B[SCAFFOLD] * len(text))
+    spans.append((n, n + len(text)))
+    return n + len(text)
 
 
 def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) -> tuple[np.ndarray, np.ndarray, int]:
     """``(ids, role codes, straddled)`` for ``parts`` (module docstring). ``document_start``: the text starts
-    a document (its first piece gets the tokenizer's start-of-document handling, e.g. a ``▁`` prefix)."""
+    a document (its first piece gets the tokenizer's start-of-document handling, e.g. a ``▁`` prefix).
+
+    The text is cut at the added tokens written in template (and action) text and at opaque parts; what lies
+    between is a literal run, encoded by ``runs.encode_runs``. A piece of template text between two bodies repeats
+    every turn: its added tokens and the runs strictly between them (one role each) are looked up once per
+    tokenizer (``_structure``), which is exact because an added token always ends a run."""
     text, croles, kinds = parts.text, parts.roles, parts.kinds
     n = len(text)
-    # cut points: kind changes; inside scaffold / action text, the added tokens there
     kind_arr = np.frombuffer(bytes(kinds), dtype=np.int8)
-    bounds = np.flatnonzero(kind_arr[1:] != kind_arr[:-1]) + 1 if n else np.zeros(0, dtype=np.int64)
-    starts = [0, *bounds.tolist()]
-    ends = [*bounds.tolist(), n]
-    added: list[tuple[int, int, int]] = []  # (start, end, id) in text
-    for s, e in zip(starts, ends):
-        k = kinds[s] if s < n else SCAFFOLD
-        if k == BODY or e <= s:
-            continue
-        for a, b, tid in codec.added_spans(text[s:e], special_only=k == ACTION_BODY):
-            added.append((s + a, s + b, tid))
-    cuts = sorted({p for p, _, _ in parts.opaque})
-    items: list[tuple[int, int, int]] = []  # (start, end, id): id -1 = a literal text run
-    pos = 0
-    for a, b, tid in added:
-        _runs(items, pos, a, cuts)
-        items.append((a, b, tid))
-        pos = b
-    _runs(items, pos, n, cuts)
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
     changes = (np.flatnonzero(cr[1:] != cr[:-1]) + 1).tolist()  # role boundaries (character positions)
-    kind_changes = bounds.tolist()
-    # a run of template text with one role (a role name between header tokens) repeats every turn: memoized;
-    # every other run goes to the tokenizer in one batch
-    plain: dict[int, list[int]] = {}
-    batch: list[tuple[int, int]] = []
-    for s, e, tid in items:
-        if tid >= 0:
+    kind_changes = (np.flatnonzero(kind_arr[1:] != kind_arr[:-1]) + 1).tolist()
+    opaque: dict[int, list[tuple[list[int], bytes]]] = {}
+    for cpos, o_ids, o_roles in parts.opaque:
+        opaque.setdefault(cpos, []).append((list(o_ids), bytes(o_roles)))
+    bounds = sorted({*kind_changes, *(c for c in opaque if 0 < c < n)}) if opaque else kind_changes
+    # plan: literal runs (start, end) and fixed pieces (ids, role codes), in order
+    runs: list[tuple[int, int]] = []
+    plan: list[tuple[int, int] | tuple[list[int], bytes]] = []
+    run_s = -1  # start of the open literal run, -1: none
+
+    def close(pos: int) -> None:
+        nonlocal run_s
+        if 0 <= run_s < pos:
+            runs.append((run_s, pos))
+            plan.append((run_s, pos))
+        run_s = -1
+
+    for s, e in zip([0, *bounds], [*bounds, n]):
+        if s in opaque:
+            close(s)
+            plan.extend(opaque[s])
+        if e <= s:
             continue
-        one_piece = not _within(kind_changes, s, e) and not _within(changes, s, e)
-        if kinds[s] == SCAFFOLD and one_piece and not (s == 0 and document_start):
-            plain[s] = codec.scaffold_run(text[s:e])
-        else:
-            batch.append((s, e))
-    encs = dict(
-        zip(
-            (s for s, _ in batch),
-            _encode_runs(codec, [text[s:e] for s, e in batch], [s == 0 and document_start for s, _ in batch]),
-        )
-    )
+        kind = kinds[s]
+        if kind == SCAFFOLD:
+            shape = _structure(codec, text[s:e], bytes(croles[s:e]))
+            if shape is not None:
+                head, fixed, tail = shape
+                if run_s < 0 and head:
+                    run_s = s
+                close(s + head)
+                plan.append(fixed)
+                if tail:
+                    run_s = e - tail
+                continue
+        added = codec.added_spans(text[s:e], special_only=kind == ACTION_BODY) if kind != BODY else ()
+        for a, b, tid in added:
+            if run_s < 0 and a:
+                run_s = s
+            close(s + a)
+            code = croles[s + a]
+            plan.append(([tid], bytes((Role.ACTION.code if code == EOT_CODE else code,))))
+            run_s = s + b
+        if added:
+            if run_s >= e:
+                run_s = -1
+        elif run_s < 0:
+            run_s = s
+    close(n)
+    if n in opaque and n > 0:
+        plan.extend(opaque[n])
+    # a run of template text with one role (a role name between header tokens): memoized; the rest: one batch
+    plain: dict[int, tuple[list[int], bytes, int]] = {}
+    batch: list[tuple[int, int]] = []
+    for s, e in runs:
+        one_piece = kinds[s] == SCAFFOLD and not _within(kind_changes, s, e) and not _within(changes, s, e)
+        if one_piece and not (s == 0 and document_start):
+            r_ids = codec.scaffold_run(text[s:e])
+            code = croles[s]
+            plain[s] = (r_ids, bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(r_ids), 0)
+            continue
+        batch.append((s, e))
+    encoded = encode_runs(codec, text, croles, batch, changes, document_start)
+    encoded.update(plain)
     ids_out: list[int] = []
     roles_out = bytearray()
-    tok_at: list[int] = []  # token index where each item starts (to splice opaque parts)
     straddled = 0
-    for s, e, tid in items:
-        tok_at.append(len(ids_out))
-        if tid >= 0:  # an added token the template (or the model, in action text) wrote: its characters' role
-            ids_out.append(tid)
-            code = int(cr[s]) if s < n else _CTX
-            roles_out.append(Role.ACTION.code if code == EOT_CODE else code)
-            continue
-        if s in plain:
-            r_ids = plain[s]
-            code = croles[s]
-            ids_out.extend(r_ids)
-            roles_out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(r_ids)
-            continue
-        r_ids, r_enc = encs[s]
-        inner = changes[bisect.bisect_right(changes, s) : bisect.bisect_left(changes, e)]
-        r_roles, r_straddled = _run_roles(r_ids, r_enc, croles, s, e, inner)
-        ids_out.extend(r_ids)
+    for item in plan:
+        if isinstance(item[0], int):
+            r_ids, r_roles, r_straddled = encoded[item[0]]
+            straddled += r_straddled
+        else:
+            r_ids, r_roles = item
+        ids_out += r_ids
         roles_out += r_roles
-        straddled += r_straddled
     ids = np.fromiter(ids_out, dtype=np.int64, count=len(ids_out))
     role_ids = np.frombuffer(bytes(roles_out), dtype=np.int8).copy()
-    if parts.opaque:  # splice the opaque parts in at their character positions (always item boundaries)
-        item_start = [s for s, _, _ in items]
-        chunks_i: list[np.ndarray] = []
-        chunks_r: list[np.ndarray] = []
-        prev = 0
-        for cpos, o_ids, o_roles in parts.opaque:
-            j = bisect.bisect_left(item_start, cpos)
-            cut = tok_at[j] if j < len(tok_at) else len(ids)
-            chunks_i += [ids[prev:cut], np.asarray(o_ids, dtype=np.int64)]
-            chunks_r += [role_ids[prev:cut], np.frombuffer(bytes(o_roles), dtype=np.int8)]
-            prev = cut
-        chunks_i.append(ids[prev:])
-        chunks_r.append(role_ids[prev:])
-        ids = np.concatenate(chunks_i)
-        role_ids = np.concatenate(chunks_r).astype(np.int8)
     return ids, role_ids, straddled
+
+
+_STRUCTURE_MAX = 4096
+
+
+def _structure(codec: FragmentCodec, text: str, roles: bytes) -> tuple[int, tuple[list[int], bytes], int] | None:
+    """Template text between two bodies, as ``(head, fixed, tail)``: the lengths of the text before its first
+    and after its last added token (they join the neighbouring runs) and the ids and role codes of everything
+    from the first to the last added token. None when it has no added token, or a run between two added tokens
+    with more than one role. Memoized per tokenizer (``codec``) by text and roles: template text repeats."""
+    key = (text, roles)
+    memo = codec.structures
+    hit = memo.get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit  # type: ignore[no-any-return]
+    spans = codec.added_spans(text)
+    out: tuple[int, tuple[list[int], bytes], int] | None = None
+    if spans:
+        ids: list[int] = []
+        codes = bytearray()
+        prev = spans[0][0]
+        for a, b, tid in spans:
+            if a > prev:  # a run between two added tokens
+                if roles[prev:a].count(roles[prev]) != a - prev:
+                    break
+                r_ids = codec.scaffold_run(text[prev:a])
+                code = roles[prev]
+                ids += r_ids
+                codes += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(r_ids)
+            ids.append(tid)
+            code = roles[a]
+            codes.append(Role.ACTION.code if code == EOT_CODE else code)
+            prev = b
+        else:
+            out = (spans[0][0], (ids, bytes(codes)), len(text) - spans[-1][1])
+    if len(memo) >= _STRUCTURE_MAX:
+        memo.clear()
+    memo[key] = out
+    return out
+
+
+_MISSING = object()
 
 
 def _within(points: list[int], s: int, e: int) -> bool:
     """Whether a sorted list of positions has one strictly inside ``(s, e)``."""
     return bisect.bisect_left(points, e) - bisect.bisect_right(points, s) > 0
-
-
-def _run_roles(ids: list[int], enc: Any, croles: bytearray, s: int, e: int, changes: list[int]) -> tuple[bytes, int]:
-    """Role codes of the tokens of the run ``[s, e)`` from its characters' roles (``changes``: positions where
-    the role changes inside it): a token inside one role's characters takes it, a token across a role boundary
-    is ``context`` (straddle). Uses the encoding's char-to-token map at the few boundaries; ``enc`` may instead
-    be the run's offsets (re-spelled runs)."""
-    n_t = len(ids)
-    if not changes:
-        code = croles[s] if e > s else _CTX
-        return bytes((Role.ACTION.code if code == EOT_CODE else code,)) * n_t, 0
-    if not isinstance(enc, list) and all(
-        enc.char_to_token(p - s) is not None and enc.char_to_token(p - s - 1) is not None for p in changes
-    ):
-        bounds = [s, *changes, e]
-        tok_bounds = [0]
-        straddles: set[int] = set()
-        for p in changes:
-            tp, tq = enc.char_to_token(p - s), enc.char_to_token(p - s - 1)
-            if tp == tq:
-                straddles.add(tp)
-            tok_bounds.append(tp)
-        tok_bounds.append(n_t)
-        out = bytearray()
-        for i in range(len(bounds) - 1):
-            code = croles[bounds[i]]
-            out += bytes((Role.ACTION.code if code == EOT_CODE else code,)) * max(0, tok_bounds[i + 1] - len(out))
-        for t in straddles:
-            out[t] = _CTX
-        return bytes(out[:n_t]), len(straddles)
-    # re-spelled runs, or characters no token covers (a normalizer dropped them): use the offsets
-    roles, st = token_roles(e - s, croles[s:e], enc if isinstance(enc, list) else enc.offsets)
-    return roles.tobytes(), st
-
-
-def _runs(out: list[tuple[int, int, int]], a: int, b: int, cuts: list[int]) -> None:
-    """Literal text runs in [a, b), also cut at opaque-part positions."""
-    pos = a
-    for c in cuts:
-        if a < c < b:
-            out.append((pos, c, -1))
-            pos = c
-    if b > pos:
-        out.append((pos, b, -1))
-
-
-def _encode_runs(codec: FragmentCodec, texts: list[str], first: list[bool]) -> list[tuple[list[int], Any]]:
-    """Each run literally (no added token): ``(ids, encoding)``, or ``(ids, offsets)`` for a re-spelled run; a
-    document's first run in document mode."""
-    out: list[tuple[list[int], Any]] = []
-    if not texts:
-        return out
-    guard = codec._guard_body
-    encs = codec.body.encode_batch(texts, add_special_tokens=False)
-    doc = [i for i, f in enumerate(first) if f]
-    if doc:
-        encs[doc[0]] = codec.body_document.encode(texts[doc[0]], add_special_tokens=False)
-    for i, e in enumerate(encs):
-        ids = e.ids
-        if guard and not guard.isdisjoint(ids):
-            out.append(codec.respell(codec.body, texts[i], guard, first=codec.body_document if first[i] else None))
-        else:
-            out.append((ids, e))
-    return out
-
-
-def token_roles(n: int, croles: bytearray, offsets: Sequence[tuple[int, int]] | np.ndarray) -> tuple[np.ndarray, int]:
-    """One role per token from per-character roles and token offsets (vectorized). Characters not covered by
-    any token (trimmed whitespace) count for both neighbours; a token whose characters carry more than one role
-    is ``context`` (straddle policy); end-of-turn characters are ``action``."""
-    t = len(offsets)
-    if t == 0:
-        return np.zeros(0, dtype=np.int8), 0
-    cr = np.frombuffer(bytes(croles), dtype=np.int8)
-    off = np.asarray(offsets, dtype=np.int64).reshape(t, 2)
-    s, e = off[:, 0], off[:, 1]
-    prev_e = np.concatenate([[0], e[:-1]])
-    next_s = np.concatenate([s[1:], [n]])
-    a = np.minimum(s, prev_e)
-    b = np.maximum(e, next_s)
-    b = np.maximum(a, np.minimum(b, n))
-    nonempty = b > a
-    if len(cr):
-        change = np.zeros(len(cr), dtype=np.int64)
-        change[1:] = cr[1:] != cr[:-1]
-        cum = np.cumsum(change)
-        last = np.clip(b - 1, 0, len(cr) - 1)
-        first = np.clip(a, 0, len(cr) - 1)
-        uniform = nonempty & (cum[last] - cum[first] == 0)
-        role = np.where(uniform, cr[first], _CTX).astype(np.int8)
-    else:
-        uniform = np.zeros(t, dtype=bool)
-        role = np.full(t, _CTX, dtype=np.int8)
-    straddled = int((nonempty & ~uniform).sum())
-    role = np.where(role == EOT_CODE, Role.ACTION.code, role).astype(np.int8)
-    return role, straddled

@@ -179,7 +179,7 @@ def probe_template(
         id(tokenizer),
         _sha(tpl_text),
         observation_role,
-        json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str),
+        _kwargs_key(template_kwargs),
         check_thinking,
     )
     with _LOCK:
@@ -319,7 +319,7 @@ def assistant_eot_text(
 
 
 def _kwargs_key(template_kwargs: Mapping[str, Any] | None) -> str:
-    return json.dumps(dict(template_kwargs or {}), sort_keys=True, default=str)
+    return json.dumps(dict(template_kwargs), sort_keys=True, default=str) if template_kwargs else "{}"
 
 
 def _assistant_eot_text(tokenizer: Any, chat_template: str | None, template_kwargs: Mapping[str, Any] | None) -> str:

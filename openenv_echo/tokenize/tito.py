@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role, observation_count
+from ..roles import Role
 from ..tokenizer_identity import tokenizer_identity
-from ..trajectory import ChatMessage, Trajectory
+from ..trajectory import ChatMessage, ObservationRecord, Trajectory
 from ..wire import ObservationTokens, Segment
 from .fragment import backend_of, fragment_codec
 from .rendered import Parts, TaggedMessage, encode_parts, render_parts
@@ -40,6 +40,21 @@ from .tokenized import TokenizedTrajectory
 
 _CTX = Role.CONTEXT.code
 _ACT = Role.ACTION.code
+_CTX_B = bytes((_CTX,))
+_ACT_B = bytes((_ACT,))
+_ROLE_B = {r: bytes((r.code,)) for r in Role}
+
+ObsParts = tuple[list[Segment] | None, ObservationTokens | None]
+_Prepared = tuple[ObsParts, list[list[int]] | None]
+"""An observation already read (``observation_parts``) and its bodies already encoded (None: not yet)."""
+
+
+def _observation_count(roles: bytearray) -> int:
+    """``roles.observation_count`` of one sequence's role codes, counted on the bytes (C speed)."""
+    first = roles.find(_ACT_B)
+    if first < 0:
+        return 0
+    return roles.count(_ROLE_B[Role.ENV_OUTPUT], first + 1) + roles.count(_ROLE_B[Role.WARNING], first + 1)
 
 
 def chat_messages(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -56,6 +71,8 @@ def chat_messages(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[d
 def observation_parts(obs: Any) -> tuple[list[Segment] | None, ObservationTokens | None]:
     """(segments, tokens) of an ``ObservationRecord``/``Observation``/``StepResult``, a list of ``Segment``s,
     an ``ObservationTokens``, or a dict with ``segments``/``tokens`` keys."""
+    if type(obs) is ObservationRecord:  # the common case, first
+        return (None if obs.segments is None else list(obs.segments)), obs.tokens
     if isinstance(obs, ObservationTokens):
         return None, obs
     if isinstance(obs, Mapping):
@@ -163,7 +180,7 @@ class TitoBuilder:
         messages: Sequence[ChatMessage | Mapping[str, Any]] = (),
         reset: Any = None,
         *,
-        _encoded: list[list[int]] | None = None,
+        _prepared: _Prepared | None = None,
     ) -> list[int]:
         """Render the initial messages (and the reset observation, if it has content) once; returns the
         prompt ids, ending with the generation prompt. All ``context`` except the reset body."""
@@ -171,8 +188,9 @@ class TitoBuilder:
         msgs = chat_messages(messages)
         tagged = [TaggedMessage(m["role"], [Segment(role=Role.CONTEXT, text=m["content"])], _extra(m)) for m in msgs]
         if reset is not None:
-            body_ids, body_roles = self._body(reset, _encoded)
-            segments, _tokens = observation_parts(reset)
+            obs_parts, encoded = _prepared if _prepared is not None else (observation_parts(reset), None)
+            body_ids, body_roles = self._body(obs_parts, encoded)
+            segments = obs_parts[0]
             if body_ids or segments:
                 tagged.append(
                     TaggedMessage(self.scaffold.observation_role, [], ids=body_ids, id_roles=bytes(body_roles))
@@ -254,6 +272,10 @@ class TitoBuilder:
     def _validate_ids(self, ids: Sequence[int]) -> list[int]:
         if isinstance(ids, (str, bytes)):
             raise TypeError("action ids must be a sequence of ints, not a string")
+        out = list(ids)
+        # common case in C: plain ints (not bools) inside the vocabulary
+        if all(type(i) is int for i in out) and (not out or (min(out) >= 0 and max(out) < self.vocab_size)):
+            return out
         out = []
         for i in ids:
             if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
@@ -263,20 +285,23 @@ class TitoBuilder:
             out.append(int(i))
         return out
 
-    def add_observation(self, obs: Any, *, _encoded: list[list[int]] | None = None) -> list[int]:
+    def add_observation(self, obs: Any, *, _prepared: _Prepared | None = None) -> list[int]:
         """Close the assistant turn and add the observation: scaffolding (context) around the segment bodies
         (their own roles), then the generation prompt. Returns the ids appended (prompt delta)."""
         self._need("awaiting_observation", "add_observation()")
-        body_ids, body_roles = self._body(obs, _encoded)
-        start = len(self._ids)
-        sc = self.scaffold
-        self._extend(self._pending_close, _CTX)
-        self._extend(sc.obs_open_ids, _CTX)
-        self._ids.extend(body_ids)
-        self._roles.extend(body_roles)
-        self._extend(sc.obs_close_ids, _CTX)
-        self._gen_start = len(self._ids)
-        self._extend(sc.generation_prompt_ids, _CTX)
+        obs_parts, encoded = _prepared if _prepared is not None else (observation_parts(obs), None)
+        body_ids, body_roles = self._body(obs_parts, encoded)
+        ids, roles, sc = self._ids, self._roles, self.scaffold
+        start = len(ids)
+        ids += self._pending_close
+        ids += sc.obs_open_ids
+        ids += body_ids
+        ids += sc.obs_close_ids
+        self._gen_start = len(ids)
+        ids += sc.generation_prompt_ids
+        roles += _CTX_B * (len(self._pending_close) + len(sc.obs_open_ids))
+        roles += body_roles
+        roles += _CTX_B * (len(sc.obs_close_ids) + len(sc.generation_prompt_ids))
         self._pending_close = []
         self._state = "awaiting_action"
         return self._ids[start:]
@@ -310,9 +335,9 @@ class TitoBuilder:
             for pos, values in self._logprobs:
                 logp[pos : pos + len(values)] = values
         return TokenizedTrajectory(
-            input_ids=np.asarray(self._ids, dtype=np.int64),
+            input_ids=np.fromiter(self._ids, dtype=np.int64, count=len(self._ids)),
             role_ids=role_ids,
-            obs_count=int(observation_count(role_ids)),  # |O| of the whole, untruncated sequence
+            obs_count=_observation_count(self._roles),  # |O| of the whole, untruncated sequence
             method="tito",
             tokenizer=self.identity,
             episode_id=episode_id,
@@ -328,8 +353,9 @@ class TitoBuilder:
         _, tokens = observation_parts(obs)
         return tokens is not None and tokens.tokenizer.fingerprint == self.identity.fingerprint
 
-    def _body(self, obs: Any, encoded: list[list[int]] | None) -> tuple[list[int], bytearray]:
-        segments, tokens = observation_parts(obs)
+    def _body(self, parts: ObsParts, encoded: list[list[int]] | None) -> tuple[list[int], bytearray]:
+        """Ids and role codes of an observation's bodies (``encoded``: its segments' ids, if already encoded)."""
+        segments, tokens = parts
         if tokens is not None:
             if tokens.tokenizer.fingerprint == self.identity.fingerprint:
                 if Role.ACTION in tokens.roles:
@@ -357,8 +383,8 @@ class TitoBuilder:
         ids: list[int] = []
         roles = bytearray()
         for seg, seg_ids in zip(segs, enc):
-            ids.extend(seg_ids)
-            roles.extend(bytes((seg.role.code,)) * len(seg_ids))
+            ids += seg_ids
+            roles += _ROLE_B[seg.role] * len(seg_ids)
         return ids, roles
 
 
@@ -396,50 +422,46 @@ def tokenize_trajectory(
         template_kwargs=template_kwargs,
         add_special_tokens=add_special_tokens,
     )
-    # Collect every text to encode, in order, for one batched call.
+    # Read every observation once and collect every text to encode, in order, for one batched call each.
     texts: list[str] = []
     act_texts: list[str] = []
-    plan: list[tuple[str, Any]] = []  # (kind, payload) consumed in order below
+    fingerprint = b.identity.fingerprint
 
-    def obs_texts(obs: Any) -> None:
-        if b.usable_tokens(obs):
-            plan.append(("obs", None))
-            return
-        segs = [s for s in (observation_parts(obs)[0] or []) if s.text]
-        plan.append(("obs", (len(texts), len(segs))))
-        texts.extend(s.text for s in segs)
+    def read(obs: Any) -> tuple[ObsParts, tuple[int, int] | None]:
+        parts = observation_parts(obs)
+        segments, tokens = parts
+        if tokens is not None and tokens.tokenizer.fingerprint == fingerprint:
+            return parts, None  # server tokens are used verbatim
+        segs = [s.text for s in segments or () if s.text]
+        texts.extend(segs)
+        return parts, (len(texts) - len(segs), len(texts))
 
-    if traj.reset is not None:
-        obs_texts(traj.reset)
-    for step in traj.steps:
-        if step.action_token_ids is not None:
-            plan.append(("act", None))
-        else:
-            plan.append(("act", len(act_texts)))
-            act_texts.append(action_text(step, action_text_fallback))
-        obs_texts(step.observation)
+    reset = read(traj.reset) if traj.reset is not None else None
+    obs = [read(step.observation) for step in traj.steps]
+    act: list[int | None] = []  # per step: index of its action text, None when it has sampled ids
+    for st in traj.steps:
+        if st.action_token_ids is None:
+            act_texts.append(action_text(st, action_text_fallback))
+        act.append(None if st.action_token_ids is not None else len(act_texts) - 1)
     encoded = b.codec.encode_bodies(texts)
     encoded_actions = b.codec.encode_actions(act_texts)
 
-    def body(p: Any) -> list[list[int]] | None:
-        return None if p is None else encoded[p[0] : p[0] + p[1]]
+    def prepared(read_obs: tuple[ObsParts, tuple[int, int] | None]) -> _Prepared:
+        parts, span = read_obs
+        return parts, None if span is None else encoded[span[0] : span[1]]
 
-    it = iter(plan)
-    if traj.reset is not None:
-        _, p = next(it)
-        b.start(traj.messages, reset=traj.reset, _encoded=body(p))
+    if reset is not None:
+        b.start(traj.messages, reset=traj.reset, _prepared=prepared(reset))
     else:
         b.start(traj.messages)
     eot = list(b.scaffold.eot_ids)
-    for step in traj.steps:
-        _, p = next(it)
-        if step.action_token_ids is not None:
+    for step, a, o in zip(traj.steps, act, obs):
+        if a is None:
             b.add_action(step.action_token_ids, logprobs=step.action_logprobs, temperature=step.sampling_temperature)
         else:
-            b.add_action(encoded_actions[p] + eot)
+            b.add_action(encoded_actions[a] + eot)
             b.stats["actions_from_text"] += 1
-        _, p = next(it)
-        b.add_observation(step.observation, _encoded=body(p))
+        b.add_observation(step.observation, _prepared=prepared(o))
     return b.finish(
         final_generation_prompt=final_generation_prompt,
         episode_id=traj.episode_id,

@@ -3,19 +3,24 @@ templates."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from openenv_echo.roles import Role
 from openenv_echo.tokenize import STRADDLE_ROLE, TaggedMessage, tokenize_offline
 from openenv_echo.tokenize.fragment import fragment_codec
 from openenv_echo.tokenize.offline import conversation_from_trajectory
-from openenv_echo.tokenize.rendered import token_roles
+from openenv_echo.tokenize.rendered import encode_parts, render_parts, token_roles
+from openenv_echo.tokenize.runs import _locate
+from openenv_echo.tokenize.template import assistant_eot_text
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import Segment, context, env_output
 
-from .tokhelp import simple_trajectory
+from .tokhelp import conversations, make_trajectory, simple_trajectory, texts
 
 
 def test_offline_matches_the_template_rendering(any_tok: Any) -> None:
@@ -126,3 +131,54 @@ def test_token_roles_policy_directly() -> None:
     assert roles.tolist() == [1, 1]
     roles, _ = token_roles(0, bytearray(), [])
     assert roles.tolist() == []
+
+
+@pytest.mark.filterwarnings("ignore:the chat template rewrote message content")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(conv=conversations, document_start=st.booleans(), gen=st.booleans())
+def test_boundaries_from_byte_lengths_equal_offsets(
+    every_tok: Any, conv: dict[str, Any], document_start: bool, gen: bool
+) -> None:
+    """Role boundaries found from per-id byte lengths are exactly those the tokenizer's offsets give (the
+    offsets path is the same codec without its byte-length table)."""
+    codec = fragment_codec(every_tok)
+    assert codec.token_bytes is not None, "every test tokenizer has a character-wise pipeline"
+    offsets_only = copy.copy(codec)
+    offsets_only.token_bytes = None
+    messages = conversation_from_trajectory(make_trajectory(conv), tokenizer=every_tok)
+    parts = render_parts(every_tok, messages, add_generation_prompt=gen, eot=assistant_eot_text(every_tok))
+    ids, roles, straddled = encode_parts(codec, parts, document_start=document_start)
+    ids2, roles2, straddled2 = encode_parts(offsets_only, parts, document_start=document_start)
+    assert ids.tolist() == ids2.tolist()
+    assert roles.tolist() == roles2.tolist()
+    assert straddled == straddled2
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts)
+def test_token_byte_lengths_cover_the_text(every_tok: Any, text: str) -> None:
+    """The byte-length table is exact: a literal run's ids add up to its UTF-8 length (unless it holds text the
+    table cannot tell apart, the pre-tokenizer's space symbol, or an id it does not fix, such as unknown)."""
+    codec = fragment_codec(every_tok)
+    assert codec.token_bytes is not None
+    ids = codec.encode_body(text)
+    lengths = codec.token_bytes[ids]
+    if (codec.space_symbol and codec.space_symbol in text) or (lengths < 0).any():
+        return
+    assert int(lengths.sum()) == len(text.encode("utf-8"))
+
+
+def test_byte_lengths_place_boundaries_without_offsets(stable_any: Any) -> None:
+    """A run "\n\n" + body + "\n" (template, env_output, warning) is placed from byte lengths alone; a token
+    across a boundary is a straddle."""
+    codec = fragment_codec(stable_any)
+    text = "\n\nerror: not found\n$ ls -la\n"
+    croles = bytearray([0, 0] + [Role.ENV_OUTPUT.code] * 17 + [Role.WARNING.code] * 10)
+    ids = codec.encode_body(text)
+    out: dict[int, Any] = {}
+    failed = _locate(out, text, croles, codec.token_bytes, [(0, len(text))], [ids], [[2, 19]], [7])
+    assert failed == []
+    roles, straddled = out[0][1], out[0][2]
+    enc = codec.body.encode(text, add_special_tokens=False)
+    expected, expected_straddled = token_roles(len(text), croles, enc.offsets)
+    assert list(roles) == expected.tolist() and straddled == expected_straddled
