@@ -401,11 +401,11 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
     tok = build_tokenizer("qwen")
     with env_server() as (url, _):
         train = expert_episodes(url, [1000, 1001, 1002], max_env_steps=8)
-        test = expert_episodes(url, [900000, 900001], max_env_steps=8)
+        test = expert_episodes(url, [2_000_000, 2_000_001], max_env_steps=8)
     text = "".join(x for t in test for x in env_texts(t))
     assert any(ord(c) > 127 for c in text)  # the multi-byte path is exercised
     seen = training_lines(train)
-    ce = build_ce_set("test", [900000, 900001], test, tok, seen)
+    ce = build_ce_set("test", [2_000_000, 2_000_001], test, tok, seen)
     assert 0 < ce.novel_tokens < ce.env_tokens
     for seq, traj, novel in zip(ce.sequences, test, ce.novel, strict=True):
         all_lines = training_lines([traj])
@@ -413,7 +413,7 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
         everything = novel_target_mask(seq, traj, tok, set())
         assert bool(everything.any()) and not bool((novel & ~everything).any())
         # the novel tokens decode to text made only of novel lines' characters
-        decoded = tok.decode(seq.input_ids[novel.numpy()].tolist())
+        decoded = str(tok.decode(seq.input_ids[novel.numpy()].tolist()))
         novel_lines = [
             line.strip()
             for x in env_texts(traj)
@@ -494,7 +494,7 @@ def test_hostnames_shared_with_training_are_counted() -> None:
 
     train = list(range(1000, 1040))
     names = {generate_machine(s).hostname for s in train}
-    test = list(range(900000, 900020))
+    test = list(range(2_000_000, 2_000_020))
     expected = sum(generate_machine(s).hostname in names for s in test)
     assert hostnames_seen(train, test) == {"held_out_machines": 20.0, "hostname_seen_in_training": float(expected)}
     assert hostnames_seen(train, train[:5])["hostname_seen_in_training"] == 5.0
