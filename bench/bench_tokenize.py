@@ -12,12 +12,19 @@ encode a batch on several), because the machine's cores are shared and wall time
 
 The verdict line checks every target printed above it.
 
+Both sides run single-threaded: the bench sets ``TOKENIZERS_PARALLELISM=false`` unless it is set already. Plain
+``tokenizer(text)`` encodes one text and never uses the tokenizers library's thread pool; the batch calls of TITO
+and offline would, and the pool's idle threads spin-wait, which this process is billed for as CPU time by an
+amount that depends on the neighbours' load (runs spread by +-20 % with the pool on). With it off, both sides
+are the work done. ``TOKENIZERS_PARALLELISM=true python bench/bench_tokenize.py`` measures the pool's setting.
+
 Run: ``python bench/bench_tokenize.py [--episodes 40] [--turns 20] [--repeat 7]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 from collections.abc import Callable
@@ -144,6 +151,8 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # read by the library at each call: see the docstring
+    print(f"TOKENIZERS_PARALLELISM={os.environ['TOKENIZERS_PARALLELISM']}")
     targets = []
     for family in args.families.split(","):
         targets += bench_family(family, args.episodes, args.turns, args.repeat)
