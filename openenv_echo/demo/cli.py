@@ -31,7 +31,7 @@ def demo(
     sweep_seeds: int | None = typer.Option(
         None, "--sweep-seeds", help="How many of those seeds run the whole λ sweep (λ is chosen on them) [1]."
     ),
-    threads: int | None = typer.Option(None, "--threads", help="torch threads [2]."),
+    threads: int | None = typer.Option(None, "--threads", help=f"torch threads [{_FULL.threads}]."),
     rl_steps: int | None = typer.Option(
         None, "--rl-steps", help=f"RL steps per run [full {_FULL.rl_steps} / quick {_QUICK.rl_steps}]."
     ),

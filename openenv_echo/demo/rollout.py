@@ -27,6 +27,9 @@ from ..trajectory import Trajectory
 from .config import SYSTEM_PROMPT
 
 ENV_NAME = "terminal"
+STEP_TIMEOUT_S, RESET_TIMEOUT_S = 60.0, 120.0
+"""Step and reset wall-time limits of the demo's server: generous, because the demo is run on shared, loaded CPUs
+where the server's defaults (2 s / 10 s, sized for a serving fleet) stop honest steps."""
 
 
 @contextlib.contextmanager
@@ -35,10 +38,17 @@ def env_server(docker: bool = False) -> Iterator[tuple[str, str]]:
     from ..providers import DockerProvider, LocalProcessProvider
 
     if docker:
-        provider: Any = DockerProvider.for_env(ENV_NAME)
+        provider: Any = DockerProvider.for_env(ENV_NAME, step_timeout_s=STEP_TIMEOUT_S, reset_timeout_s=RESET_TIMEOUT_S)
         what = f"docker image {provider.image} (envs/terminal_env/server/Dockerfile)"
     else:
-        provider = LocalProcessProvider(ENV_NAME, max_sessions=64, idle_timeout_s=None, log_level="warning")
+        provider = LocalProcessProvider(
+            ENV_NAME,
+            max_sessions=64,
+            idle_timeout_s=None,
+            log_level="warning",
+            step_timeout_s=STEP_TIMEOUT_S,
+            reset_timeout_s=RESET_TIMEOUT_S,
+        )
         what = "local process (LocalProcessProvider)"
     url = provider.start()
     try:

@@ -68,13 +68,26 @@ def choose_lambda(runs: list[dict[str, Any]], lambdas: tuple[float, ...] | list[
     }
 
 
-def _arm_summary(seeds: list[dict[str, Any]], start_ce: float, direct: list[float] | None) -> dict[str, Any]:
+def direct_drop(start_ce: float, direct: list[float]) -> dict[str, Any]:
+    """How far the direct-CE arm lowered held-out env CE from the start (per seed), and whether that drop is
+    *established*: its 95% interval lies above 0 (with one seed, no interval: the drop is positive). Only an
+    established drop is a gap worth taking shares of; otherwise ``gap_closed`` is not defined."""
+    drop = mean_ci([start_ce - d for d in direct])
+    ci = drop["ci95"]
+    established = drop["mean"] > 0 if ci is None else ci[0] > 0
+    return {**drop, "established": established}
+
+
+def _arm_summary(
+    seeds: list[dict[str, Any]], start_ce: float, direct: list[float] | None, gap_ok: bool
+) -> dict[str, Any]:
     tests = [s["final"]["test"] for s in seeds]
     ce = [t["env_ce"]["nats_per_token"] for t in tests]
     n_test = int(tests[0]["policy"]["episodes"])
     wins = sum(round(t["policy"]["success"] * n_test) for t in tests)
     out: dict[str, Any] = {
         "test_env_ce": mean_ci(ce),
+        "test_env_ce_change": mean_ci([x - start_ce for x in ce]),  # from the start checkpoint (shared by all seeds)
         "test_novel_env_ce": mean_ci([t["env_ce"]["novel_nats_per_token"] for t in tests]),
         "test_env_ce_per_byte": mean_ci([t["env_ce"]["nats_per_byte"] for t in tests]),
         "test_success": {
@@ -89,9 +102,11 @@ def _arm_summary(seeds: list[dict[str, Any]], start_ce: float, direct: list[floa
         "steps_with_reward_variance": mean_ci([s["policy_updates"] for s in seeds]),
         "rl_steps": len(seeds[0]["train"]),
     }
-    if direct is not None:
+    out["gap_closed"] = None
+    if direct is not None and gap_ok:
         shares = [gap_closed(start_ce, a, d) for a, d in zip(ce, direct, strict=True)]
-        out["gap_closed"] = None if any(x is None for x in shares) else mean_ci([x for x in shares if x is not None])
+        if all(x is not None for x in shares):
+            out["gap_closed"] = mean_ci([x for x in shares if x is not None])
     return out
 
 
@@ -101,8 +116,9 @@ def summarize(report: dict[str, Any]) -> None:
     start_ce = start["env_ce"]["nats_per_token"]
     arms = report["arms"]
     direct = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]
+    drop = direct_drop(start_ce, direct)
     for a in arms.values():
-        a["summary"] = _arm_summary(a["seeds"], start_ce, direct)
+        a["summary"] = _arm_summary(a["seeds"], start_ce, direct, drop["established"])
     rows = []
     for arm, a in arms.items():
         sm = a["summary"]
@@ -138,5 +154,38 @@ def summarize(report: dict[str, Any]) -> None:
         "echo_minus_grpo": {
             k: paired_difference(per_seed("grpo_echo", f), per_seed("grpo", f)) for k, f in figures.items()
         },
+        "echo_minus_direct_ce": {
+            k: paired_difference(per_seed("grpo_echo", f), per_seed("direct_ce", f)) for k, f in figures.items()
+        },
+        "direct_ce_drop": {
+            **drop,
+            "what": "start − direct CE on test env CE, nats/token; established when its 95% interval is above 0 "
+            "(one seed: when positive); gap_closed is only defined for an established drop",
+        },
         "note": "paired by RL seed (same start, prompts and sampler seed); negative env CE = ECHO predicts better",
     }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m openenv_echo.demo.summarize OUT``: re-derive the summaries, comparisons, ``summary.md`` and the
+    plot of a finished run from its per-seed results in ``OUT/report.json`` (nothing is re-run or re-evaluated)."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from .plots import plot_report
+    from .tables import summary_markdown
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m openenv_echo.demo.summarize OUT_DIR")
+    out = Path(args[0])
+    report = json.loads((out / "report.json").read_text())
+    summarize(report)
+    plot_report(report, out / report["plots"][0])
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    (out / "summary.md").write_text(summary_markdown(report))
+
+
+if __name__ == "__main__":
+    main()

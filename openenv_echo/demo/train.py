@@ -73,6 +73,7 @@ class PretrainResult:
     tokens: int
     action_tokens: int
     env_tokens: int
+    optimizer: dict[str, Any] | None = None  # AdamW state at the end: every RL arm continues from it
 
 
 def pretrain_targets(role_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,9 +100,9 @@ def pretrain(
     system prompt, chat scaffold and warnings are inputs only)."""
     from tqdm.auto import tqdm
 
+    opt = make_optimizer(model, lr)
     if steps == 0:
-        return PretrainResult([], 0, 0, 0)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
+        return PretrainResult([], 0, 0, 0, opt.state_dict())
 
     def lr_factor(s: int) -> float:  # linear warm-up, then cosine down to 10%
         return min(1.0, (s + 1) / max(1, warmup)) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(s, steps) / steps)))
@@ -143,7 +144,13 @@ def pretrain(
         envs += n_env
         losses.append(total)
         bar.set_postfix(nll=f"{total:.3f}")
-    return PretrainResult(losses, seen, acts, envs)
+    return PretrainResult(losses, seen, acts, envs, opt.state_dict())
+
+
+def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
+    """The optimizer of pretraining and of every RL arm (RL loads the start checkpoint's state into it, so its
+    first steps are not the full-size, sign-like steps of a fresh Adam)."""
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
 
 
 # -- RL ---------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import torch
 pytestmark = pytest.mark.timeout(1200)
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
+from openenv_echo.envs.splits import TASK_SPLITS  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory  # noqa: E402
 from openenv_echo.wire import env_output, warning  # noqa: E402
@@ -319,8 +320,14 @@ def test_seeds_are_disjoint_and_validated() -> None:
     s = Seeds.make(10, 3, 4)
     s.check_disjoint()
     assert len(set(s.train) | set(s.val) | set(s.test)) == 17
+    # the demo's splits are the env's own task splits (the seeds OpenEnv's task routes serve)
+    assert set(s.train) <= set(TASK_SPLITS["train"])
+    assert set(s.val) <= set(TASK_SPLITS["validation"])
+    assert set(s.test) <= set(TASK_SPLITS["test"])
     with pytest.raises(ValueError):
         Seeds.make(0, 3, 4)
+    with pytest.raises(ValueError, match="split has"):
+        Seeds.make(10, len(TASK_SPLITS["validation"]) + 1, 4)
     with pytest.raises(ValueError):
         Seeds(train=[1, 2], val=[2], test=[3]).check_disjoint()
 
@@ -394,11 +401,11 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
     tok = build_tokenizer("qwen")
     with env_server() as (url, _):
         train = expert_episodes(url, [1000, 1001, 1002], max_env_steps=8)
-        test = expert_episodes(url, [900000, 900001], max_env_steps=8)
+        test = expert_episodes(url, [2_000_000, 2_000_001], max_env_steps=8)
     text = "".join(x for t in test for x in env_texts(t))
     assert any(ord(c) > 127 for c in text)  # the multi-byte path is exercised
     seen = training_lines(train)
-    ce = build_ce_set("test", [900000, 900001], test, tok, seen)
+    ce = build_ce_set("test", [2_000_000, 2_000_001], test, tok, seen)
     assert 0 < ce.novel_tokens < ce.env_tokens
     for seq, traj, novel in zip(ce.sequences, test, ce.novel, strict=True):
         all_lines = training_lines([traj])
@@ -406,7 +413,7 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
         everything = novel_target_mask(seq, traj, tok, set())
         assert bool(everything.any()) and not bool((novel & ~everything).any())
         # the novel tokens decode to text made only of novel lines' characters
-        decoded = tok.decode(seq.input_ids[novel.numpy()].tolist())
+        decoded = str(tok.decode(seq.input_ids[novel.numpy()].tolist()))
         novel_lines = [
             line.strip()
             for x in env_texts(traj)
@@ -456,13 +463,38 @@ def test_intervals_match_textbook_values() -> None:
         wilson(3, 2)
 
 
+def test_gap_closed_needs_an_established_direct_ce_drop() -> None:
+    from openenv_echo.demo.summarize import direct_drop
+
+    assert direct_drop(2.0, [1.9, 1.88, 1.91])["established"]  # interval above 0
+    noisy = direct_drop(2.0, [1.99, 2.02, 1.995])  # mean drop > 0 but the interval reaches below 0
+    assert noisy["mean"] < 0.01 and noisy["ci95"][0] < 0 and not noisy["established"]
+    assert not direct_drop(2.0, [2.1, 2.05, 2.2])["established"]
+    assert direct_drop(2.0, [1.9])["established"] and not direct_drop(2.0, [2.1])["established"]  # one seed
+
+
+def test_quick_report_defines_gap_closed_only_for_an_established_drop(
+    quick_report: tuple[dict[str, Any], Path],
+) -> None:
+    report, _ = quick_report
+    drop = report["comparisons"]["direct_ce_drop"]
+    start = report["baselines"]["start"]
+    direct = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in report["arms"]["direct_ce"]["seeds"]]
+    assert drop["per_seed"] == pytest.approx([start - d for d in direct])
+    for arm in ARMS:
+        s = report["arms"][arm]["summary"]
+        assert (s["gap_closed"] is not None) == drop["established"]
+        ce = [x["final"]["test"]["env_ce"]["nats_per_token"] for x in report["arms"][arm]["seeds"]]
+        assert s["test_env_ce_change"]["per_seed"] == pytest.approx([c - start for c in ce])
+
+
 def test_hostnames_shared_with_training_are_counted() -> None:
     from openenv_echo.demo.evaluate import hostnames_seen
     from openenv_echo.envs.terminal.machine import generate_machine
 
     train = list(range(1000, 1040))
     names = {generate_machine(s).hostname for s in train}
-    test = list(range(900000, 900020))
+    test = list(range(2_000_000, 2_000_020))
     expected = sum(generate_machine(s).hostname in names for s in test)
     assert hostnames_seen(train, test) == {"held_out_machines": 20.0, "hostname_seen_in_training": float(expected)}
     assert hostnames_seen(train, train[:5])["hostname_seen_in_training"] == 5.0
