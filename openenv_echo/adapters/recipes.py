@@ -3,12 +3,15 @@ terminal env's worlds and action format, and a per-role gradient probe that show
 
 from __future__ import annotations
 
+import argparse
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ..roles import PAD_ROLE_CODE, Role
+from .rollouts import Rollout, Sampler, group_reset_options, run_rollouts
 
 SYSTEM_PROMPT = (
     "You are the on-call engineer on a Linux host with an incident. Run one shell command per turn; when you know "
@@ -63,6 +66,60 @@ def command_action(text: str) -> dict[str, Any]:
     return {"command": text.strip()}
 
 
+BREVITY_PER_TOKEN = 1e-3
+"""Reward shaping of the recipes: each completion token costs this much, so that a random model's GRPO groups
+have non-zero advantages (shorter episodes score higher) while the env's reward dominates."""
+
+
+def recipe_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line every recipe shares (``doc``'s first line is its description); a recipe adds its own."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--world-model-coeff", type=float, default=0.05)
+    ap.add_argument("--model", default=None, help="from_pretrained path (default: a tiny random Qwen2, offline)")
+    ap.add_argument("--groups", type=int, default=2, help="worlds (GRPO groups) per step")
+    ap.add_argument("--group-size", type=int, default=4, help="completions per world")
+    ap.add_argument("--max-turns", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=12, help="per action")
+    ap.add_argument("--max-completion-length", type=int, default=384)
+    ap.add_argument("--learning-rate", type=float, default=1e-3)
+    ap.add_argument("--probe", action="store_true", help="print the gradient reaching each role's predictions")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="write the per-step metrics here")
+    return ap
+
+
+def step_rollouts(base_url: str, tokenizer: Any, sampler: Sampler, a: argparse.Namespace, step: int) -> list[Rollout]:
+    """Step ``step``'s (from 1) episodes: ``a.groups`` fresh terminal worlds, each played ``a.group_size`` times at
+    once (a GRPO group shares its world), token-in-token-out; in group order."""
+    worlds = terminal_worlds(a.groups, max_steps=a.max_turns, first_seed=a.seed + (step - 1) * a.groups)
+    return run_rollouts(
+        base_url,
+        tokenizer,
+        sampler,
+        group_reset_options(worlds, a.group_size),
+        [[{"role": "system", "content": SYSTEM_PROMPT}]] * (a.groups * a.group_size),
+        to_action=command_action,
+        max_turns=a.max_turns,
+        max_completion_length=a.max_completion_length,
+        max_new_tokens=a.max_new_tokens,
+    )
+
+
+def shaped_rewards(rewards: Sequence[float], completion_lengths: Sequence[int]) -> torch.Tensor:
+    """The env's rewards minus ``BREVITY_PER_TOKEN`` per completion token (float64, one per episode)."""
+    return torch.tensor(rewards, dtype=torch.float64) - BREVITY_PER_TOKEN * torch.tensor(
+        completion_lengths, dtype=torch.float64
+    )
+
+
+def write_metrics(path: str | None, world_model_coeff: float, rows: list[dict[str, Any]]) -> None:
+    """The recipe's per-step metrics as JSON at ``path`` (nothing when None)."""
+    if path:
+        with open(path, "w") as f:
+            json.dump({"world_model_coeff": world_model_coeff, "steps": rows}, f, indent=1)
+
+
 class RoleGradients:
     """Sums |∂loss/∂log p(token)| per role over the positions of a (B, T) log-prob tensor: how much of the loss's
     gradient reaches the prediction of each kind of token. Attach with :meth:`watch` on a grad-enabled tensor."""
@@ -99,11 +156,16 @@ def format_metrics(step: int, values: dict[str, Any], keys: Sequence[str]) -> st
 
 
 __all__ = [
+    "BREVITY_PER_TOKEN",
     "SYSTEM_PROMPT",
     "RoleGradients",
     "command_action",
     "format_metrics",
     "load_model",
+    "recipe_parser",
+    "shaped_rewards",
+    "step_rollouts",
     "terminal_worlds",
     "tiny_causal_lm",
+    "write_metrics",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import time
@@ -173,8 +172,6 @@ def create_app(
         sessions.start_reaper()
         if env_cls.BLOCKING:
             await workers.prewarm(env_cls)
-        gc.collect()
-        gc.freeze()  # what start-up built lives as long as the server: full collections no longer walk it
         try:
             yield
         finally:

@@ -232,17 +232,11 @@ class EnvDriver:
         return self._capped(await self._run_here(env, method, *args, **kwargs))
 
     async def _in_worker(self, env: WorkerEnv, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``env.<method>`` in its worker, under the reset's or the step's wall-time budget."""
         timeout = self.limits.reset_timeout_s if method == "reset" else self.step_timeout_s
-        return await self._call_worker(env, method, args, kwargs, timeout)
-
-    async def _call_worker(
-        self, env: WorkerEnv, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None
-    ) -> Any:
         try:
             return await env.call(method, args, kwargs, timeout)
-        except WorkerFailed as e:
-            raise ProtocolError(e.code, str(e)) from None
-        except EnvError as e:
+        except (WorkerFailed, EnvError) as e:
             raise ProtocolError(e.code, str(e)) from None
 
     def _capped(self, obs: Observation) -> Observation:

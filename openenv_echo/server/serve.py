@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from .app import create_app
@@ -39,7 +40,10 @@ def serve(
     tokenizer: Any = None,
     log_level: str = "warning",
 ) -> None:
-    """Serve until interrupted. ``app_or_env`` is an app from ``create_app`` or an ``Environment`` subclass."""
+    """Serve until interrupted. ``app_or_env`` is an app from ``create_app`` or an ``Environment`` subclass.
+
+    This process is the server's own: what it has built by now lives as long as it does, so it is frozen out of
+    the garbage collector's full collections (which would otherwise walk it, pausing every session, each time)."""
     import uvicorn
 
     if isinstance(app_or_env, type) and issubclass(app_or_env, Environment):
@@ -48,4 +52,7 @@ def serve(
     else:
         app = app_or_env
         limits = getattr(app.state, "limits", None) or limits or ServerLimits.from_env()
-    uvicorn.Server(uvicorn_config(app, host, port, limits, log_level)).run()
+    server = uvicorn.Server(uvicorn_config(app, host, port, limits, log_level))
+    gc.collect()
+    gc.freeze()
+    server.run()

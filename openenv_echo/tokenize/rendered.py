@@ -35,17 +35,10 @@ import numpy as np
 from ..roles import Role
 from ..wire import Segment
 from .fragment import FragmentCodec
-from .runs import EOT_CODE, encode_runs, token_roles
+from .runs import EOT_CODE, encode_runs
 from .template import _kwargs_key, _template_text, render, unused_marker
 
-__all__ = [
-    "EOT_CODE",
-    "Parts",
-    "TaggedMessage",
-    "encode_parts",
-    "render_parts",
-    "token_roles",
-]  # token_roles: re-exported
+__all__ = ["Parts", "TaggedMessage", "encode_parts", "render_parts"]
 
 SCAFFOLD = 0
 BODY = 1

@@ -1,4 +1,5 @@
-"""Fixtures for the adapter tests: a real offline tokenizer with a real chat template, and tiny real models."""
+"""Fixtures for the adapter tests: a real offline tokenizer with a real chat template (tiny real models come from
+``openenv_echo.adapters.recipes.tiny_causal_lm``)."""
 
 from __future__ import annotations
 
@@ -11,22 +12,3 @@ def qwen_tokenizer():
     from openenv_echo.tokenize import build_tokenizer
 
     return build_tokenizer("qwen")
-
-
-def tiny_qwen2(vocab_size: int, seed: int = 0, hidden: int = 32, layers: int = 2):
-    """A tiny random ``Qwen2ForCausalLM`` built from a config (no download)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-    )
-    return Qwen2ForCausalLM(cfg).float()

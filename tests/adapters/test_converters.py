@@ -149,12 +149,11 @@ def test_to_trl_output_trains_in_the_real_grpo_trainer(
     from datasets import Dataset
     from trl import GRPOConfig
 
+    from openenv_echo.adapters.recipes import tiny_causal_lm
     from openenv_echo.adapters.trl import EchoGRPOTrainer
 
-    from .conftest import tiny_qwen2
-
     trainer = EchoGRPOTrainer(
-        model=tiny_qwen2(len(qwen_tokenizer)),
+        model=tiny_causal_lm(qwen_tokenizer),
         reward_funcs=[lambda completions, env_reward, **_: list(env_reward)],
         args=GRPOConfig(
             output_dir=str(tmp_path),

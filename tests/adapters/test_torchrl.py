@@ -15,6 +15,7 @@ from torchrl.modules.llm import TransformersWrapper
 from torchrl.modules.llm.policies.common import ChatHistory, Masks
 from torchrl.objectives.llm.grpo import GRPOLoss
 
+from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.adapters.torchrl import (
     ROLE_IDS_KEY,
     EchoGRPOLoss,
@@ -23,8 +24,6 @@ from openenv_echo.adapters.torchrl import (
 )
 from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, echo_loss, token_logps
 from openenv_echo.roles import Role
-
-from .conftest import tiny_qwen2
 
 ROLES = ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
 CONVERSATIONS = [
@@ -99,7 +98,7 @@ def _grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _run(tok: Any, loss_cls: type, td: TensorDict, strategy: str, **kw: Any) -> tuple[Any, dict[str, torch.Tensor]]:
-    model = tiny_qwen2(len(tok))
+    model = tiny_causal_lm(tok)
     wrapper = TransformersWrapper(model, tokenizer=tok, generate=False, pad_output=True, input_mode="history")
     loss = loss_cls(wrapper, masking_strategy=strategy, **kw)
     out = loss(td)
@@ -110,7 +109,7 @@ def _run(tok: Any, loss_cls: type, td: TensorDict, strategy: str, **kw: Any) -> 
 def _reference_world_grads(tok: Any, lam: float, temperature: float = 1.0) -> dict[str, torch.Tensor]:
     """λ · token-mean CE over the tool-message bodies, on the init model, straight from HF logits."""
     td = _batch(tok)
-    model = tiny_qwen2(len(tok))
+    model = tiny_causal_lm(tok)
     ids = td.get(("tokens", "full"), as_padded_tensor=True, padding_side="right", padding_value=0)
     roles = td.get(ROLE_IDS_KEY, as_padded_tensor=True, padding_side="right", padding_value=-1)
     n = int((roles == Role.ENV_OUTPUT.code).sum())
@@ -159,7 +158,7 @@ def test_micro_batches_with_global_denominators_equal_the_full_batch(qwen_tokeni
     cfg = EchoConfig(world_model_coeff=1.0)
 
     def world_grads(parts: list[list[int]]) -> dict[str, torch.Tensor]:
-        model = tiny_qwen2(len(qwen_tokenizer))
+        model = tiny_causal_lm(qwen_tokenizer)
         wrapper = TransformersWrapper(
             model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history"
         )
@@ -179,7 +178,7 @@ def test_micro_batches_with_global_denominators_equal_the_full_batch(qwen_tokeni
 
 @pytest.mark.trainer
 def test_env_ce_falls_when_training(qwen_tokenizer: Any) -> None:
-    model = tiny_qwen2(len(qwen_tokenizer))
+    model = tiny_causal_lm(qwen_tokenizer)
     wrapper = TransformersWrapper(
         model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history"
     )
@@ -245,7 +244,7 @@ def test_errors(qwen_tokenizer: Any) -> None:
     full = History(role=ROLES, content=CONVERSATIONS[0], batch_size=(len(ROLES),)).unsqueeze(0)
     with pytest.raises(ValueError, match="prefix-stable"):
         history_role_ids(full, qwen_tokenizer, chat_template=QWEN3_TEMPLATE)
-    model = tiny_qwen2(len(qwen_tokenizer))
+    model = tiny_causal_lm(qwen_tokenizer)
     wrapper = TransformersWrapper(
         model, tokenizer=qwen_tokenizer, generate=False, pad_output=True, input_mode="history"
     )

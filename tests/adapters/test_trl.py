@@ -13,6 +13,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
+from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.adapters.trl import (
     ROLE_KEY,
     EchoGRPOTrainer,
@@ -22,7 +23,6 @@ from openenv_echo.adapters.trl import (
 from openenv_echo.objective import EchoBatch, EchoConfig, echo_loss, token_logps
 from openenv_echo.roles import Role
 
-from .conftest import tiny_qwen2
 from .trl_rollouts import EchoRollouts, env_reward
 
 PROMPT = [{"role": "user", "content": "Talk to the echo server."}]
@@ -78,7 +78,7 @@ def _run(
     rollouts = rollouts or EchoRollouts(tokenizer)
     cb = GradCapture()
     common = {
-        "model": tiny_qwen2(len(tokenizer)),
+        "model": tiny_causal_lm(tokenizer),
         "reward_funcs": [env_reward],
         "args": _args(tmp_path, loss_type, gas, steps, **kw),
         "train_dataset": Dataset.from_list([{"prompt": PROMPT}] * 32),
@@ -96,7 +96,7 @@ def _reference_env_grads(
     tokenizer: Any, history: dict[str, Any], lam: float, temperature: float = 1.0
 ) -> dict[str, torch.Tensor]:
     """λ · token-mean CE over the env bodies of the generation batch, computed directly on the init model."""
-    model = tiny_qwen2(len(tokenizer))
+    model = tiny_causal_lm(tokenizer)
     rows = []
     for p, c, r in zip(history["prompt_ids"], history["completion_ids"], history["roles"], strict=True):
         ids = torch.tensor([p + c])
@@ -289,7 +289,7 @@ def test_liger_is_refused(tmp_path: Any, qwen_tokenizer: Any) -> None:
     args.use_liger_kernel = True
     with pytest.raises(ValueError, match="liger"):
         EchoGRPOTrainer(
-            model=tiny_qwen2(len(qwen_tokenizer)),
+            model=tiny_causal_lm(qwen_tokenizer),
             reward_funcs=[env_reward],
             args=args,
             train_dataset=Dataset.from_list([{"prompt": PROMPT}] * 4),
@@ -337,7 +337,7 @@ def test_tool_loop_roles_are_body_only(tmp_path: Any, qwen_tokenizer: Any) -> No
             return out
 
     trainer = ScriptedSampler(
-        model=tiny_qwen2(len(tok)),
+        model=tiny_causal_lm(tok),
         reward_funcs=[lambda completions, **_: [float(i) for i in range(len(completions))]],
         args=_args(tmp_path),
         train_dataset=Dataset.from_list([{"prompt": [{"role": "user", "content": "hi"}]}] * 8),

@@ -11,11 +11,10 @@ import torch
 from datasets import Dataset
 from trl import GRPOConfig
 
+from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.adapters.trl import EchoGRPOTrainer, rollout_output, split_at_first_action
 from openenv_echo.objective import EchoConfig
 from openenv_echo.tokenize import TitoBuilder
-
-from .conftest import tiny_qwen2
 
 
 class ServerRollouts:
@@ -80,7 +79,7 @@ def test_openenv_rollout_func_over_http_trains_env_bodies(
         seed=0,
     )
     trainer = EchoGRPOTrainer(
-        model=tiny_qwen2(len(qwen_tokenizer)),
+        model=tiny_causal_lm(qwen_tokenizer),
         reward_funcs=[lambda completions, env_reward, **_: list(env_reward)],
         args=args,
         train_dataset=Dataset.from_list([{"prompt": [{"role": "user", "content": "Talk to the echo server."}]}] * 8),

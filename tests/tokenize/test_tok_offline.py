@@ -14,8 +14,8 @@ from openenv_echo.roles import Role
 from openenv_echo.tokenize import STRADDLE_ROLE, TaggedMessage, tokenize_offline
 from openenv_echo.tokenize.fragment import fragment_codec
 from openenv_echo.tokenize.offline import conversation_from_trajectory
-from openenv_echo.tokenize.rendered import encode_parts, render_parts, token_roles
-from openenv_echo.tokenize.runs import _locate
+from openenv_echo.tokenize.rendered import encode_parts, render_parts
+from openenv_echo.tokenize.runs import _locate, token_roles
 from openenv_echo.tokenize.template import assistant_eot_text
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import Segment, context, env_output

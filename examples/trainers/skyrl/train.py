@@ -11,8 +11,6 @@ adds ``compute_aux_policy_loss(...)`` exactly as an ``EchoPolicyWorker`` would.
 
 from __future__ import annotations
 
-import argparse
-import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,14 +18,15 @@ import torch
 
 from openenv_echo.adapters.converters import to_skyrl
 from openenv_echo.adapters.recipes import (
-    SYSTEM_PROMPT,
     RoleGradients,
-    command_action,
     format_metrics,
     load_model,
-    terminal_worlds,
+    recipe_parser,
+    shaped_rewards,
+    step_rollouts,
+    write_metrics,
 )
-from openenv_echo.adapters.rollouts import HFSampler, group_reset_options, run_rollouts
+from openenv_echo.adapters.rollouts import HFSampler
 from openenv_echo.adapters.skyrl import compute_aux_policy_loss, get_aux_policy_loss_context, world_training_tensors
 from openenv_echo.objective import EchoConfig, group_advantages
 from openenv_echo.providers import LocalProcessProvider
@@ -77,20 +76,7 @@ def action_log_probs(model: Any, prompts: list[list[int]], responses: list[list[
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--world-model-coeff", type=float, default=0.05)
-    ap.add_argument("--model", default=None)
-    ap.add_argument("--groups", type=int, default=2)
-    ap.add_argument("--group-size", type=int, default=4)
-    ap.add_argument("--max-turns", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=12)
-    ap.add_argument("--max-completion-length", type=int, default=384)
-    ap.add_argument("--learning-rate", type=float, default=1e-3)
-    ap.add_argument("--probe", action="store_true")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
+    a = recipe_parser(__doc__).parse_args()
 
     model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model
     optim = torch.optim.Adam(model.parameters(), lr=a.learning_rate)
@@ -101,24 +87,11 @@ def main() -> None:
     rows = []
     with LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning") as env:  # <- env
         for step in range(1, a.steps + 1):
-            worlds = terminal_worlds(a.groups, max_steps=a.max_turns, first_seed=a.seed + (step - 1) * a.groups)
-            rollouts = run_rollouts(
-                env.base_url,
-                tokenizer,
-                sampler,
-                group_reset_options(worlds, a.group_size),  # SkyRL: the same env_extras for a prompt's samples
-                [[{"role": "system", "content": SYSTEM_PROMPT}]] * (a.groups * a.group_size),
-                to_action=command_action,
-                max_turns=a.max_turns,
-                max_completion_length=a.max_completion_length,
-                max_new_tokens=a.max_new_tokens,
-            )
+            rollouts = step_rollouts(env.base_url, tokenizer, sampler, a, step)
             gen = to_skyrl(rollouts, cfg)  # GeneratorOutput + world_*_masks
             width = max(len(r) for r in gen["response_ids"])
             batch = world_training_tensors(gen, response_length=width)
-            rewards = torch.tensor(gen["rewards"], dtype=torch.float64) - torch.tensor(
-                [len(r) / 1000 for r in gen["response_ids"]], dtype=torch.float64
-            )
+            rewards = shaped_rewards(gen["rewards"], [len(r) for r in gen["response_ids"]])
             adv = group_advantages(rewards, a.group_size).float()
             loss_mask = torch.zeros(len(rollouts), width)
             roles = torch.full((len(rollouts), width), -1, dtype=torch.long)
@@ -158,9 +131,7 @@ def main() -> None:
                 line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(grad.items()))
             print(line, flush=True)
             rows.append(row)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"world_model_coeff": a.world_model_coeff, "steps": rows}, f, indent=1)
+    write_metrics(a.json, a.world_model_coeff, rows)
 
 
 if __name__ == "__main__":

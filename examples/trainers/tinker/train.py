@@ -7,8 +7,9 @@ What it does (copy it and change the marked lines for your model and env):
 1. starts the terminal env server in a child process (``LocalProcessProvider``);
 2. builds a tiny random Qwen2 with the offline ChatML tokenizer: it plays the Tinker service's model (sampling and
    the forward pass that produces per-target log-probs);
-3. per step, ``--groups`` worlds each run ``--group-size`` times concurrently (``run_rollouts``): one world per
-   GRPO group; group-relative advantages from the env's reward (plus a small brevity term);
+3. per step, ``--groups`` worlds each run ``--group-size`` times concurrently (``step_rollouts``, over
+   ``run_rollouts``): one world per GRPO group; group-relative advantages from the env's reward (plus a small
+   brevity term);
 4. ``build_custom_datums``: one ``Datum`` per episode (``target_tokens``, ``advantages``, ``sampling_logprobs``,
    ``env_weights``), shifted to Tinker's next-token alignment;
 5. ``echo_custom_loss(datums, logprobs)`` — the callable you pass to ``training_client.forward_backward_custom``
@@ -20,21 +21,20 @@ With a service: replace step 5 by ``training_client.forward_backward_custom(datu
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 import torch
 
 from openenv_echo.adapters.recipes import (
-    SYSTEM_PROMPT,
     RoleGradients,
-    command_action,
     format_metrics,
     load_model,
-    terminal_worlds,
+    recipe_parser,
+    shaped_rewards,
+    step_rollouts,
+    write_metrics,
 )
-from openenv_echo.adapters.rollouts import HFSampler, group_reset_options, run_rollouts
+from openenv_echo.adapters.rollouts import HFSampler
 from openenv_echo.adapters.tinker import build_custom_datums, echo_custom_loss
 from openenv_echo.objective import EchoConfig, group_advantages
 from openenv_echo.providers import LocalProcessProvider
@@ -52,20 +52,7 @@ def target_logprobs(model: Any, datum: Any) -> torch.Tensor:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--world-model-coeff", type=float, default=0.05)
-    ap.add_argument("--model", default=None, help="from_pretrained path (default: a tiny random Qwen2, offline)")
-    ap.add_argument("--groups", type=int, default=2)
-    ap.add_argument("--group-size", type=int, default=4)
-    ap.add_argument("--max-turns", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=12)
-    ap.add_argument("--max-completion-length", type=int, default=384)
-    ap.add_argument("--learning-rate", type=float, default=1e-3)
-    ap.add_argument("--probe", action="store_true", help="print the gradient reaching each role's predictions")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
+    a = recipe_parser(__doc__).parse_args()
 
     model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model (the service's, here local)
     optim = torch.optim.Adam(model.parameters(), lr=a.learning_rate)
@@ -75,19 +62,8 @@ def main() -> None:
     rows = []
     with LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning") as env:  # <- env
         for step in range(1, a.steps + 1):
-            worlds = terminal_worlds(a.groups, max_steps=a.max_turns, first_seed=a.seed + (step - 1) * a.groups)
-            rollouts = run_rollouts(
-                env.base_url,
-                tokenizer,
-                sampler,
-                group_reset_options(worlds, a.group_size),
-                [[{"role": "system", "content": SYSTEM_PROMPT}]] * (a.groups * a.group_size),
-                to_action=command_action,
-                max_turns=a.max_turns,
-                max_completion_length=a.max_completion_length,
-                max_new_tokens=a.max_new_tokens,
-            )
-            rewards = torch.tensor([r.reward - len(r.completion_ids) / 1000 for r in rollouts], dtype=torch.float64)
+            rollouts = step_rollouts(env.base_url, tokenizer, sampler, a, step)
+            rewards = shaped_rewards([r.reward for r in rollouts], [len(r.completion_ids) for r in rollouts])
             adv = group_advantages(rewards, a.group_size).tolist()
             ids = [r.prompt_ids + r.completion_ids for r in rollouts]
             roles = [[Role.CONTEXT.code] * len(r.prompt_ids) + r.role_ids for r in rollouts]
@@ -109,9 +85,7 @@ def main() -> None:
             probe.take()
             print(line, flush=True)
             rows.append(row)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"world_model_coeff": a.world_model_coeff, "steps": rows}, f, indent=1)
+    write_metrics(a.json, a.world_model_coeff, rows)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ What it does (copy it and change the marked lines for your model and env):
 1. starts the terminal env server in a child process (``LocalProcessProvider``);
 2. builds a tiny random Qwen2 with the offline ChatML tokenizer (``--model`` takes a ``from_pretrained`` path);
 3. per step, ``--groups`` worlds (reset options: seed, step cap), each run ``--group-size`` times concurrently
-   (``run_rollouts``: one session per episode, sampling batched): a GRPO group shares one world;
+   (``step_rollouts``, over ``run_rollouts``: one session per episode, sampling batched): a GRPO group shares
+   one world;
 4. group-relative advantages from the env's reward (plus a small brevity shaping term);
 5. ``rollout_batch`` turns the episodes into torchrl ``ChatHistory`` data with role ids refined to the env's
    segments; the sampling policy's log-probs are filled in so the PPO ratio starts at 1;
@@ -16,8 +17,6 @@ What it does (copy it and change the marked lines for your model and env):
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 import tensordict
@@ -25,14 +24,15 @@ import torch
 from torchrl.modules.llm import TransformersWrapper
 
 from openenv_echo.adapters.recipes import (
-    SYSTEM_PROMPT,
     RoleGradients,
-    command_action,
     format_metrics,
     load_model,
-    terminal_worlds,
+    recipe_parser,
+    shaped_rewards,
+    step_rollouts,
+    write_metrics,
 )
-from openenv_echo.adapters.rollouts import HFSampler, group_reset_options, run_rollouts
+from openenv_echo.adapters.rollouts import HFSampler
 from openenv_echo.adapters.torchrl import ROLE_IDS_KEY, EchoGRPOLoss, rollout_batch
 from openenv_echo.objective import EchoConfig, group_advantages
 from openenv_echo.providers import LocalProcessProvider
@@ -68,20 +68,7 @@ def set_sampling_log_probs(loss_fn: EchoGRPOLoss, batch: Any) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--world-model-coeff", type=float, default=0.05)
-    ap.add_argument("--model", default=None, help="from_pretrained path (default: a tiny random Qwen2, offline)")
-    ap.add_argument("--groups", type=int, default=2, help="worlds (GRPO groups) per step")
-    ap.add_argument("--group-size", type=int, default=4, help="completions per world")
-    ap.add_argument("--max-turns", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=12, help="per action")
-    ap.add_argument("--max-completion-length", type=int, default=384)
-    ap.add_argument("--learning-rate", type=float, default=1e-3)
-    ap.add_argument("--probe", action="store_true", help="print the gradient reaching each role's predictions")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", default=None, help="write the per-step metrics here")
-    a = ap.parse_args()
+    a = recipe_parser(__doc__).parse_args()
 
     tensordict.set_list_to_stack(True).set()
     model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model
@@ -93,19 +80,8 @@ def main() -> None:
     rows = []
     with LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning") as env:  # <- env
         for step in range(1, a.steps + 1):
-            worlds = terminal_worlds(a.groups, max_steps=a.max_turns, first_seed=a.seed + (step - 1) * a.groups)
-            rollouts = run_rollouts(
-                env.base_url,
-                tokenizer,
-                sampler,
-                group_reset_options(worlds, a.group_size),
-                [[{"role": "system", "content": SYSTEM_PROMPT}]] * (a.groups * a.group_size),
-                to_action=command_action,
-                max_turns=a.max_turns,
-                max_completion_length=a.max_completion_length,
-                max_new_tokens=a.max_new_tokens,
-            )
-            rewards = torch.tensor([r.reward - len(r.completion_ids) / 1000 for r in rollouts], dtype=torch.float64)
+            rollouts = step_rollouts(env.base_url, tokenizer, sampler, a, step)
+            rewards = shaped_rewards([r.reward for r in rollouts], [len(r.completion_ids) for r in rollouts])
             adv = group_advantages(rewards, a.group_size).float().tolist()
             batch = rollout_batch(rollouts, tokenizer, adv)
             set_sampling_log_probs(loss_fn, batch)
@@ -129,9 +105,7 @@ def main() -> None:
                 line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(row["grad"].items()))
             print(line, flush=True)
             rows.append(row)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"world_model_coeff": a.world_model_coeff, "steps": rows}, f, indent=1)
+    write_metrics(a.json, a.world_model_coeff, rows)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ What it does (copy it and change the marked lines for your model and env):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from typing import Any
@@ -27,12 +26,15 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from openenv_echo.adapters.recipes import (
+    BREVITY_PER_TOKEN,
     SYSTEM_PROMPT,
     RoleGradients,
     command_action,
     format_metrics,
     load_model,
+    recipe_parser,
     terminal_worlds,
+    write_metrics,
 )
 from openenv_echo.adapters.trl import RESET_KEY, ROLE_KEY, EchoGRPOTrainer, env_rollout_func
 from openenv_echo.objective import EchoConfig
@@ -56,7 +58,7 @@ def env_reward(completions: list[Any], env_reward: list[float], **_: Any) -> lis
 
 def brevity(completion_ids: list[list[int]], **_: Any) -> list[float]:
     """A small shaping reward so a random model's groups have non-zero advantages: shorter episodes score higher."""
-    return [-len(c) / 1000 for c in completion_ids]
+    return [-BREVITY_PER_TOKEN * len(c) for c in completion_ids]
 
 
 class ProbedTrainer(EchoGRPOTrainer):
@@ -94,21 +96,9 @@ class PrintMetrics(TrainerCallback):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--world-model-coeff", type=float, default=0.05)
-    ap.add_argument("--model", default=None, help="from_pretrained path (default: a tiny random Qwen2, offline)")
-    ap.add_argument("--groups", type=int, default=2, help="worlds (GRPO groups) per step")
-    ap.add_argument("--group-size", type=int, default=4, help="completions per world (num_generations)")
-    ap.add_argument("--max-turns", type=int, default=2)
-    ap.add_argument("--max-new-tokens", type=int, default=12, help="per action")
-    ap.add_argument("--max-completion-length", type=int, default=384)
-    ap.add_argument("--learning-rate", type=float, default=1e-3)
+    ap = recipe_parser(__doc__)
     ap.add_argument("--mask-truncated-completions", action="store_true")
-    ap.add_argument("--probe", action="store_true", help="print the gradient reaching each role's predictions")
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--output-dir", default=None)
-    ap.add_argument("--json", default=None, help="write the per-step metrics here")
     a = ap.parse_args()
 
     model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model
@@ -146,9 +136,7 @@ def main() -> None:
         printer = PrintMetrics(trainer)
         trainer.add_callback(printer)
         trainer.train()
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"world_model_coeff": a.world_model_coeff, "steps": printer.rows}, f, indent=1)
+    write_metrics(a.json, a.world_model_coeff, printer.rows)
 
 
 if __name__ == "__main__":
