@@ -75,6 +75,7 @@ def _check_budgets(server: LiveServer, session: Session, replies: list[dict], di
     for r in replies:
         if r["type"] == "observation":
             assert len(observation_text(r).encode("utf-8", "surrogatepass")) <= OUTPUT_BUDGET + 256
+            assert "internal error" not in observation_text(r), observation_text(r)[-300:]  # never an input's answer
         else:
             assert r["data"]["code"] in ("STEP_TIMEOUT", "VALIDATION_ERROR", "MESSAGE_TOO_LARGE"), r
     if session.worker is not None:
@@ -181,6 +182,46 @@ MEMORY_TERMINAL: list[list[str]] = [
     ["echo /*/*/*/*/*/*/*/*/*/*/* /*/*/*/*/*/*/*/*/* | wc -c"],
     ["yes " + "x" * 3000 + " 2>&1 | uniq | wc -c"],
 ]
+# sizes taken from arguments (counts, widths, repeats, ranges), over the lazily generated multi-GB debug logs that
+# seeds 10 and 22 plant: each must be charged line by line before it is built, never allocated up front
+HUGE = "999999999999"
+ALLOCATION_TERMINAL: list[str] = [
+    f"tail -n {HUGE} /var/log/*/*.log | cat | wc -l",
+    f"tail -n {HUGE} /var/log/*/*.log /var/log/*/*.log | sort | head -n 2",
+    f"tail -c {HUGE} /var/log/*/*-debug.log | wc -c",
+    f"tail -n +1 /var/log/*/*-debug.log | tail -n {HUGE} | wc -l",
+    f"head -n -{HUGE} /var/log/*/*-debug.log | wc -l",
+    f"head -c -{HUGE} /var/log/*/*-debug.log | wc -c",
+    f"grep -B {HUGE} -A {HUGE} -m {HUGE} e /var/log/*/*-debug.log | wc -l",
+    f"cut -c1-{HUGE} /var/log/*/*-debug.log | wc -c",
+    f"cut -f1-{HUGE} -d: /etc/passwd /var/log/*/*-debug.log | wc -c",
+    f"uniq -w {HUGE} -s {HUGE} -f {HUGE} /var/log/*/*-debug.log | wc -l",
+    f"sort -k1.{HUGE} /var/log/*/*-debug.log | tail -n {HUGE} | wc -l",
+    f"yes | head -n {HUGE} | tail -n {HUGE} | wc -l",
+    f"ls -w {HUGE} -C /usr/bin /var/log/* | wc -c",
+    f"journalctl -n {HUGE} --no-pager | tail -n {HUGE} | wc -l",
+    f"dmesg | tail -n {HUGE}; history {HUGE} | wc -l",
+    f"less +{HUGE} /var/log/*/*-debug.log | wc -l",
+    f"find / -maxdepth {HUGE} | tail -n {HUGE} | wc -l",
+    f"printf '%*s' {HUGE} x | wc -c",
+]
+
+
+@pytest.mark.parametrize("seed", [10, 22])
+@pytest.mark.parametrize(
+    "command", ALLOCATION_TERMINAL, ids=[f"allocation-terminal-{i}" for i in range(len(ALLOCATION_TERMINAL))]
+)
+def test_allocation_terminal(servers: dict[str, LiveServer], command: str, seed: int) -> None:
+    server = servers["terminal"]
+    disk = server.disk_bytes()
+    replies, session = _run_hostile(server, [{"command": command}], seed=seed)
+    try:
+        _check_budgets(server, session, replies, disk)
+        _normal_step(server, session)
+    finally:
+        session.close()
+
+
 MEMORY_SQL = [
     "SELECT " + ", ".join(["zeroblob(900000)"] * 60),
     "SELECT " + ", ".join(["hex(zeroblob(400000))"] * 90),

@@ -325,9 +325,7 @@ def tail(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             yield ("" if first else "\n") + f"==> {name} <==\n"
         first = False
         if isinstance(node, File) and mode == "lines" and not from_start:
-            out = node.tail_lines(n)
-            sh.work.charge(len(out))
-            yield from out
+            yield from _file_lines(sh, node, node.tail_start(n))  # each line charged before it is built
             continue
         lines = iter(stdin or ()) if node is None else _file_lines(sh, node)  # type: ignore[arg-type]
         if from_start:

@@ -649,9 +649,15 @@ def _failing(sh: Shell, holder: list[int | None], message: str) -> Iterator[str]
     return run()
 
 
-def _file_lines(sh: Shell, node: File) -> Iterator[str]:
-    cost = 1 if node.lazy is None else 3  # generated lines cost more to produce
-    for ln in node.lines():
+def _file_lines(sh: Shell, node: File, start: int = 0) -> Iterator[str]:
+    """A file's lines from ``start``, each charged before it is produced (generated lines cost more)."""
+    cost = 1 if node.lazy is None else 3
+    if node.lazy is not None:
+        for i in range(start, node.lazy.count):
+            sh.work.charge(cost)
+            yield node.lazy.line(i) + "\n"
+        return
+    for ln in node.lines(start):
         sh.work.charge(cost)
         yield ln
 

@@ -74,10 +74,11 @@ class File(Node):
         elif self.binary:
             yield binary_garbage(self.size)
 
-    def tail_lines(self, n: int) -> list[str]:
-        if self.lazy is not None:
-            return [self.lazy.line(i) + "\n" for i in range(max(self.lazy.count - n, 0), self.lazy.count)]
-        return list(self.lines())[-n:] if n > 0 else []
+    def tail_start(self, n: int) -> int:
+        """Index of the first of the last ``n`` lines, so ``lines(tail_start(n))`` streams them one at a time
+        (a caller charges each line before it is built: ``n`` comes from an argument and may be huge)."""
+        count = self.nlines or 0
+        return max(count - max(n, 0), 0)
 
 
 @dataclass
