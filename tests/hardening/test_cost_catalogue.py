@@ -428,6 +428,46 @@ def test_sql_now_is_the_worlds_fixed_time(servers: dict[str, LiveServer]) -> Non
         assert last.splitlines()[-2].strip() == now.splitlines()[-2].strip()
 
 
+# every time source reachable from SQL, whatever the argument's type or spelling: (query, query at the world's time)
+WORLD_NOW = "(SELECT datetime(max(order_date), '+1 day', 'start of day') FROM orders)"
+HOST_CLOCK_SQL: list[tuple[str, str]] = [
+    ("SELECT date(x'6e6f77')", f"SELECT date({WORLD_NOW})"),
+    ("SELECT datetime(CAST('NOW' AS BLOB))", f"SELECT datetime({WORLD_NOW})"),
+    ("SELECT julianday('now' || char(0) || 'later')", f"SELECT julianday({WORLD_NOW})"),
+    ("SELECT time(x'6e6f7700ff')", f"SELECT time({WORLD_NOW})"),
+    ("SELECT strftime('%s', 'n' || 'o' || 'w')", f"SELECT strftime('%s', {WORLD_NOW})"),
+    ("SELECT unixepoch(lower('NoW'))", f"SELECT unixepoch({WORLD_NOW})"),
+    ("SELECT date(v) FROM (SELECT 'now' AS v UNION ALL SELECT x'4e4f57')", f"SELECT date({WORLD_NOW})"),
+    (
+        "WITH t(v) AS (VALUES (CAST('now' AS BLOB))) SELECT datetime(v, '+1 hour') FROM t",
+        f"SELECT datetime({WORLD_NOW}, '+1 hour')",
+    ),
+    ("SELECT date('now', CAST('localtime' AS BLOB))", f"SELECT date({WORLD_NOW})"),
+    ("SELECT datetime('now', 'LOCALTIME' || char(0))", f"SELECT datetime({WORLD_NOW})"),
+    (
+        "SELECT date(), time(), datetime(), julianday(), unixepoch()",
+        f"SELECT date({WORLD_NOW}), time({WORLD_NOW}), datetime({WORLD_NOW}), julianday({WORLD_NOW}), unixepoch({WORLD_NOW})",
+    ),
+    (
+        "SELECT CURRENT_TIMESTAMP, CURRENT_DATE, CURRENT_TIME",
+        f"SELECT datetime({WORLD_NOW}), date({WORLD_NOW}), time({WORLD_NOW})",
+    ),
+    ("SELECT strftime(x'2559', x'6e6f77')", f"SELECT strftime('%Y', {WORLD_NOW})"),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"), HOST_CLOCK_SQL, ids=[f"host-clock-sql-{i}" for i in range(len(HOST_CLOCK_SQL))]
+)
+def test_sql_time_sources_give_the_worlds_time(servers: dict[str, LiveServer], query: str, expected: str) -> None:
+    with servers["sql"].session() as s:
+        s.reset(seed=5)
+        want = observation_text(s.step({"query": expected}))
+        got = observation_text(s.step({"query": query}))
+        assert "error" not in got.lower() and "error" not in want.lower(), (got, want)
+        assert got.splitlines()[-2].split() == want.splitlines()[-2].split(), (got, want)
+
+
 # -- protocol -------------------------------------------------------------------------------------------------
 PROTOCOL_HTTP: list[tuple[str, bytes]] = [
     ("/reset", b'{"seed": NaN}'),

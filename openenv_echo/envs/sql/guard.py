@@ -13,7 +13,7 @@ Layers, each enough on its own for what it covers:
 * memory: ``PRAGMA hard_heap_limit`` caps SQLite's heap (the worker process holds one session), temp storage is
   in memory only (nothing spills to the host's disk), at most ``max_columns`` result columns, and fetched values
   are cut to what can be shown as they are fetched;
-* host facts: the date/time built-ins evaluate at the world's own fixed time (``now`` is the day after the last
+* host facts: the date/time built-ins (all of them, replaced) evaluate at the world's own fixed time, however 'now' is spelled or typed (``now`` is the day after the last
   order, UTC; ``localtime`` is UTC), ``random()``/``randomblob()`` are seeded, and the build's version and
   options (``sqlite_version()``, ``PRAGMA compile_options``, ...) are not available, so the same queries give
   the same bytes on every host.
@@ -153,7 +153,7 @@ class Guard:
         ):
             if hasattr(conn, "setlimit") and hasattr(sqlite3, name):
                 conn.setlimit(getattr(sqlite3, name), value)
-        for fn in _DATE_FUNCS:
+        for fn in _NATIVE_DATE_FUNCS:
             conn.create_function(fn, -1, self._date_func(fn), deterministic=True)
         now_date, now_time = self.world_now.split(" ")
         for clock_fn, clock_value in (
@@ -235,12 +235,10 @@ class Guard:
         def fn(*args: object) -> object:
             self._charge(args)
             first = 1 if name == "strftime" else 0
-            values = [now if isinstance(a, str) and a.strip().lower() == "now" else a for a in args]
+            values = [now if _reads_as_now(a) else a for a in args]
             if len(values) <= first:
                 values.append(now)
-            values = values[: first + 1] + [
-                a for a in values[first + 1 :] if not (isinstance(a, str) and a.strip().lower() in _ZONE_MODIFIERS)
-            ]
+            values = values[: first + 1] + [a for a in values[first + 1 :] if not _is_zone_modifier(a)]
             return helper.execute(f"SELECT {name}({','.join('?' * len(values))})", values).fetchone()[0]
 
         return fn
@@ -336,7 +334,48 @@ class Guard:
 _ZONE_MODIFIERS = {"localtime", "utc"}
 
 
+def _sqlite_text(value: object) -> str | None:
+    """How SQLite's date functions read ``value`` as text: a blob as its bytes, up to the first NUL (None: a number)."""
+    if isinstance(value, bytes):
+        return value.split(b"\0", 1)[0].decode("utf-8", "replace")
+    if isinstance(value, str):
+        return value.split("\0", 1)[0]
+    return None
+
+
+def _reads_as_now(value: object) -> bool:
+    """Whether SQLite would take ``value`` as the time value 'now' and read the host clock (any type or ASCII case;
+    surrounding spaces count here too)."""
+    text = _sqlite_text(value)
+    return text is not None and text.strip().lower() == "now"
+
+
+def _is_zone_modifier(value: object) -> bool:
+    """'localtime' / 'utc' in any type or case: they would read the host's time zone."""
+    text = _sqlite_text(value)
+    return text is not None and text.strip().lower() in _ZONE_MODIFIERS
+
+
+def _native_date_funcs() -> tuple[str, ...]:
+    """The date/time built-ins this SQLite has (``timediff`` is new in 3.43): every one is replaced, none added."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        present = []
+        for name in (*_DATE_FUNCS, "timediff"):
+            try:
+                probe.execute(f"SELECT {name}('2000-01-01', '2000-01-01')")
+                present.append(name)
+            except sqlite3.OperationalError:
+                pass
+        return tuple(present)
+    finally:
+        probe.close()
+
+
 def _world_now(conn: sqlite3.Connection) -> str:
     """The world's fixed 'now': midnight UTC after its last order (a function of the seed only)."""
     last = conn.execute("SELECT max(order_date) FROM orders").fetchone()[0] or "2024-01-01"
     return str(conn.execute("SELECT datetime(?, '+1 day', 'start of day')", (last,)).fetchone()[0])
+
+
+_NATIVE_DATE_FUNCS = _native_date_funcs()
