@@ -49,7 +49,7 @@ from .wire import (
 
 __version__ = "0.1.0"
 
-# torch-backed names, imported on first use so that the server side never needs torch
+# torch-backed (and Ray-backed) names, imported on first use so that the server side never needs torch or Ray
 _LAZY = {
     "EchoConfig": "openenv_echo.objective",
     "EchoBatch": "openenv_echo.objective",
@@ -64,6 +64,7 @@ _LAZY = {
     "build_tokenizer": "openenv_echo.tokenize",
     "load_tokenizer": "openenv_echo.tokenize",
     "segment_tokens": "openenv_echo.tokenize.observation_tokens",
+    "RayProvider": "openenv_echo.providers.ray",  # Ray only on first use (the `fleet` extra)
 }
 
 

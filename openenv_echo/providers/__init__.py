@@ -1,17 +1,38 @@
-"""Providers start an environment server and hand back its base URL: a local process or a Docker container.
+"""Providers start an environment server and hand back its base URL: a local process, a Docker container or a Ray
+actor (``RayProvider``, imported on first use so that importing this package never imports Ray).
 
 ``with LocalProcessProvider("echo") as p: EnvClient(p.base_url)`` or ``EnvClient.from_provider(provider)``.
 Failures raise ``ProviderError`` carrying the server's last log lines.
 """
 
+from typing import TYPE_CHECKING
+
 from .base import ProviderError, ServerProvider
 from .docker import DockerProvider, docker_client, engine_available
 from .local import LocalProcessProvider
+
+if TYPE_CHECKING:
+    from .ray import RayProvider
+
+_LAZY = {"RayProvider": "openenv_echo.providers.ray"}  # needs the `fleet` extra (Ray)
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openenv_echo.providers' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DockerProvider",
     "LocalProcessProvider",
     "ProviderError",
+    "RayProvider",
     "ServerProvider",
     "docker_client",
     "engine_available",

@@ -36,3 +36,22 @@ def test_load_adapter_names_and_errors() -> None:
 
     assert load_adapter("skyrl") is skyrl  # the named module itself, its world loss callable
     assert callable(skyrl.compute_world_loss)
+
+
+RAY_PROVIDER = """
+import sys
+import openenv_echo, openenv_echo.providers
+from openenv_echo.providers import RayProvider
+from openenv_echo import RayProvider as top
+import openenv_echo.providers.ray as module
+assert RayProvider is top is module.RayProvider
+assert "RayProvider" in openenv_echo.__all__ and "RayProvider" in openenv_echo.providers.__all__
+assert "ray" not in sys.modules, "importing RayProvider must not import Ray"
+print("ok")
+"""
+
+
+def test_ray_provider_is_exported_lazily_beside_the_others() -> None:
+    out = subprocess.run([sys.executable, "-c", RAY_PROVIDER], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
