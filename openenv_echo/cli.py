@@ -229,6 +229,14 @@ def serve(
     tokenizer: str | None = typer.Option(
         None, help="HF tokenizer (local dir, hub name when online, or local:<family>): enables return_tokens."
     ),
+    probe_port: int | None = typer.Option(
+        None,
+        min=1,
+        max=65535,
+        envvar="OPENENV_ECHO_PROBE_PORT",
+        help="Also serve /health, /ready and /metrics on this port, answered under floods of the main port "
+        "(point liveness/readiness probes here).",
+    ),
     log_level: LogLevel = typer.Option(LogLevel.info, help="uvicorn's log level."),
     debug: Debug = False,
 ) -> None:
@@ -257,10 +265,15 @@ def serve(
         application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))
     except ValueError as e:
         raise UsageError(f"{_one_line(e)}; fix the flags") from e
+    if probe_port is not None and probe_port == port:
+        raise UsageError(f"--probe-port {probe_port} is the main port; give the probes a port of their own")
     _check_port_free(host, port)
+    if probe_port is not None:
+        _check_port_free(host, probe_port)
     out = make_console(plain=_OPTS.plain)
-    out.print(f"serving {env} on http://{host}:{port}  (ws://{host}:{port}/ws)  {limits!r}")
-    run(application, host=host, port=port, log_level=log_level.value)
+    probes = f"  probes on http://{host}:{probe_port}/health|ready|metrics" if probe_port is not None else ""
+    out.print(f"serving {env} on http://{host}:{port}  (ws://{host}:{port}/ws){probes}  {limits!r}")
+    run(application, host=host, port=port, log_level=log_level.value, probe_port=probe_port)
 
 
 def _parse_action(raw: str, field: str) -> dict[str, Any]:

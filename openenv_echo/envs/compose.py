@@ -37,7 +37,7 @@ HEADER = (
     "  init: true\n"
     '  restart: "no"\n'
     "  healthcheck:\n"
-    '    test: ["CMD", "python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen(\'http://127.0.0.1:8000/health\', timeout=2).status != 200)"]\n'
+    '    test: ["CMD", "python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen(\'http://127.0.0.1:8001/health\', timeout=2).status != 200)"]\n'
     "    interval: 5s\n"
     "    timeout: 3s\n"
     "    retries: 3\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from typing import Any
 
@@ -9,6 +10,7 @@ from .app import create_app
 from .connections import guarded_http_protocol
 from .environment import Environment
 from .limits import ServerLimits
+from .probes import PROBE_MAX_CONNECTIONS, probe_app
 
 
 def uvicorn_config(app: Any, host: str, port: int, limits: ServerLimits, log_level: str = "warning") -> Any:
@@ -39,8 +41,12 @@ def serve(
     limits: ServerLimits | None = None,
     tokenizer: Any = None,
     log_level: str = "warning",
+    probe_port: int | None = None,
 ) -> None:
     """Serve until interrupted. ``app_or_env`` is an app from ``create_app`` or an ``Environment`` subclass.
+
+    ``probe_port``: also serve ``/health``, ``/ready`` and ``/metrics`` on a second listener that a flood of the
+    main port cannot starve (``server.probes``; what orchestrators' probes should use).
 
     This process is the server's own: what it has built by now lives as long as it does, so it is frozen out of
     the garbage collector's full collections (which would otherwise walk it, pausing every session, each time)."""
@@ -53,6 +59,27 @@ def serve(
         app = app_or_env
         limits = getattr(app.state, "limits", None) or limits or ServerLimits.from_env()
     server = uvicorn.Server(uvicorn_config(app, host, port, limits, log_level))
+    probes = None
+    if probe_port is not None:
+        probe_limits = limits.model_copy(update={"max_connections": PROBE_MAX_CONNECTIONS, "header_timeout_s": 2.0})
+        config = uvicorn_config(
+            probe_app(app, lambda: len(server.server_state.connections)), host, probe_port, probe_limits, log_level
+        )
+        config.lifespan = "off"
+        probes = uvicorn.Server(config)
     gc.collect()
     gc.freeze()
-    server.run()
+    if probes is None:
+        server.run()
+    else:
+        asyncio.run(_serve_both(server, probes))
+
+
+async def _serve_both(server: Any, probes: Any) -> None:
+    """Run the main server and the probe listener on one loop; either one stopping stops the other."""
+    probe_task = asyncio.create_task(probes.serve())
+    try:
+        await server.serve()
+    finally:
+        probes.should_exit = True
+        await probe_task

@@ -38,6 +38,9 @@ def test_dockerfile_is_validator_friendly(env: str) -> None:
     assert not any(l.startswith("VOLUME") for l in lines)  # OpenEnv's validator refuses mounts
     health = next(l for l in lines if l.startswith("HEALTHCHECK"))
     assert "urllib.request" in health and "curl" not in health and "/health" in health
+    # the health check asks the probe listener, which answers while the main port sheds a connection flood
+    assert "EXPOSE 8001" in lines and "127.0.0.1:8001/health" in health
+    assert any("OPENENV_ECHO_PROBE_PORT=8001" in l for l in lines)
     assert any(l.startswith("CMD") and "--port 8000" in l and "0.0.0.0" in l for l in lines)
     assert any("--no-index --find-links /wheelhouse" in l for l in lines)  # installs offline from the wheelhouse
     assert any("HOME=/tmp" in l for l in lines)  # writable home under the read-only root

@@ -53,9 +53,11 @@ def test_manifest_round_trips_and_is_hardened(env: str) -> None:
     sc = c.security_context
     assert sc.read_only_root_filesystem and sc.allow_privilege_escalation is False and sc.capabilities.drop == ["ALL"]
     assert c.resources.limits["memory"] and c.resources.limits["cpu"]
-    for probe in (c.readiness_probe, c.liveness_probe):
-        assert probe.http_get.path == "/health" and probe.http_get.port == "http"
-    assert [p.container_port for p in c.ports] == [8000]
+    # probes go to the probe listener (answered under floods of the main port): liveness /health, readiness /ready
+    assert (c.liveness_probe.http_get.path, c.liveness_probe.http_get.port) == ("/health", "probes")
+    assert (c.readiness_probe.http_get.path, c.readiness_probe.http_get.port) == ("/ready", "probes")
+    assert [(p.name, p.container_port) for p in c.ports] == [("http", 8000), ("probes", 8001)]
+    assert dep.spec.template.metadata.annotations["prometheus.io/port"] == "8001"
     assert [m.mount_path for m in c.volume_mounts] == ["/tmp"]  # the only writable path
     assert svc.spec.ports[0].target_port == "http"
     assert hpa.spec.scale_target_ref.name == dep.metadata.name
