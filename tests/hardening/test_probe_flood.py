@@ -43,7 +43,7 @@ def _refused(url: str) -> bytes:
 
 
 def test_probe_port_answers_health_ready_metrics_when_idle(server: tuple[LiveServer, str]) -> None:
-    live, probes = server
+    _, probes = server
     assert httpx.get(probes + "/health", trust_env=False, timeout=5).json() == {"status": "healthy"}
     ready = httpx.get(probes + "/ready", trust_env=False, timeout=5)
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
