@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import subprocess
 import sys
@@ -248,6 +249,7 @@ def main() -> None:
     if args.fault == "client":
         sys.exit(0 if fault_client(args.env, args.episodes, args.concurrency, args.rounds) else 1)
 
+    print(f"load average before: {load_average()}  ({os.cpu_count()} cores)")
     proc, url = start_server(args.env, max_sessions=max(args.sessions) + 8)
     try:
         if args.memory_episodes:
@@ -286,6 +288,12 @@ def main() -> None:
         )
     finally:
         proc.kill()
+        print(f"load average after: {load_average()}  (1, 5, 15 min: an idle machine reads well below its cores)")
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load averages, so a reader knows whether a figure was measured idle or loaded."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
