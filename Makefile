@@ -5,13 +5,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_INDEX ?=
 
-.PHONY: setup quickstart lint test test-fast test-main test-docker bench
+.PHONY: setup quickstart lint docs test test-fast test-main test-docker bench
 $(BIN)/.installed: pyproject.toml
-	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test]'"
+	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test,docs]'"
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install -q -e '.[all,test]'
+	$(BIN)/pip install -q -e '.[all,test,docs]'
 	touch $@
 
 setup: $(BIN)/.installed
@@ -27,10 +27,16 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The documentation site, built offline into site/ (not committed); --strict: a broken link, a page missing from the
+# nav or an API reference that does not resolve is an error. tests/docs builds it too (make test runs that).
+docs: setup
+	@echo "[make docs] mkdocs build --strict -> site/ (open site/index.html)"
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 # Everything, as CI runs it: the static checks, then the container tier (as root it may apt-install docker and start
 # dockerd; it removes the images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every
 # other test.
-test: lint test-docker test-main
+test: lint docs test-docker test-main
 
 # The inner loop: no containers, no trainer runs.
 test-fast: setup

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The docker tier of CI: engine -> base image -> wheelhouse -> 3 env images -> docker-compose up ->
-# pytest -m docker tests/containers tests/docs (the README blocks that need Docker) -> teardown. Prints how long
+# pytest -m docker tests/containers tests/docs (the docs' blocks that need Docker) -> teardown. Prints how long
 # each stage took.
 #
 # Fails (exit != 0) when the Docker engine cannot be started: this tier never passes silently.

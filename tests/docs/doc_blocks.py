@@ -1,4 +1,4 @@
-"""Code blocks of the docs (README.md, rfcs/*.md) and the ``<!-- doc-test: ... -->`` directives that say how to run them.
+"""Code blocks of the docs (README.md, rfcs/*.md, docs/**/*.md) and the ``<!-- doc-test: ... -->`` directives that say how to run them.
 
 A fenced ``python`` or ``bash``/``sh``/``shell`` block runs as written. An HTML comment on the line(s) right before
 the fence may declare what the block needs (keys are separated by spaces, values without spaces or "quoted"):
@@ -42,7 +42,7 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"{self.path.name}:{self.line}"
+        return f"{self.path.parent.name}/{self.path.name}:{self.line}"
 
     def prepared(self, port: int | None = None) -> str:
         """The code with the directive substitutions applied (``sub``, then ``port``)."""
