@@ -43,7 +43,7 @@ def test_setup_can_take_torch_from_the_cpu_index(tmp_path: Path) -> None:
     args = ["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}", "TORCH_INDEX=https://download.pytorch.org/whl/cpu"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
     assert "pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in out
-    assert "[make setup]" in out and "-e '.[all,test]'" in out
+    assert "[make setup]" in out and "-e '.[all,test,docs]'" in out
 
 
 def _stub(bin_dir: Path, name: str, body: str) -> None:
