@@ -1,0 +1,1 @@
+"""shell: a real bash in a locked-down container, on tasks in Harbor's format (``tasks``)."""

@@ -1,0 +1,186 @@
+"""The Harbor task loader: valid tasks load with limits and splits; every bad input is a clear, named error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from openenv_echo.envs.shell.tasks import (
+    BASE_IMAGE,
+    CONTAINER_REWARD_TXT,
+    CONTAINER_TESTS_DIR,
+    TaskError,
+    UnsupportedTaskError,
+    load_suite,
+    load_task,
+)
+from openenv_echo.envs.splits import TASK_SPLITS
+
+GOOD_TOML = """\
+schema_version = "1.4"
+[metadata]
+difficulty = "easy"
+[verifier]
+timeout_sec = 60.0
+[environment]
+cpus = 0.5
+memory_mb = 256
+network_mode = "no-network"
+future_key = "kept"
+[openenv_echo]
+split = "validation"
+pids = 64
+command_timeout_sec = 5
+"""
+
+
+def make_task(root: Path, name: str = "demo", toml: str = GOOD_TOML, dockerfile: str | None = None) -> Path:
+    task = root / name
+    (task / "tests").mkdir(parents=True)
+    (task / "solution").mkdir()
+    (task / "task.toml").write_text(toml)
+    (task / "instruction.md").write_text("Write hello to /app/out.txt\n")
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho hello > /app/out.txt\n")
+    if dockerfile is not None:
+        (task / "environment").mkdir()
+        (task / "environment" / "Dockerfile").write_text(dockerfile)
+    return task
+
+
+def test_valid_task_loads_with_limits_split_and_unknown_keys(tmp_path: Path) -> None:
+    task = load_task(make_task(tmp_path, dockerfile=f"FROM {BASE_IMAGE}\nWORKDIR /app\n"))
+    assert task.name == "demo" and task.split == "validation"
+    assert task.instruction == "Write hello to /app/out.txt"
+    assert task.limits.cpus == 0.5 and task.limits.memory_mb == 256 and task.limits.pids == 64
+    assert task.limits.command_timeout_s == 5 and task.limits.verifier_timeout_s == 60
+    assert task.config["environment"]["future_key"] == "kept" and task.config["metadata"]["difficulty"] == "easy"
+    assert task.dockerfile == task.path / "environment" / "Dockerfile"
+    assert task.solution == task.path / "solution" / "solve.sh" and task.test_script.is_file()
+    assert task.workdir == "/app" and CONTAINER_TESTS_DIR == "/tests"
+    assert CONTAINER_REWARD_TXT == "/logs/verifier/reward.txt"
+
+
+def test_defaults_when_task_names_nothing(tmp_path: Path) -> None:
+    path = make_task(tmp_path, toml="")
+    (path / "solution" / "solve.sh").unlink()
+    task = load_task(path)
+    assert task.dockerfile is None and task.solution is None and task.split == "train"
+    assert task.limits.cpus == 1.0 and task.limits.memory_mb == 512 and task.limits.pids == 128
+    assert task.limits.verifier_timeout_s == 120.0
+
+
+def test_base_image_by_name_and_build_arg_are_accepted(tmp_path: Path) -> None:
+    t1 = load_task(make_task(tmp_path, "a", toml=f'[environment]\ndocker_image = "{BASE_IMAGE}"\n'))
+    assert t1.dockerfile is None
+    t2 = load_task(make_task(tmp_path, "b", dockerfile="ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"))
+    assert t2.dockerfile is not None
+
+
+@pytest.mark.parametrize("missing", ["task.toml", "instruction.md", "tests/test.sh"])
+def test_missing_file(tmp_path: Path, missing: str) -> None:
+    path = make_task(tmp_path)
+    (path / missing).unlink()
+    with pytest.raises(TaskError, match=f"missing {missing}"):
+        load_task(path)
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[environment\n", "not valid TOML"),
+        ("environment = 3\n", r"\[environment\] must be a table"),
+        ('[environment]\ncpus = "two"\n', "cpus must be a number"),
+        ("[environment]\ncpus = true\n", "cpus must be a number"),
+        ("[environment]\ncpus = 64\n", r"cpus = 64 is out of range"),
+        ("[environment]\nmemory_mb = 1\n", "memory_mb = 1 is out of range"),
+        ("[environment]\nmemory_mb = 100.5\n", "memory_mb must be a whole number"),
+        ("[environment]\nstorage_mb = 10000000\n", "storage_mb = 10000000 is out of range"),
+        ("[verifier]\ntimeout_sec = nan\n", "timeout_sec = nan is out of range"),
+        ("[openenv_echo]\npids = 1\n", "pids = 1 is out of range"),
+        ("[openenv_echo]\ncommand_timeout_sec = 0\n", "command_timeout_sec = 0 is out of range"),
+        ('[openenv_echo]\nsplit = "dev"\n', "split = 'dev' is not one of"),
+        ('[environment]\nworkdir = "app"\n', "workdir must be an absolute path"),
+    ],
+)
+def test_bad_task_toml(tmp_path: Path, toml: str, message: str) -> None:
+    with pytest.raises(TaskError, match=message):
+        load_task(make_task(tmp_path, toml=toml))
+
+
+def test_bad_directories(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="does not exist"):
+        load_task(tmp_path / "nope")
+    with pytest.raises(TaskError, match="directory name"):
+        load_task(make_task(tmp_path, "Bad Name"))
+    path = make_task(tmp_path, "empty-instruction")
+    (path / "instruction.md").write_text("  \n")
+    with pytest.raises(TaskError, match=r"instruction\.md is empty"):
+        load_task(path)
+    path = make_task(tmp_path, "no-dockerfile")
+    (path / "environment").mkdir()
+    with pytest.raises(TaskError, match="has no Dockerfile"):
+        load_task(path)
+    with pytest.raises(TaskError, match="no FROM line"):
+        load_task(make_task(tmp_path, "no-from", dockerfile="RUN true\n"))
+
+
+@pytest.mark.parametrize(
+    ("toml", "feature"),
+    [
+        ('[environment]\nnetwork_mode = "public"\n', "network access"),
+        ("[environment]\nallow_internet = true\n", "allow_internet"),
+        ('[agent]\nnetwork_mode = "allowlist"\n', r"\[agent\].network_mode"),
+        ("[environment]\ngpus = 1\n", "GPUs"),
+        ('[environment]\ntpu = {type = "v6e", topology = "2x2"}\n', "TPUs"),
+        ('[environment]\nos = "windows"\n', "non-Linux"),
+        ('[environment]\ndocker_image = "python:3.12"\n', "pre-built image 'python:3.12'"),
+        ('[environment]\nenv = {TOKEN = "${TOKEN}"}\n', "host environment variables"),
+        ('[[environment.mcp_servers]]\nname = "x"\nurl = "http://x"\n', "MCP servers"),
+        ('[environment.healthcheck]\ncommand = "true"\n', "healthcheck"),
+        ('[[steps]]\nname = "one"\n', "multi-step"),
+        ('[verifier]\nenvironment_mode = "separate"\n', "separate verifier"),
+        ('[verifier]\nenv = {KEY = "${HOST_KEY}"}\n', r"\[verifier\].env.KEY"),
+    ],
+)
+def test_unsupported_features_are_named(tmp_path: Path, toml: str, feature: str) -> None:
+    with pytest.raises(UnsupportedTaskError, match=feature) as info:
+        load_task(make_task(tmp_path, toml=toml))
+    assert info.value.features
+
+
+def test_compose_and_foreign_base_image_refused_together(tmp_path: Path) -> None:
+    path = make_task(tmp_path, toml='[environment]\nnetwork_mode = "public"\n', dockerfile="FROM ubuntu:24.04\n")
+    (path / "environment" / "docker-compose.yaml").write_text("services: {}\n")
+    with pytest.raises(UnsupportedTaskError) as info:
+        load_task(path)
+    text = " ".join(info.value.features)
+    assert "docker-compose" in text and "ubuntu:24.04" in text and "network" in text
+
+
+def test_suite_splits_and_seeds(tmp_path: Path) -> None:
+    for name, split in [("a", "train"), ("b", "train"), ("c", "validation"), ("d", "test")]:
+        make_task(tmp_path, name, toml=f'[openenv_echo]\nsplit = "{split}"\n')
+    suite = load_suite(tmp_path)
+    assert [t.name for t in suite.tasks] == ["a", "b", "c", "d"]
+    assert [t.name for t in suite.split("train")] == ["a", "b"]
+    assert suite.for_seed(0).name == "a" and suite.for_seed(1).name == "b"
+    assert suite.for_seed(TASK_SPLITS["validation"][0]).name == "c"
+    assert suite.for_seed(TASK_SPLITS["test"][5]).name == "d"
+    assert suite.by_name("c").split == "validation"
+    with pytest.raises(KeyError, match="in no split"):
+        suite.for_seed(-1)
+    with pytest.raises(KeyError, match="unknown split"):
+        suite.split("dev")
+
+
+def test_bad_suites(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match="does not exist"):
+        load_suite(tmp_path / "nope")
+    with pytest.raises(TaskError, match="no task directory"):
+        load_suite(tmp_path)
+    make_task(tmp_path, "ok")
+    make_task(tmp_path, "bad", toml="[environment]\ngpus = 2\n")
+    with pytest.raises(UnsupportedTaskError, match="bad"):
+        load_suite(tmp_path)
