@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from openenv_echo.envs.shell.generate_tasks import SUITE, generate
 from openenv_echo.envs.shell.tasks import (
     BASE_IMAGE,
     CONTAINER_REWARD_TXT,
     CONTAINER_TESTS_DIR,
+    SUITE_DIR,
     TaskError,
     UnsupportedTaskError,
     load_suite,
@@ -184,3 +186,29 @@ def test_bad_suites(tmp_path: Path) -> None:
     make_task(tmp_path, "bad", toml="[environment]\ngpus = 2\n")
     with pytest.raises(UnsupportedTaskError, match="bad"):
         load_suite(tmp_path)
+
+
+def _tree(root: Path) -> dict[str, tuple[bytes, bool]]:
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), bool(p.stat().st_mode & 0o100))
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_shipped_suite_is_valid_and_split() -> None:
+    suite = load_suite()
+    assert len(suite.tasks) >= 12
+    for split in ("train", "validation", "test"):
+        assert suite.split(split), split
+    for task in suite.tasks:
+        assert task.solution is not None and task.dockerfile is not None, task.name
+        assert task.config["environment"]["network_mode"] == "no-network"
+        assert task.config["openenv_echo"]["seed"] in [e.seed for e in SUITE if e.name == task.name]
+
+
+def test_regeneration_reproduces_the_committed_suite(tmp_path: Path) -> None:
+    generate(tmp_path)
+    for entry in SUITE:
+        assert _tree(tmp_path / entry.name) == _tree(SUITE_DIR / entry.name), entry.name
+    assert sorted(p.name for p in SUITE_DIR.iterdir()) == sorted(e.name for e in SUITE)

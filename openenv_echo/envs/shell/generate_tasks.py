@@ -1,0 +1,485 @@
+"""Generate the shipped suite of Harbor tasks deterministically from fixed seeds.
+
+``python -m openenv_echo.envs.shell.generate_tasks [--out DIR]`` (default: ``envs/shell_env/tasks``) rewrites every
+task directory from its seed: the same seeds give byte-identical files (tests/envs/test_shell_tasks.py checks the
+committed suite against a fresh run). Each task is small, runs offline on the project's base image (bash, coreutils,
+tar, gzip, python3) and has a reference ``solution/solve.sh``; its ``tests/test.sh`` always writes
+``/logs/verifier/reward.txt``: ``1`` for a correct end state, ``0`` otherwise. The expected answers live only in
+``tests/`` (uploaded after the agent is done), never in the image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import random
+import shutil
+import tarfile
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openenv_echo.envs.shell.tasks import BASE_IMAGE, CONTAINER_REWARD_TXT, SUITE_DIR
+
+WORDS = [
+    "amber",
+    "basalt",
+    "cedar",
+    "delta",
+    "ember",
+    "fjord",
+    "garnet",
+    "harbor",
+    "indigo",
+    "juniper",
+    "krypton",
+    "lagoon",
+    "meadow",
+    "nickel",
+    "onyx",
+    "pepper",
+    "quartz",
+    "raven",
+    "saffron",
+    "tundra",
+    "umber",
+    "violet",
+    "willow",
+    "xenon",
+    "yarrow",
+    "zephyr",
+]
+
+
+@dataclass
+class Spec:
+    """One generated task: what ``write_task`` turns into a Harbor task directory."""
+
+    instruction: str
+    app: Mapping[str, str | bytes]
+    """Files copied into the image under ``/app`` (the working directory)."""
+    solve: str
+    """Body of ``solution/solve.sh`` (runs in ``/app``)."""
+    check: str
+    """Body of ``tests/check.py``: exits 0 iff the end state is correct."""
+    category: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _files_sort(r: random.Random) -> Spec:
+    exts = r.sample(["txt", "csv", "log", "json", "md"], 3)
+    names = {f"{r.choice(WORDS)}-{i}.{r.choice(exts)}": f"{r.choice(WORDS)}\n" for i in range(r.randint(7, 10))}
+    expected = {f"sorted/{n.rsplit('.', 1)[1]}/{n}": c for n, c in names.items()}
+    return Spec(
+        instruction="Move every file in /app/inbox into /app/sorted/<extension>/ (for example inbox/a.txt goes to "
+        "sorted/txt/a.txt), keeping file names and contents. /app/inbox must be empty afterwards.",
+        app={f"inbox/{n}": c for n, c in names.items()},
+        solve='cd /app\nfor f in inbox/*; do ext="${f##*.}"; mkdir -p "sorted/$ext"; mv "$f" "sorted/$ext/"; done\n',
+        check=f"EXPECTED = {json.dumps(expected, sort_keys=True)}\n"
+        "for rel, text in EXPECTED.items():\n    assert (APP / rel).read_text() == text, rel\n"
+        "assert not any((APP / 'inbox').iterdir())\n",
+        category="files",
+    )
+
+
+def _word_count(r: random.Random) -> Spec:
+    target = r.choice(WORDS)
+    lines = []
+    for _ in range(r.randint(30, 45)):
+        words = [r.choice(WORDS[:8] + [target]) for _ in range(r.randint(4, 9))]
+        words = [w.capitalize() if r.random() < 0.3 else w for w in words]
+        if r.random() < 0.2:
+            words.append(target + "s")  # a longer word holding the target: not a match
+        lines.append(" ".join(words) + r.choice([".", ",", "!", ""]))
+    text = "\n".join(lines) + "\n"
+    count = sum(w.strip(".,!").lower() == target for w in text.split())
+    return Spec(
+        instruction=f"Count how many times the word '{target}' occurs in /app/notes.txt as a whole word, ignoring "
+        "case (punctuation is not part of a word). Write just the number to /app/answer.txt.",
+        app={"notes.txt": text},
+        solve=f"grep -oiw '{target}' /app/notes.txt | wc -l > /app/answer.txt\n",
+        check=f"assert (APP / 'answer.txt').read_text().strip() == '{count}'\n",
+        category="text processing",
+    )
+
+
+def _log_errors(r: random.Random) -> Spec:
+    codes = sorted({f"E{r.randint(100, 999)}" for _ in range(r.randint(4, 7))})
+    lines = []
+    for i in range(r.randint(60, 90)):
+        level = r.choice(["INFO", "INFO", "WARN", "ERROR"])
+        msg = f"code={r.choice(codes)} {r.choice(WORDS)} failed" if level == "ERROR" else f"{r.choice(WORDS)} ok"
+        lines.append(f"2026-01-{1 + i % 28:02d}T{i % 24:02d}:00:00 {level} {msg}")
+    lines += [f"2026-02-01T00:00:00 ERROR code={c} {r.choice(WORDS)} failed" for c in codes]
+    lines.append("2026-02-02T00:00:00 WARN code=E000 retried")  # a WARN code is not an error
+    r.shuffle(lines)
+    return Spec(
+        instruction="/app/app.log is a service log. Write the distinct error codes (the code=EXXX value of ERROR "
+        "lines only) to /app/errors.txt, one per line, sorted, without the 'code=' prefix.",
+        app={"app.log": "\n".join(lines) + "\n"},
+        solve="grep ' ERROR ' /app/app.log | grep -o 'code=E[0-9]*' | cut -d= -f2 | sort -u > /app/errors.txt\n",
+        check=f"assert (APP / 'errors.txt').read_text().split() == {codes!r}\n",
+        category="text processing",
+    )
+
+
+def _csv_totals(r: random.Random) -> Spec:
+    regions = r.sample(["north", "south", "east", "west", "central"], 4)
+    rows = [(r.choice(regions), r.randint(1, 500)) for _ in range(r.randint(25, 40))]
+    totals: Counter[str] = Counter()
+    for region, amount in rows:
+        totals[region] += amount
+    expected = "region,total\n" + "".join(f"{k},{totals[k]}\n" for k in sorted(totals))
+    return Spec(
+        instruction="/app/sales.csv has a header and rows of region,amount. Write /app/totals.csv with the header "
+        "'region,total' and one row per region with the sum of its amounts, sorted by region name.",
+        app={"sales.csv": "region,amount\n" + "".join(f"{a},{b}\n" for a, b in rows)},
+        solve="{ echo region,total; tail -n +2 /app/sales.csv | "
+        "awk -F, '{t[$1]+=$2} END {for (k in t) print k\",\"t[k]}' | sort; } > /app/totals.csv\n",
+        check=f"assert (APP / 'totals.csv').read_text() == {expected!r}\n",
+        category="data wrangling",
+    )
+
+
+def _json_join(r: random.Random) -> Spec:
+    users = [{"id": i, "name": n} for i, n in enumerate(r.sample(WORDS, 5), start=1)]
+    orders = [{"order": 100 + k, "user_id": r.randint(1, 5)} for k in range(r.randint(10, 18))]
+    counts = {u["name"]: sum(o["user_id"] == u["id"] for o in orders) for u in users}
+    return Spec(
+        instruction="/app/users.json lists users (id, name) and /app/orders.json lists orders (order, user_id). "
+        "Write /app/report.json: a JSON object mapping every user's name to their number of orders (0 included).",
+        app={"users.json": json.dumps(users, indent=1) + "\n", "orders.json": json.dumps(orders, indent=1) + "\n"},
+        solve="python3 - <<'PY'\nimport json\nusers = json.load(open('/app/users.json'))\n"
+        "orders = json.load(open('/app/orders.json'))\n"
+        "report = {u['name']: sum(o['user_id'] == u['id'] for o in orders) for u in users}\n"
+        "json.dump(report, open('/app/report.json', 'w'))\nPY\n",
+        check=f"assert json.loads((APP / 'report.json').read_text()) == {counts!r}\n",
+        category="data wrangling",
+    )
+
+
+def _fix_bash(r: random.Random) -> Spec:
+    step = r.randint(2, 5)
+    script = (
+        "#!/bin/bash\n# usage: series.sh N -> prints the sum of the multiples of "
+        f"{step} from {step} up to and including N\n"
+        f"n=$1\ntotal=0\nfor ((i={step}; i<n; i+={step})); do\n  total=$((total + i))\ndone\necho $total\n"
+    )
+    cases = {n: sum(range(step, n + 1, step)) for n in (step, step * 3, r.randint(20, 60), 100)}
+    return Spec(
+        instruction=f"/app/series.sh should print the sum of the multiples of {step} from {step} up to and "
+        "including N (`bash /app/series.sh N`), but some answers are wrong. Fix the script in place.",
+        app={"series.sh": script},
+        solve="sed -i 's/i<n;/i<=n;/' /app/series.sh\n",
+        check=f"for n, want in {cases!r}.items():\n"
+        "    out = subprocess.run(['bash', str(APP / 'series.sh'), str(n)], capture_output=True, text=True, "
+        "timeout=10)\n    assert out.stdout.strip() == str(want), (n, out.stdout)\n",
+        category="script to fix",
+    )
+
+
+def _fix_python(r: random.Random) -> Spec:
+    data = [r.randint(1, 99) for _ in range(r.randint(8, 14))]
+    program = (
+        "import sys\n\n\ndef mean(values):\n    return sum(values) / (len(values) - 1)\n\n\n"
+        "values = [float(line) for line in open(sys.argv[1]) if line.strip()]\n"
+        "print(f'{mean(values):.2f}')\n"
+    )
+    probe = [r.randint(1, 50) for _ in range(6)]
+    return Spec(
+        instruction="`python3 /app/stats.py /app/values.txt` should print the mean of the numbers in the file "
+        "with two decimals, but the result is wrong. Fix /app/stats.py.",
+        app={"stats.py": program, "values.txt": "".join(f"{v}\n" for v in data)},
+        solve="sed -i 's|(len(values) - 1)|len(values)|' /app/stats.py\n",
+        check=f"probe = {probe!r}\nfor values in ({data!r}, probe):\n"
+        "    path = Path('/tmp/check-values.txt')\n    path.write_text(''.join(f'{v}\\n' for v in values))\n"
+        "    out = subprocess.run(['python3', str(APP / 'stats.py'), str(path)], capture_output=True, text=True, "
+        "timeout=10)\n    assert out.stdout.strip() == f'{sum(values) / len(values):.2f}', out.stdout\n",
+        category="script to fix",
+    )
+
+
+_SERVER = """\
+import configparser
+import http.server
+import os
+import sys
+
+config = configparser.ConfigParser()
+config.read(os.path.join(os.path.dirname(__file__), "service.ini"))
+section = config["service"]
+data_dir = section["data_dir"]
+if not os.path.isdir(data_dir):
+    sys.exit(f"fatal: data_dir {data_dir} does not exist")
+greeting = open(os.path.join(data_dir, "greeting.txt")).read().strip()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = greeting.encode()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", int(section["port"])), Handler).serve_forever()
+"""
+
+
+def _service(r: random.Random) -> Spec:
+    port = r.randint(8100, 8999)
+    greeting = f"{r.choice(WORDS)}-{r.choice(WORDS)}-{r.randint(10, 99)}"
+    wrong = f"/srv/{r.choice(WORDS)}-data"
+    return Spec(
+        instruction="The service in /app/service does not start: `bash /app/service/start.sh` exits at once and "
+        f"it should answer HTTP GET on 127.0.0.1:{port} with the greeting stored under /app/service/data. "
+        "Find out why (read service.log after a start) and fix its configuration; do not change server.py. "
+        "You need not leave it running.",
+        app={
+            "service/server.py": _SERVER,
+            "service/service.ini": f"[service]\nport = {port}\ndata_dir = {wrong}\n",
+            "service/data/greeting.txt": greeting + "\n",
+            "service/start.sh": '#!/bin/bash\ncd "$(dirname "$0")"\nexec python3 server.py >> service.log 2>&1\n',
+        },
+        solve="sed -i 's|^data_dir = .*|data_dir = /app/service/data|' /app/service/service.ini\n",
+        check="import time, urllib.request\nassert 'sys.exit' in (APP / 'service/server.py').read_text()\n"
+        "proc = subprocess.Popen(['bash', str(APP / 'service/start.sh')])\ntry:\n"
+        "    for _ in range(50):\n        try:\n"
+        f"            body = urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=1).read().decode()\n"
+        "            break\n        except OSError:\n            assert proc.poll() is None, 'service exited'\n"
+        "            time.sleep(0.1)\n    else:\n        raise AssertionError('no answer')\n"
+        f"    assert body == {greeting!r}, body\nfinally:\n    proc.kill()\n",
+        category="failing service",
+    )
+
+
+def _tarball(files: dict[str, str]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 1_700_000_000, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def _archive(r: random.Random) -> Spec:
+    files = {}
+    for i in range(r.randint(8, 12)):
+        folder = r.choice(["etc", "etc/app", "var/lib", "home/ops"])
+        ext = r.choice(["conf", "conf", "txt", "bak"])
+        files[f"{folder}/{r.choice(WORDS)}{i}.{ext}"] = f"{r.choice(WORDS)} = {r.randint(0, 9)}\n"
+    confs = {k: v for k, v in files.items() if k.endswith(".conf")}
+    return Spec(
+        instruction="/app/backup.tar.gz is a backup. Restore only its *.conf files into /app/restored/, keeping "
+        "their paths inside the archive (etc/x.conf goes to /app/restored/etc/x.conf). Nothing else may be "
+        "extracted there.",
+        app={"backup.tar.gz": _tarball(files)},
+        solve="mkdir -p /app/restored && tar -xzf /app/backup.tar.gz -C /app/restored --wildcards '*.conf'\n",
+        check=f"EXPECTED = {json.dumps(confs, sort_keys=True)}\n"
+        "got = {p.relative_to(APP / 'restored').as_posix(): p.read_text() "
+        "for p in (APP / 'restored').rglob('*') if p.is_file()}\nassert got == EXPECTED, got\n",
+        category="files",
+    )
+
+
+def _large_files(r: random.Random) -> Spec:
+    limit = r.choice([1000, 2000, 4096])
+    files = {}
+    for i in range(r.randint(10, 14)):
+        size = r.choice([limit - 1, limit, limit + 1, r.randint(10, 3 * limit)])
+        files[f"data/{r.choice(['a', 'b', 'b/c'])}/{r.choice(WORDS)}{i}.bin"] = "x" * size
+    big = sorted(k.removeprefix("data/") for k, v in files.items() if len(v) > limit)
+    return Spec(
+        instruction=f"List every file under /app/data larger than {limit} bytes (strictly) in /app/large.txt: "
+        "one path per line, relative to /app/data (e.g. a/x.bin), sorted.",
+        app=files,
+        solve=f"cd /app/data && find . -type f -size +{limit}c | sed 's|^./||' | sort > /app/large.txt\n",
+        check=f"assert (APP / 'large.txt').read_text().split() == {big!r}\n",
+        category="files",
+    )
+
+
+def _env_edit(r: random.Random) -> Spec:
+    keys = r.sample([w.upper() for w in WORDS], 6)
+    values = {k: str(r.randint(1, 999)) for k in keys}
+    change, drop = keys[1], keys[4]
+    new = str(r.randint(1000, 9999))
+    text = "# app settings\n" + "".join(f"{k}={v}\n" for k, v in values.items())
+    want = (
+        "# app settings\n"
+        + "".join(f"{k}={new if k == change else v}\n" for k, v in values.items() if k != drop)
+        + "DEBUG=false\n"
+    )
+    return Spec(
+        instruction=f"Edit /app/app.env: set {change} to {new}, remove the {drop} line, and append DEBUG=false as "
+        "the last line. Keep every other line (and their order) as it is.",
+        app={"app.env": text},
+        solve=f"sed -i -e 's/^{change}=.*/{change}={new}/' -e '/^{drop}=/d' /app/app.env\n"
+        "echo DEBUG=false >> /app/app.env\n",
+        check=f"assert (APP / 'app.env').read_text() == {want!r}\n",
+        category="text processing",
+    )
+
+
+def _dedupe(r: random.Random) -> Spec:
+    people = [f"{r.choice(WORDS)}.{r.choice(WORDS)}@example.org" for _ in range(r.randint(8, 12))]
+    lines = []
+    for p in people:
+        for _ in range(r.randint(1, 3)):
+            lines.append(r.choice([p, p.upper(), p.capitalize(), f"  {p} "]))
+    r.shuffle(lines)
+    want = sorted({p.lower() for p in people})
+    return Spec(
+        instruction="/app/emails.txt has one address per line with duplicates that differ in case and surrounding "
+        "spaces. Write /app/unique.txt: each address once, lower case, trimmed, sorted.",
+        app={"emails.txt": "\n".join(lines) + "\n"},
+        solve="tr 'A-Z' 'a-z' < /app/emails.txt | sed 's/^ *//; s/ *$//' | LC_ALL=C sort -u > /app/unique.txt\n",
+        check=f"assert (APP / 'unique.txt').read_text().splitlines() == {want!r}\n",
+        category="text processing",
+    )
+
+
+def _rename(r: random.Random) -> Spec:
+    numbers = sorted(r.sample(range(1, 9999), r.randint(6, 9)))
+    files = {f"photos/IMG_{n:04d}.JPG": f"jpeg {n}\n" for n in numbers}
+    files["photos/notes.txt"] = "keep me\n"
+    want = {f"photo-{n:04d}.jpg": f"jpeg {n}\n" for n in numbers} | {"notes.txt": "keep me\n"}
+    return Spec(
+        instruction="Rename every /app/photos/IMG_NNNN.JPG to photo-NNNN.jpg (same number, lower-case extension) "
+        "in the same directory. Leave other files alone.",
+        app=files,
+        solve='cd /app/photos && for f in IMG_*.JPG; do n="${f#IMG_}"; mv "$f" "photo-${n%.JPG}.jpg"; done\n',
+        check=f"want = {want!r}\n"
+        "got = {p.name: p.read_text() for p in (APP / 'photos').iterdir()}\nassert got == want, got\n",
+        category="files",
+    )
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    seed: int
+    split: str
+    build: Callable[[random.Random], Spec]
+
+
+SUITE: tuple[Entry, ...] = (
+    Entry("sort-inbox", 101, "train", _files_sort),
+    Entry("count-word", 102, "train", _word_count),
+    Entry("log-error-codes", 103, "train", _log_errors),
+    Entry("csv-region-totals", 104, "train", _csv_totals),
+    Entry("fix-series-script", 105, "train", _fix_bash),
+    Entry("broken-service", 106, "train", _service),
+    Entry("restore-configs", 107, "train", _archive),
+    Entry("edit-env-file", 108, "train", _env_edit),
+    Entry("json-order-report", 201, "validation", _json_join),
+    Entry("large-files", 202, "validation", _large_files),
+    Entry("fix-mean-program", 301, "test", _fix_python),
+    Entry("dedupe-emails", 302, "test", _dedupe),
+)
+"""The shipped suite: name, seed, split, generator. Add a task by adding an entry (and regenerating)."""
+
+_CHECK_HEAD = """\
+# Generated by openenv_echo.envs.shell.generate_tasks: exits 0 iff the end state is correct.
+import json
+import subprocess
+from pathlib import Path
+
+APP = Path("/app")
+"""
+
+_TEST_SH = f"""\
+#!/bin/bash
+# Harbor verifier: always (re)writes the reward, 1 for a correct end state, 0 otherwise.
+mkdir -p "$(dirname {CONTAINER_REWARD_TXT})"
+if timeout 60 python3 /tests/check.py; then
+  echo 1 > {CONTAINER_REWARD_TXT}
+else
+  echo 0 > {CONTAINER_REWARD_TXT}
+fi
+"""
+
+_DOCKERFILE = f"""\
+ARG BASE_IMAGE={BASE_IMAGE}
+FROM ${{BASE_IMAGE}}
+WORKDIR /app
+COPY app/ /app/
+RUN chmod -R a+rwX /app && mkdir -p /logs/verifier && chmod -R a+rwX /logs
+"""
+
+
+def _toml(entry: Entry, spec: Spec) -> str:
+    return (
+        'schema_version = "1.4"\n\n'
+        "[metadata]\n"
+        'author_name = "openenv-echo"\n'
+        f'category = "{spec.category}"\n'
+        'difficulty = "easy"\n\n'
+        "[verifier]\ntimeout_sec = 120.0\n\n"
+        "[agent]\ntimeout_sec = 600.0\n\n"
+        "[environment]\n"
+        "build_timeout_sec = 300.0\n"
+        "cpus = 1\n"
+        "memory_mb = 512\n"
+        "storage_mb = 256\n"
+        'network_mode = "no-network"\n\n'
+        "[openenv_echo]\n"
+        f'split = "{entry.split}"\n'
+        f"seed = {entry.seed}\n"
+        "pids = 128\n"
+        "command_timeout_sec = 30.0\n"
+    )
+
+
+def _write(path: Path, content: str | bytes, executable: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    path.chmod(0o755 if executable else 0o644)
+
+
+def write_task(entry: Entry, out: Path) -> Path:
+    """Write one task directory from its seed (replacing what was there)."""
+    spec = entry.build(random.Random(entry.seed))
+    task = out / entry.name
+    if task.exists():
+        shutil.rmtree(task)
+    _write(task / "task.toml", _toml(entry, spec))
+    _write(task / "instruction.md", spec.instruction + "\n")
+    _write(task / "environment" / "Dockerfile", _DOCKERFILE)
+    for rel, content in sorted(spec.app.items()):
+        _write(task / "environment" / "app" / rel, content, executable=rel.endswith(".sh"))
+    _write(task / "solution" / "solve.sh", "#!/bin/bash\nset -euo pipefail\ncd /app\n" + spec.solve, executable=True)
+    _write(task / "tests" / "test.sh", _TEST_SH, executable=True)
+    _write(task / "tests" / "check.py", _CHECK_HEAD + spec.check)
+    return task
+
+
+def generate(out: Path = SUITE_DIR) -> list[Path]:
+    """Regenerate the whole suite under ``out`` (task directories not in ``SUITE`` are left alone)."""
+    return [write_task(entry, out) for entry in SUITE]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=SUITE_DIR, help="suite directory (default: %(default)s)")
+    args = parser.parse_args(argv)
+    for path in generate(args.out):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

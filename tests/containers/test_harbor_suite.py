@@ -1,0 +1,113 @@
+"""Every shipped Harbor task, run the way Harbor's oracle does it, with plain Docker: its reference solution earns
+reward 1 and an untouched (empty) submission earns 0.
+
+Per task: build ``environment/`` once, then in a fresh container (no network, non-root uid 1000, the task's memory,
+CPU and pids limits) upload ``solution/`` to ``/solution`` and run ``solve.sh`` (oracle only), upload ``tests/`` to
+``/tests``, run ``test.sh`` and read ``/logs/verifier/reward.txt``. The full-stack run through the shell server
+lives with the server's tests.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openenv_echo.envs.shell.tasks import (
+    CONTAINER_REWARD_TXT,
+    CONTAINER_SOLUTION_DIR,
+    CONTAINER_TESTS_DIR,
+    HarborTask,
+    load_suite,
+)
+
+pytestmark = pytest.mark.docker
+
+SUITE = load_suite()
+LABEL = "io.openenv-echo.test"
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+def _tar_dir(src: Path, arcname: str) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.add(src, arcname=arcname)
+    return raw.getvalue()
+
+
+@pytest.fixture(scope="module")
+def task_images(docker_engine: Any, base_image: str) -> Iterator[dict[str, str]]:
+    """Build every task's image once (layer-cached, labelled), remove them afterwards."""
+    images: dict[str, str] = {}
+    try:
+        for task in SUITE.tasks:
+            assert task.dockerfile is not None
+            tag = f"openenv-echo-harbor-test/{task.name}:{RUN_ID}"
+            docker_engine.images.build(
+                path=str(task.environment_dir),
+                tag=tag,
+                buildargs={"BASE_IMAGE": base_image},
+                labels={LABEL: RUN_ID},
+                rm=True,
+                forcerm=True,
+                network_mode="none",
+            )
+            images[task.name] = tag
+        yield images
+    finally:
+        for tag in images.values():
+            docker_engine.images.remove(tag, force=True)
+
+
+def run_episode(client: Any, image: str, task: HarborTask, *, oracle: bool) -> str:
+    """The reward file's text after (optionally) the oracle's solve.sh and then the verifier."""
+    limits = task.limits
+    container = client.containers.run(
+        image,
+        ["sleep", "infinity"],
+        detach=True,
+        network_mode="none",
+        user="1000:1000",
+        working_dir=task.workdir,
+        mem_limit=f"{limits.memory_mb}m",
+        nano_cpus=int(limits.cpus * 1e9),
+        pids_limit=limits.pids,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        labels={LABEL: RUN_ID},
+    )
+    try:
+        if oracle:
+            assert task.solution is not None
+            container.put_archive("/", _tar_dir(task.solution.parent, CONTAINER_SOLUTION_DIR.lstrip("/")))
+            code, out = container.exec_run(["bash", f"{CONTAINER_SOLUTION_DIR}/solve.sh"], workdir=task.workdir)
+            assert code == 0, out.decode(errors="replace")
+        container.put_archive("/", _tar_dir(task.tests_dir, CONTAINER_TESTS_DIR.lstrip("/")))
+        code, out = container.exec_run(
+            ["timeout", str(int(limits.verifier_timeout_s)), "bash", f"{CONTAINER_TESTS_DIR}/test.sh"],
+            workdir=task.workdir,
+        )
+        assert code == 0, out.decode(errors="replace")
+        code, reward = container.exec_run(["cat", CONTAINER_REWARD_TXT])
+        assert code == 0, reward
+        return str(reward.decode().strip())
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.parametrize("name", [t.name for t in SUITE.tasks])
+def test_reference_solution_gets_1_and_empty_submission_gets_0(
+    docker_engine: Any, task_images: dict[str, str], name: str
+) -> None:
+    task = SUITE.by_name(name)
+    assert run_episode(docker_engine, task_images[name], task, oracle=True) == "1"
+    assert run_episode(docker_engine, task_images[name], task, oracle=False) == "0"
+
+
+def test_no_container_left(docker_engine: Any, task_images: dict[str, str]) -> None:
+    assert docker_engine.containers.list(all=True, filters={"label": f"{LABEL}={RUN_ID}"}) == []
