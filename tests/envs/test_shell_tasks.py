@@ -23,6 +23,10 @@ GOOD_TOML = """\
 schema_version = "1.4"
 [metadata]
 difficulty = "easy"
+[metadata.openenv_echo]
+split = "validation"
+pids = 64
+command_timeout_sec = 5
 [verifier]
 timeout_sec = 60.0
 [environment]
@@ -30,10 +34,6 @@ cpus = 0.5
 memory_mb = 256
 network_mode = "no-network"
 future_key = "kept"
-[openenv_echo]
-split = "validation"
-pids = 64
-command_timeout_sec = 5
 """
 
 
@@ -100,9 +100,9 @@ def test_missing_file(tmp_path: Path, missing: str) -> None:
         ("[environment]\nmemory_mb = 100.5\n", "memory_mb must be a whole number"),
         ("[environment]\nstorage_mb = 10000000\n", "storage_mb = 10000000 is out of range"),
         ("[verifier]\ntimeout_sec = nan\n", "timeout_sec = nan is out of range"),
-        ("[openenv_echo]\npids = 1\n", "pids = 1 is out of range"),
-        ("[openenv_echo]\ncommand_timeout_sec = 0\n", "command_timeout_sec = 0 is out of range"),
-        ('[openenv_echo]\nsplit = "dev"\n', "split = 'dev' is not one of"),
+        ("[metadata.openenv_echo]\npids = 1\n", "pids = 1 is out of range"),
+        ("[metadata.openenv_echo]\ncommand_timeout_sec = 0\n", "command_timeout_sec = 0 is out of range"),
+        ('[metadata.openenv_echo]\nsplit = "dev"\n', "split = 'dev' is not one of"),
         ('[environment]\nworkdir = "app"\n', "workdir must be an absolute path"),
     ],
 )
@@ -163,7 +163,7 @@ def test_compose_and_foreign_base_image_refused_together(tmp_path: Path) -> None
 
 def test_suite_splits_and_seeds(tmp_path: Path) -> None:
     for name, split in [("a", "train"), ("b", "train"), ("c", "validation"), ("d", "test")]:
-        make_task(tmp_path, name, toml=f'[openenv_echo]\nsplit = "{split}"\n')
+        make_task(tmp_path, name, toml=f'[metadata.openenv_echo]\nsplit = "{split}"\n')
     suite = load_suite(tmp_path)
     assert [t.name for t in suite.tasks] == ["a", "b", "c", "d"]
     assert [t.name for t in suite.split("train")] == ["a", "b"]
@@ -204,7 +204,7 @@ def test_shipped_suite_is_valid_and_split() -> None:
     for task in suite.tasks:
         assert task.solution is not None and task.dockerfile is not None, task.name
         assert task.config["environment"]["network_mode"] == "no-network"
-        assert task.config["openenv_echo"]["seed"] in [e.seed for e in SUITE if e.name == task.name]
+        assert task.config["metadata"]["openenv_echo"]["seed"] in [e.seed for e in SUITE if e.name == task.name]
 
 
 def test_regeneration_reproduces_the_committed_suite(tmp_path: Path) -> None:

@@ -426,6 +426,11 @@ def _toml(entry: Entry, spec: Spec) -> str:
         'author_name = "openenv-echo"\n'
         f'category = "{spec.category}"\n'
         'difficulty = "easy"\n\n'
+        "[metadata.openenv_echo]\n"
+        f'split = "{entry.split}"\n'
+        f"seed = {entry.seed}\n"
+        "pids = 128\n"
+        "command_timeout_sec = 30.0\n\n"
         "[verifier]\ntimeout_sec = 120.0\n\n"
         "[agent]\ntimeout_sec = 600.0\n\n"
         "[environment]\n"
@@ -433,12 +438,7 @@ def _toml(entry: Entry, spec: Spec) -> str:
         "cpus = 1\n"
         "memory_mb = 512\n"
         "storage_mb = 256\n"
-        'network_mode = "no-network"\n\n'
-        "[openenv_echo]\n"
-        f'split = "{entry.split}"\n'
-        f"seed = {entry.seed}\n"
-        "pids = 128\n"
-        "command_timeout_sec = 30.0\n"
+        'network_mode = "no-network"\n'
     )
 
 

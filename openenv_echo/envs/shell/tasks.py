@@ -4,7 +4,7 @@ A task directory (Harbor 0.26, ``harbor.models.task``) holds ``task.toml``, ``in
 ``environment/Dockerfile`` (or ``[environment].docker_image``), ``tests/test.sh`` (the verifier: it writes the
 reward to ``/logs/verifier/reward.txt`` or ``reward.json``) and optionally ``solution/solve.sh`` (Harbor's oracle
 agent uploads ``solution/`` to ``/solution`` and runs it). The whole ``task.toml`` is kept in ``HarborTask.config``
-(unknown keys included); our own keys live in its ``[openenv_echo]`` table, which Harbor ignores. Features this
+(unknown keys included); our own keys live in its ``[metadata.openenv_echo]`` table. Features this
 runtime cannot honour offline in one locked-down container are refused with ``UnsupportedTaskError`` naming them,
 never silently dropped. See docs/guides/harbor-tasks.md.
 """
@@ -71,8 +71,8 @@ SPLITS = tuple(TASK_SPLITS)
 """Split names, as the other envs: ``train``, ``validation``, ``test``."""
 
 OUR_TABLE = "openenv_echo"
-"""Our keys in ``task.toml`` (Harbor ignores unknown top-level tables): ``split``, ``seed``, ``pids``,
-``command_timeout_sec``."""
+"""Our keys live in ``[metadata.openenv_echo]`` (Harbor's ``[metadata]`` is free-form, so ``harbor lint`` stays
+clean): ``split``, ``seed``, ``pids``, ``command_timeout_sec``."""
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -246,25 +246,23 @@ def load_task(path: Path) -> HarborTask:
 
     env = _table(config, "environment", where)
     verifier = _table(config, "verifier", where)
-    ours = _table(config, OUR_TABLE, where)
-    for section in ("agent", "solution", "metadata"):
+    for section in ("agent", "solution"):
         _table(config, section, where)
+    ours = _table(_table(config, "metadata", where), OUR_TABLE, where + " [metadata]")
     features = _unsupported(config, env, verifier, path)
 
-    dockerfile: Path | None = path / "environment" / "Dockerfile"
-    assert dockerfile is not None
-    if dockerfile.is_file():
+    dockerfile: Path | None = None
+    if (path / "environment" / "Dockerfile").is_file():
+        dockerfile = path / "environment" / "Dockerfile"
         features += _check_dockerfile(dockerfile)
     elif env.get("docker_image") is None and (path / "environment").exists():
         raise TaskError(f"task {path}: environment/ has no Dockerfile (and [environment].docker_image is unset)")
-    else:
-        dockerfile = None
     if features:
         raise UnsupportedTaskError(path, features)
 
     split = ours.get("split", "train")
     if split not in SPLITS:
-        raise TaskError(f"{where}: [{OUR_TABLE}].split = {split!r} is not one of {list(SPLITS)}")
+        raise TaskError(f"{where}: [metadata.{OUR_TABLE}].split = {split!r} is not one of {list(SPLITS)}")
     workdir = env.get("workdir", DEFAULT_WORKDIR)
     if not isinstance(workdir, str) or not workdir.startswith("/"):
         raise TaskError(f"{where}: [environment].workdir must be an absolute path, got {workdir!r}")
