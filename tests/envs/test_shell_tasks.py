@@ -203,7 +203,7 @@ def test_shipped_suite_is_valid_and_split() -> None:
         assert suite.split(split), split
     for task in suite.tasks:
         assert task.solution is not None and task.dockerfile is not None, task.name
-        assert task.config["environment"]["network_mode"] == "no-network"
+        assert "network_mode" not in task.config["environment"]  # unset: Harbor's docker env runs it as is
         assert task.config["metadata"]["openenv_echo"]["seed"] in [e.seed for e in SUITE if e.name == task.name]
 
 

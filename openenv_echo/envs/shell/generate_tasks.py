@@ -438,7 +438,6 @@ def _toml(entry: Entry, spec: Spec) -> str:
         "cpus = 1\n"
         "memory_mb = 512\n"
         "storage_mb = 256\n"
-        'network_mode = "no-network"\n'
     )
 
 
