@@ -21,13 +21,10 @@ die() { printf '[setup-harbor-cli] ERROR: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$HOME_DIR/docker/cli-plugins"
 
 if [[ ! -x "$HOME_DIR/venv/bin/harbor" ]]; then
-  PY="${PYTHON312:-}"
-  if [[ -z "$PY" ]]; then
-    PY="$(command -v python3.12 || true)"
-    if [[ -z "$PY" ]] && command -v pyenv >/dev/null; then
-      PY="$(ls -d "$(pyenv root)"/versions/3.1[2-9]*/bin/python3 2>/dev/null | head -n1 || true)"
-    fi
-  fi
+  PY=""
+  for c in "${PYTHON312:-}" python3.13 python3.12 "$(pyenv root 2>/dev/null)"/versions/3.1[2-9]*/bin/python3; do
+    if [[ -n "$c" ]] && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then PY="$c"; break; fi
+  done
   [[ -n "$PY" ]] || die "Harbor needs Python >= 3.12: set PYTHON312"
   log "venv with harbor==$VERSION ($PY)"
   "$PY" -m venv "$HOME_DIR/venv"

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,10 +34,15 @@ def _harbor_env() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("task", ["sort-inbox", "broken-service"])
-def test_harbor_oracle_run_scores_1(docker_engine: object, tmp_path: Path, task: str) -> None:
+def test_harbor_oracle_run_scores_1(docker_engine: Any, tmp_path: Path, task: str) -> None:
     env = _harbor_env()
     cmd = [str(HARBOR), "run", "-p", str(SUITE_DIR / task), "-a", "oracle", "-e", "docker", "-o", str(tmp_path)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    finally:  # Harbor removes its containers; an image it built may stay behind (untagged): remove ours
+        for image in docker_engine.images.list(all=True, filters={"label": "com.docker.compose.service=main"}):
+            if image.labels.get("com.docker.compose.project", "").startswith(f"{task}__"):
+                docker_engine.images.remove(image.id, force=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (result,) = tmp_path.glob("*/result.json")
     stats = json.loads(result.read_text())["stats"]
