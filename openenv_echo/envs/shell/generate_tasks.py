@@ -19,7 +19,7 @@ import shutil
 import tarfile
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from openenv_echo.envs.shell.tasks import BASE_IMAGE, CONTAINER_REWARD_TXT, SUITE_DIR
@@ -66,7 +66,9 @@ class Spec:
     check: str
     """Body of ``tests/check.py``: exits 0 iff the end state is correct."""
     category: str
-    extra: dict[str, str] = field(default_factory=dict)
+    setup: str | None = None
+    """A build-time script (``environment/setup.sh``, run as root after ``apt-get install git``, then deleted):
+    only for tasks that need git, the one package the base image lacks (the build then needs Debian's mirror)."""
 
 
 def _files_sort(r: random.Random) -> Spec:
@@ -366,6 +368,44 @@ def _rename(r: random.Random) -> Spec:
     )
 
 
+def _git_revert(r: random.Random) -> Spec:
+    files = {"VERSION": f"1.{r.randint(0, 9)}.{r.randint(0, 9)}\n", "config/settings.ini": "[app]\n"}
+    steps = []
+    for i in range(r.randint(3, 5)):
+        key = r.choice(WORDS)
+        files["config/settings.ini"] += f"{key} = {r.randint(1, 99)}\n"
+        files[f"src/{key}{i}.txt"] = f"{r.choice(WORDS)} {r.choice(WORDS)}\n"
+        steps.append((f"add {key}", dict(files)))
+    bad = dict(files)
+    del bad["config/settings.ini"]
+    bad["VERSION"] = "broken\n"
+    subject = f"cleanup {r.choice(WORDS)}"
+    steps.append((subject, bad))
+    lines = ["set -euo pipefail", "mkdir -p /app/repo && cd /app/repo", "git init -q -b main ."]
+    for n, (message, tree) in enumerate(steps):
+        lines.append("git rm -rq --ignore-unmatch . >/dev/null")
+        for rel, text in sorted(tree.items()):
+            lines.append(f"mkdir -p \"$(dirname '{rel}')\" && printf '%b' {json.dumps(text)} > '{rel}'")
+        stamp = f"2026-01-{n + 1:02d}T12:00:00Z"
+        lines.append(f"git add -A && GIT_AUTHOR_DATE={stamp} GIT_COMMITTER_DATE={stamp} git commit -qm '{message}'")
+    return Spec(
+        instruction=f"The latest commit of the git repository /app/repo ('{subject}') broke it: it deleted "
+        "config/settings.ini and overwrote VERSION. Undo that commit with a new commit on top (do not rewrite "
+        "history) and leave the working tree clean.",
+        app={},
+        setup="\n".join(lines) + "\n",
+        solve="cd /app/repo && git revert --no-edit HEAD\n",
+        check=f"def git(*args):\n    return subprocess.run(['git', '-C', str(APP / 'repo'), *args], capture_output=True, "
+        "text=True, check=True).stdout.strip()\n\n\n"
+        f"assert git('rev-list', '--count', 'HEAD') == '{len(steps) + 1}'\n"
+        f"assert git('log', '-1', '--format=%s', 'HEAD~1') == {subject!r}\n"
+        "assert git('rev-parse', 'HEAD^{tree}') == git('rev-parse', 'HEAD~2^{tree}')\n"
+        "assert git('status', '--porcelain') == ''\n"
+        f"assert (APP / 'repo' / 'VERSION').read_text() == {files['VERSION']!r}\n",
+        category="git repository to repair",
+    )
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
@@ -383,6 +423,7 @@ SUITE: tuple[Entry, ...] = (
     Entry("broken-service", 106, "train", _service),
     Entry("restore-configs", 107, "train", _archive),
     Entry("edit-env-file", 108, "train", _env_edit),
+    Entry("revert-bad-commit", 109, "train", _git_revert),
     Entry("json-order-report", 201, "validation", _json_join),
     Entry("large-files", 202, "validation", _large_files),
     Entry("fix-mean-program", 301, "test", _fix_python),
@@ -416,6 +457,19 @@ FROM ${{BASE_IMAGE}}
 WORKDIR /app
 COPY app/ /app/
 RUN chmod -R a+rwX /app && mkdir -p /logs/verifier && chmod -R a+rwX /logs
+"""
+
+_DOCKERFILE_GIT = f"""\
+ARG BASE_IMAGE={BASE_IMAGE}
+FROM ${{BASE_IMAGE}}
+RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git \\
+    && rm -rf /var/lib/apt/lists/* \\
+    && git config --system safe.directory '*' \\
+    && git config --system user.name agent && git config --system user.email agent@example.org
+WORKDIR /app
+COPY setup.sh /tmp/setup.sh
+RUN bash /tmp/setup.sh && rm /tmp/setup.sh \\
+    && chmod -R a+rwX /app && mkdir -p /logs/verifier && chmod -R a+rwX /logs
 """
 
 
@@ -458,7 +512,9 @@ def write_task(entry: Entry, out: Path) -> Path:
         shutil.rmtree(task)
     _write(task / "task.toml", _toml(entry, spec))
     _write(task / "instruction.md", spec.instruction + "\n")
-    _write(task / "environment" / "Dockerfile", _DOCKERFILE)
+    _write(task / "environment" / "Dockerfile", _DOCKERFILE if spec.setup is None else _DOCKERFILE_GIT)
+    if spec.setup is not None:
+        _write(task / "environment" / "setup.sh", spec.setup, executable=True)
     for rel, content in sorted(spec.app.items()):
         _write(task / "environment" / "app" / rel, content, executable=rel.endswith(".sh"))
     _write(task / "solution" / "solve.sh", "#!/bin/bash\nset -euo pipefail\ncd /app\n" + spec.solve, executable=True)
