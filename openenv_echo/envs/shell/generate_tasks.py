@@ -424,6 +424,7 @@ SUITE: tuple[Entry, ...] = (
     Entry("restore-configs", 107, "train", _archive),
     Entry("edit-env-file", 108, "train", _env_edit),
     Entry("revert-bad-commit", 109, "train", _git_revert),
+    Entry("rename-photos", 110, "train", _rename),
     Entry("json-order-report", 201, "validation", _json_join),
     Entry("large-files", 202, "validation", _large_files),
     Entry("fix-mean-program", 301, "test", _fix_python),
