@@ -1,5 +1,5 @@
 """Every shipped Harbor task, run the way Harbor's oracle does it, with plain Docker: its reference solution earns
-reward 1 and an untouched (empty) submission earns 0.
+reward 1 and an untouched (empty) submission earns 0, even when the agent wrote a reward file of its own.
 
 Per task: build ``environment/`` once, then in a fresh container (no network, non-root uid 1000, the task's memory,
 CPU and pids limits) upload ``solution/`` to ``/solution`` and run ``solve.sh`` (oracle only), upload ``tests/`` to
@@ -87,6 +87,9 @@ def run_episode(client: Any, image: str, task: HarborTask, *, oracle: bool) -> s
             container.put_archive("/", _tar_dir(task.solution.parent, CONTAINER_SOLUTION_DIR.lstrip("/")))
             code, out = container.exec_run(["bash", f"{CONTAINER_SOLUTION_DIR}/solve.sh"], workdir=task.workdir)
             assert code == 0, out.decode(errors="replace")
+        else:  # a cheating agent: a reward file written before the verifier runs must not count
+            code, out = container.exec_run(["sh", "-c", f"echo 1 > {CONTAINER_REWARD_TXT}"])
+            assert code == 0, out
         container.put_archive("/", _tar_dir(task.tests_dir, CONTAINER_TESTS_DIR.lstrip("/")))
         code, out = container.exec_run(
             ["timeout", str(int(limits.verifier_timeout_s)), "bash", f"{CONTAINER_TESTS_DIR}/test.sh"],
