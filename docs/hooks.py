@@ -45,7 +45,8 @@ def _source(src_uri: str) -> tuple[str, str]:
 def _outside_code(text: str) -> list[tuple[bool, str]]:
     """The text in chunks, each flagged True when it is prose (links there are rewritten) and False in a fence."""
     chunks: list[tuple[bool, str]] = []
-    prose, buf = True, []
+    prose = True
+    buf: list[str] = []
     for line in text.splitlines(keepends=True):
         if _FENCE.match(line):
             if prose:

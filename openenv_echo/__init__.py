@@ -4,6 +4,7 @@ The top-level package needs no torch: tokenization (``openenv_echo.tokenize``), 
 (``openenv_echo.objective``) and trainer adapters (``openenv_echo.adapters``) import it lazily.
 """
 
+from ._lazy import lazy_getattr
 from .client import (
     AsyncEnvClient,
     EnvClient,
@@ -68,15 +69,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openenv_echo' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _LAZY, __name__)
 
 
 __all__ = [

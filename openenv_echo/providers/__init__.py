@@ -7,6 +7,7 @@ Failures raise ``ProviderError`` carrying the server's last log lines.
 
 from typing import TYPE_CHECKING
 
+from .._lazy import lazy_getattr
 from .base import ProviderError, ServerProvider
 from .docker import DockerProvider, docker_client, engine_available
 from .local import LocalProcessProvider
@@ -17,15 +18,7 @@ if TYPE_CHECKING:
 _LAZY = {"RayProvider": "openenv_echo.providers.ray"}  # needs the `fleet` extra (Ray)
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openenv_echo.providers' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _LAZY, __name__)
 
 
 __all__ = [

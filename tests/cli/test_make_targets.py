@@ -36,6 +36,13 @@ def test_test_runs_the_container_tier_then_the_rest() -> None:
     out = make_dry_run("test")
     assert out.index("scripts/docker/ci-tier.sh") < out.index('-m pytest -q -m "not docker"')
     assert "[make test-docker]" in out and "[make test-main]" in out
+    assert out.index("mkdocs build --strict") < out.index("scripts/docker/ci-tier.sh")  # the docs site, strictly
+
+
+def test_docs_builds_the_site_strictly_into_an_uncommitted_dir() -> None:
+    out = make_dry_run("docs")
+    assert "[make docs]" in out and "/mkdocs build --strict" in out
+    assert "/site/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_setup_can_take_torch_from_the_cpu_index(tmp_path: Path) -> None:

@@ -23,17 +23,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"
-PACKAGES = [
-    "openenv_echo",
-    "openenv_echo.adapters",
-    "openenv_echo.client",
-    "openenv_echo.demo",
-    "openenv_echo.objective",
-    "openenv_echo.providers",
-    "openenv_echo.server",
-    "openenv_echo.tokenize",
-    "openenv_echo.trajectory",
-]
+PACKAGE = ROOT / "openenv_echo"
+# openenv_echo and every subpackage (found on disk, so a new one is covered), plus the trajectory module it re-exports
+PACKAGES = sorted(
+    ".".join(("openenv_echo", *init.parent.relative_to(PACKAGE).parts)) for init in PACKAGE.rglob("__init__.py")
+) + ["openenv_echo.trajectory"]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SCREENSHOTS = ROOT / "out" / "screenshots"
 QUIET = {"NO_MKDOCS_2_WARNING": "1", "NO_COLOR": "1"}  # Material's end-of-life banner is not a build warning
@@ -71,6 +65,11 @@ def test_site_builds_strictly_with_every_page(site: Path) -> None:
     rfc = (site / "rfcs" / "0001-role-spec" / "index.html").read_text()
     assert "env_output" in rfc and "include:" not in rfc  # the RFC's text, not the include line
     assert (site / "search" / "search_index.json").is_file()
+    # offline: no page loads a script, stylesheet or font from elsewhere (theme.font: false; links may point out)
+    for built in site.rglob("*.html"):
+        html = built.read_text()
+        assert not re.search(r'<(script|img)[^>]+src="(https?:)?//', html), built
+        assert not re.search(r'<link[^>]+href="(https?:)?//', html), built
 
 
 def test_links_to_repository_files_are_published(site: Path) -> None:
@@ -120,10 +119,11 @@ def _documented() -> tuple[set[int], set[str]]:
 
 def test_api_reference_covers_every_public_name() -> None:
     objects, identifiers = _documented()
+    assert {"openenv_echo.client", "openenv_echo.envs.terminal"} <= set(PACKAGES)
     missing = []
     for package in PACKAGES:
         module = importlib.import_module(package)
-        for name in module.__all__:
+        for name in getattr(module, "__all__", ()):
             value = getattr(module, name)
             if id(value) in objects or f"{package}.{name}" in identifiers:
                 continue
@@ -195,7 +195,7 @@ def test_page_renders_with_navigation_and_search_in_chromium(served: str, page: 
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "article h1"))
         assert heading in driver.find_element(By.CSS_SELECTOR, "article h1").text
         links = driver.find_elements(By.CSS_SELECTOR, "nav.md-nav--primary a.md-nav__link")
-        titles = {link.get_attribute("textContent").strip() for link in links}
+        titles = {(link.get_attribute("textContent") or "").strip() for link in links}
         assert {"Getting started", "Token masks", "Client"} <= titles, sorted(titles)[:40]
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(SCREENSHOTS / f"{page.strip('/').replace('/', '-') or 'home'}.png"))

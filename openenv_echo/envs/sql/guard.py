@@ -13,10 +13,11 @@ Layers, each enough on its own for what it covers:
 * memory: ``PRAGMA hard_heap_limit`` caps SQLite's heap (the worker process holds one session), temp storage is
   in memory only (nothing spills to the host's disk), at most ``max_columns`` result columns, and fetched values
   are cut to what can be shown as they are fetched;
-* host facts: the date/time built-ins (all of them, replaced) evaluate at the world's own fixed time, however 'now' is spelled or typed (``now`` is the day after the last
-  order, UTC; ``localtime`` is UTC), ``random()``/``randomblob()`` are seeded, and the build's version and
-  options (``sqlite_version()``, ``PRAGMA compile_options``, ...) are not available, so the same queries give
-  the same bytes on every host.
+* host facts: every date/time built-in is replaced and evaluates at the world's own fixed time, whatever form
+  'now' takes (text in any case, a blob, an expression, a table's value; ``now`` is the day after the last order,
+  UTC; ``localtime`` is UTC), ``random()``/``randomblob()`` are seeded, and the build's version and options
+  (``sqlite_version()``, ``PRAGMA compile_options``, ...) are not available, so the same queries give the same
+  bytes on every host.
 """
 
 from __future__ import annotations
