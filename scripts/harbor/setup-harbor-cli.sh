@@ -9,12 +9,16 @@
 #
 # Usage: scripts/harbor/setup-harbor-cli.sh          Env: HARBOR_HOME (default /tmp/openenv-echo-harbor),
 #        PYTHON312 (default: python3.12 on PATH, else pyenv's 3.12.x), HARBOR_VERSION (default 0.26.0),
-#        DEBIAN_MIRROR (default http://deb.debian.org/debian). Idempotent: a no-op when both are in place.
+#        DEBIAN_MIRROR (default: the mirror apt uses). Idempotent: a no-op when both are in place.
 set -euo pipefail
 
 HOME_DIR="${HARBOR_HOME:-/tmp/openenv-echo-harbor}"
 VERSION="${HARBOR_VERSION:-0.26.0}"
-MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# the Debian mirror apt already uses (deb822 URIs: or one-line deb entries), as scripts/docker/build-base-image.sh
+MIRROR="${DEBIAN_MIRROR:-$(grep -hsoE '^(URIs:[[:space:]]*|deb[[:space:]]+(\[[^]]*\][[:space:]]+)?)[a-z]+://[^[:space:]]+' \
+  /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+  | grep -v security | grep -oE '[a-z]+://[^[:space:]]+' | head -n1 || true)}"
+[[ -n "$MIRROR" ]] || die "no Debian mirror found in apt's sources: set DEBIAN_MIRROR"
 log() { printf '[setup-harbor-cli] %s\n' "$*" >&2; }
 die() { printf '[setup-harbor-cli] ERROR: %s\n' "$*" >&2; exit 1; }
 
