@@ -104,6 +104,8 @@ def test_missing_file(tmp_path: Path, missing: str) -> None:
         ("[metadata.openenv_echo]\ncommand_timeout_sec = 0\n", "command_timeout_sec = 0 is out of range"),
         ('[metadata.openenv_echo]\nsplit = "dev"\n', "split = 'dev' is not one of"),
         ('[environment]\nworkdir = "app"\n', "workdir must be an absolute path"),
+        ("[verifier]\nenv = 3\n", r"\[verifier\].env must be a table"),
+        ("[metadata]\nopenenv_echo = 1\n", r"\[openenv_echo\] must be a table"),
     ],
 )
 def test_bad_task_toml(tmp_path: Path, toml: str, message: str) -> None:
@@ -123,6 +125,10 @@ def test_bad_directories(tmp_path: Path) -> None:
     path = make_task(tmp_path, "no-dockerfile")
     (path / "environment").mkdir()
     with pytest.raises(TaskError, match="has no Dockerfile"):
+        load_task(path)
+    path = make_task(tmp_path, "latin1")
+    (path / "instruction.md").write_bytes(b"caf\xe9\n")
+    with pytest.raises(TaskError, match="not UTF-8"):
         load_task(path)
     with pytest.raises(TaskError, match="no FROM line"):
         load_task(make_task(tmp_path, "no-from", dockerfile="RUN true\n"))
@@ -153,7 +159,11 @@ def test_unsupported_features_are_named(tmp_path: Path, toml: str, feature: str)
 
 
 def test_compose_and_foreign_base_image_refused_together(tmp_path: Path) -> None:
-    path = make_task(tmp_path, toml='[environment]\nnetwork_mode = "public"\n', dockerfile="FROM ubuntu:24.04\n")
+    path = make_task(
+        tmp_path,
+        toml='[environment]\nnetwork_mode = "public"\n',
+        dockerfile="FROM --platform=linux/amd64 ubuntu:24.04\n",
+    )
     (path / "environment" / "docker-compose.yaml").write_text("services: {}\n")
     with pytest.raises(UnsupportedTaskError) as info:
         load_task(path)

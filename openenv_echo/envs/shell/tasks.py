@@ -202,7 +202,10 @@ def _unsupported(config: dict[str, Any], env: dict[str, Any], verifier: dict[str
     if verifier.get("environment_mode") == "separate" or verifier.get("environment"):
         found.append("separate verifier container ([verifier].environment)")
     for key in ("verifier", "solution"):
-        for name, value in _table(config, key, str(path)).get("env", {}).items():
+        variables = _table(config, key, str(path)).get("env", {})
+        if not isinstance(variables, dict):
+            raise TaskError(f"{path / 'task.toml'}: [{key}].env must be a table, got {type(variables).__name__}")
+        for name, value in variables.items():
             if "$" in str(value):
                 found.append(f"host variable template in [{key}].env.{name}")
     return found
@@ -210,18 +213,26 @@ def _unsupported(config: dict[str, Any], env: dict[str, Any], verifier: dict[str
 
 def _check_dockerfile(dockerfile: Path) -> list[str]:
     """Every ``FROM`` must be the project base image (directly or via ``ARG BASE_IMAGE``): nothing is pulled."""
-    found = []
-    for line in dockerfile.read_text(encoding="utf-8").splitlines():
-        words = line.split()
+    images = []
+    for line in _read(dockerfile).splitlines():
+        words = [w for w in line.split() if not w.startswith("--")]  # FROM --platform=... image
         if len(words) >= 2 and words[0].upper() == "FROM":
-            image = words[1]
-            if words[1].startswith("--platform"):
-                image = words[2] if len(words) > 2 else ""
-            if image not in (BASE_IMAGE, "${BASE_IMAGE}", "$BASE_IMAGE"):
-                found.append(f"base image {image!r} in environment/Dockerfile (only {BASE_IMAGE!r} offline)")
-    if not any(ln.split()[:1] and ln.split()[0].upper() == "FROM" for ln in dockerfile.read_text().splitlines()):
+            images.append(words[1])
+    if not images:
         raise TaskError(f"{dockerfile}: no FROM line")
-    return found
+    allowed = (BASE_IMAGE, "${BASE_IMAGE}", "$BASE_IMAGE")
+    return [
+        f"base image {image!r} in environment/Dockerfile (only {BASE_IMAGE!r} offline)"
+        for image in images
+        if image not in allowed
+    ]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text ({exc})") from exc
 
 
 def load_task(path: Path) -> HarborTask:
@@ -237,10 +248,10 @@ def load_task(path: Path) -> HarborTask:
         if not (path / required).is_file():
             raise TaskError(f"task {path}: missing {required}")
     try:
-        config = tomllib.loads((path / "task.toml").read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        config = tomllib.loads(_read(path / "task.toml"))
+    except tomllib.TOMLDecodeError as exc:
         raise TaskError(f"{where}: not valid TOML: {exc}") from exc
-    instruction = (path / "instruction.md").read_text(encoding="utf-8").strip()
+    instruction = _read(path / "instruction.md").strip()
     if not instruction:
         raise TaskError(f"task {path}: instruction.md is empty")
 
