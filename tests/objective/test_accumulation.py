@@ -120,6 +120,8 @@ def _dp_worker(rank: int, world: int, port: int, out_dir: str) -> None:
             echo_loss(token_logps(model(ids), ids), batch, cfg, denominators=dens).loss.backward()
             if rank == 0:
                 torch.save(_grads(model.module), Path(out_dir) / f"grads_{norm}.pt")
+            del model  # DDP's reducer holds gloo work: release it before the group goes
+        dist.barrier()  # neither rank tears gloo down while the other still talks to it (else: SIGABRT)
     finally:
         dist.destroy_process_group()
 
