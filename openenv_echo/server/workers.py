@@ -23,6 +23,7 @@ import pickle
 import resource
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -37,6 +38,7 @@ from .environment import EnvError, Environment
 # starting a worker talks to the fork server over one socket: starts go through one thread, one at a time
 _STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="openenv-echo-workers")
 _START_TIMEOUT_S = 30.0
+_FRAME_HEADER = 4
 # workers yield the cores to the server process: however many sessions are busy, the event loop that moves their
 # frames (and answers /health) is scheduled first
 _WORKER_NICENESS = 10
@@ -146,11 +148,14 @@ class WorkerEnv:
 
     BLOCKING = True
 
-    def __init__(self, pid: int, pidfd: int, conn: Connection, limits: WorkerLimits) -> None:
+    def __init__(
+        self, pid: int, pidfd: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: WorkerLimits
+    ) -> None:
         self.pid = pid
         self._pidfd = pidfd
         self.limits = limits
-        self._conn = conn
+        self._reader = reader
+        self._writer = writer
         self._alive = True
         self.done = False  # the last observation's ``done`` (tool lists report it without a call)
 
@@ -158,10 +163,11 @@ class WorkerEnv:
     async def start(cls, env_cls: type[Environment[Any, Any]], limits: WorkerLimits) -> WorkerEnv:
         """Fork a worker for a new ``env_cls`` instance; raises ``WorkerFactoryError`` if its constructor raises."""
         loop = asyncio.get_running_loop()
-        pid, pidfd, conn = await loop.run_in_executor(_STARTER, _fork_server().fork, env_cls, limits)
-        worker = cls(pid, pidfd, conn, limits)
+        pid, pidfd, sock = await loop.run_in_executor(_STARTER, _fork_server().fork, env_cls, limits)
+        reader, writer = await asyncio.open_connection(sock=sock)
+        worker = cls(pid, pidfd, reader, writer, limits)
         try:
-            reply = await worker._receive(_START_TIMEOUT_S)
+            reply = await worker._exchange(None, _START_TIMEOUT_S)
         except BaseException:
             worker.kill()
             raise
@@ -185,8 +191,7 @@ class WorkerEnv:
         if not self._alive:
             raise WorkerFailed(ErrorCode.EPISODE_NOT_STARTED, "this session's environment is gone: send a reset")
         try:
-            self._conn.send((method, args, kwargs or {}))
-            reply = await self._receive(timeout_s)
+            reply = await self._exchange((method, args, kwargs or {}), timeout_s)
         except asyncio.TimeoutError:
             self.kill()
             raise WorkerFailed(
@@ -215,17 +220,28 @@ class WorkerEnv:
             )
         raise EnvError(reply[1])
 
-    async def _receive(self, timeout_s: float | None) -> Any:
-        if not self._conn.poll():
-            loop = asyncio.get_running_loop()
-            ready: asyncio.Future[None] = loop.create_future()
-            fd = self._conn.fileno()
-            loop.add_reader(fd, _set_once, ready)
-            try:
-                await asyncio.wait_for(ready, timeout_s)
-            finally:
-                loop.remove_reader(fd)
-        return self._conn.recv()
+    async def _exchange(self, request: tuple[Any, ...] | None, timeout_s: float | None) -> Any:
+        """Send ``request`` (None: only read) and read the reply, without ever blocking the event loop.
+
+        The pipe is read asynchronously, frame by frame: a worker descheduled halfway through writing a reply (they
+        run at a lower priority than the server) holds up only its own session. A call interrupted halfway (timed
+        out, cancelled) leaves the pipe mid-frame, so the worker is killed: nothing can be read from it safely."""
+        try:
+            return await asyncio.wait_for(self._roundtrip(request), timeout_s)
+        except BaseException:
+            self.kill()
+            raise
+
+    async def _roundtrip(self, request: tuple[Any, ...] | None) -> Any:
+        if request is not None:
+            payload = pickle.dumps(request, pickle.HIGHEST_PROTOCOL)
+            self._writer.write(struct.pack("!i", len(payload)) + payload)
+            await self._writer.drain()
+        # multiprocessing.Connection's framing (the worker's side): a signed 4-byte length, -1 then 8 bytes if huge
+        (size,) = struct.unpack("!i", await self._reader.readexactly(_FRAME_HEADER))
+        if size == -1:
+            (size,) = struct.unpack("!Q", await self._reader.readexactly(8))
+        return pickle.loads(await self._reader.readexactly(size))
 
     def kill(self) -> None:
         """SIGKILL the worker now (its env state is lost)."""
@@ -243,14 +259,9 @@ class WorkerEnv:
         self._release()
 
     def _release(self) -> None:
-        if not self._conn.closed:
-            self._conn.close()
+        if not self._writer.is_closing():
+            self._writer.close()
             os.close(self._pidfd)
-
-
-def _set_once(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 # -- the fork server ----------------------------------------------------------------------------------------
@@ -281,7 +292,7 @@ class _ForkServer:
     def warm(self, env_cls: type[Environment[Any, Any]]) -> None:
         self._request(env_cls, None)
 
-    def fork(self, env_cls: type[Environment[Any, Any]], limits: WorkerLimits) -> tuple[int, int, Connection]:
+    def fork(self, env_cls: type[Environment[Any, Any]], limits: WorkerLimits) -> tuple[int, int, socket.socket]:
         msg, fds = self._request(env_cls, limits)
         if not fds:
             raise WorkerFactoryError(msg.decode(errors="replace") or "the fork server is gone")
@@ -290,7 +301,7 @@ class _ForkServer:
             pidfd = os.pidfd_open(pid)
         except OSError:  # exited already (its constructor failed): the reply is waiting in the pipe
             pidfd = os.open("/dev/null", os.O_RDONLY)
-        return pid, pidfd, Connection(fds[0])
+        return pid, pidfd, socket.socket(fileno=fds[0])
 
     def _request(self, env_cls: type[Environment[Any, Any]], limits: WorkerLimits | None) -> tuple[bytes, list[int]]:
         request = pickle.dumps((env_cls, limits))

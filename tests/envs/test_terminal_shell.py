@@ -339,3 +339,29 @@ def test_random_command_lines_never_break_the_shell(fuzz_shell):
         fuzz_shell.cwd = "/root"
 
     check()
+
+
+
+_PIPE_TEXT = r"printf 'b:2\nalpha:beta:gamma\nx\n\nb:2\nlonger line with spaces\n'"
+
+
+@pytest.mark.parametrize(
+    "stage",
+    [
+        "sort",
+        "head -n 2",
+        "tail -n 2",
+        "uniq",
+        "grep b",
+        "wc -l",
+        "cut -d: -f2",
+        *(f"cut -c {spec}" for spec in ["1-3", "2", "3-", "-4", "1,3,5", "2-4,3-6", "5-9,1-2", "4-4,1-1", "1-99999999"]),
+    ],
+)
+def test_a_pipe_carries_lines_as_bash_does(sh, stage):
+    # printf passes its whole output on as one chunk: the next stage still reads it line by line
+    import subprocess
+
+    line = f"{_PIPE_TEXT} | {stage}"
+    bash = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=True).stdout
+    assert sh.run(line).output == bash

@@ -449,6 +449,7 @@ def cut(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
         io.err(f"cut: invalid field value ‘{fspec or cspec}’\nTry 'cut --help' for more information.\n")
         return 1
     d = delim if delim is not None else "\t"
+    spans = _merged(ranges)
     status = 0
     for op in ops or ["-"]:
         if op == "-":
@@ -472,8 +473,20 @@ def cut(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
                 keep = [p for i, p in enumerate(parts, 1) if any(a <= i <= b for a, b in ranges)]
                 yield d.join(keep) + "\n"
             else:
-                yield "".join(c for i, c in enumerate(body, 1) if any(a <= i <= b for a, b in ranges)) + "\n"
+                yield "".join(body[a - 1 : b] for a, b in spans) + "\n"
     return status
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching 1-based ranges joined, in order: each position is cut once, by slicing (a range's
+    size costs nothing: ``-c1-999999999999`` is one slice, not a loop over its positions)."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 _ESC = {"n": "\n", "t": "\t", "\\": "\\", "a": "\a", "r": "\r", "v": "\v", "f": "\f", "e": "\x1b", "0": "\0"}

@@ -590,7 +590,7 @@ class Shell:
             if not argv:
                 holder[0] = 0
                 return
-            gen = shell._command(io, argv, stdin)
+            gen = shell._command(io, argv, None if stdin is None else _pipe_lines(stdin))
             while True:
                 try:
                     line = next(gen)
@@ -647,6 +647,26 @@ def _failing(sh: Shell, holder: list[int | None], message: str) -> Iterator[str]
         yield  # pragma: no cover - makes this a generator
 
     return run()
+
+
+def _pipe_lines(chunks: Iterator[str]) -> Iterator[str]:
+    """What a pipe carries, as the lines commands read: a stage may pass several lines in one chunk (printf's whole
+    output) or a line in several. Already charged by the stage that passed it on; a partial line is at most the
+    command line's ``MAX_WORK_BYTES``."""
+    partial: list[str] = []
+    for chunk in chunks:
+        start = 0
+        end = chunk.find("\n")
+        while end != -1:
+            partial.append(chunk[start : end + 1])
+            yield "".join(partial)
+            partial.clear()
+            start = end + 1
+            end = chunk.find("\n", start)
+        if start < len(chunk):
+            partial.append(chunk[start:])
+    if partial:
+        yield "".join(partial)
 
 
 def _file_lines(sh: Shell, node: File, start: int = 0) -> Iterator[str]:
