@@ -341,7 +341,6 @@ def test_random_command_lines_never_break_the_shell(fuzz_shell):
     check()
 
 
-
 _PIPE_TEXT = r"printf 'b:2\nalpha:beta:gamma\nx\n\nb:2\nlonger line with spaces\n'"
 
 
@@ -355,7 +354,10 @@ _PIPE_TEXT = r"printf 'b:2\nalpha:beta:gamma\nx\n\nb:2\nlonger line with spaces\
         "grep b",
         "wc -l",
         "cut -d: -f2",
-        *(f"cut -c {spec}" for spec in ["1-3", "2", "3-", "-4", "1,3,5", "2-4,3-6", "5-9,1-2", "4-4,1-1", "1-99999999"]),
+        *(
+            f"cut -c {spec}"
+            for spec in ["1-3", "2", "3-", "-4", "1,3,5", "2-4,3-6", "5-9,1-2", "4-4,1-1", "1-99999999"]
+        ),
     ],
 )
 def test_a_pipe_carries_lines_as_bash_does(sh, stage):
