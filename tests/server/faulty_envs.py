@@ -32,11 +32,30 @@ class CrashEnvironment(Environment[CrashAction, Observation]):
             return Observation(segments=[env_output(f"{threading.current_thread().name}\n")])
         if action.mode == "raise":
             raise RuntimeError("tool exploded")
+        if action.mode == "half_reply":  # stalls `seconds` halfway through writing its reply frame, then exits
+            _write_reply_slowly(Observation(segments=[env_output(f"{time.monotonic()}\n")]), action.seconds)
         if action.mode == "sleep":
             time.sleep(action.seconds)
         if action.mode == "pid":  # which process runs this instance
             return Observation(segments=[env_output(f"{os.getpid()}\n")], reward=1.0)
         return Observation(segments=[env_output(f"{action.mode}\n")], reward=1.0)
+
+
+def _write_reply_slowly(obs: Observation, pause_s: float) -> None:
+    """Write this worker's reply frame by hand (multiprocessing's framing), pausing after its first bytes: what the
+    server sees when a worker is descheduled mid-write. The worker then exits (its loop would write a second reply)."""
+    import gc
+    import pickle
+    import struct
+    from multiprocessing.connection import Connection
+
+    conn = next(o for o in gc.get_objects() if isinstance(o, Connection))
+    body = pickle.dumps(("ok", obs), pickle.HIGHEST_PROTOCOL)
+    frame = struct.pack("!i", len(body)) + body
+    os.write(conn.fileno(), frame[:10])
+    time.sleep(pause_s)
+    os.write(conn.fileno(), frame[10:])
+    os._exit(0)
 
 
 class BrokenFactoryEnvironment(CrashEnvironment):
