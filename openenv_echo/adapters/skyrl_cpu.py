@@ -21,7 +21,7 @@ and why:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from unittest import mock
@@ -92,6 +92,8 @@ class CPUModelWrapper(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model = model
+        self.on_action_log_probs: Callable[[torch.Tensor], None] | None = None
+        """Called with each grad-enabled ``action_log_probs`` (a gradient probe's hook point)."""
 
     def forward(
         self,
@@ -114,6 +116,8 @@ class CPUModelWrapper(torch.nn.Module):
                 logits, requires_grad=entropy_requires_grad, attention_mask=attention_mask
             )
         action_log_probs = log_probs[:, -num_actions - 1 : -1]
+        if self.on_action_log_probs is not None and action_log_probs.requires_grad:
+            self.on_action_log_probs(action_log_probs)
         return (action_log_probs, output) if return_output else action_log_probs
 
 
