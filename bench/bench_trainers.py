@@ -142,7 +142,9 @@ def torchrl_steps(
     return out
 
 
-def skyrl_steps(tok: Any, base: Any, rollouts: list[Rollout], group_size: int, coeffs: list[float]) -> dict[float, Step]:
+def skyrl_steps(
+    tok: Any, base: Any, rollouts: list[Rollout], group_size: int, coeffs: list[float]
+) -> dict[float, Step]:
     from skyrl.train.config import TrainerConfig
 
     from openenv_echo.adapters.skyrl_cpu import CPUPolicyWorker, training_batch
@@ -238,7 +240,9 @@ def main() -> None:
         names = [n for n, (_, module, _) in BUILDERS.items() if importlib.util.find_spec(module) is not None]
     for name, (_, module, venv) in BUILDERS.items():
         if name not in names:
-            print(f"{name}: not measured by this run ({module} {'is not in this venv' if importlib.util.find_spec(module) is None else 'not selected'}; it runs in {venv})")
+            print(
+                f"{name}: not measured by this run ({module} {'is not in this venv' if importlib.util.find_spec(module) is None else 'not selected'}; it runs in {venv})"
+            )
     results = {}
     for name in names:
         steps = BUILDERS[name][0](tok, base, rollouts, args.group_size, [0.0, args.coeff])
@@ -252,9 +256,10 @@ def main() -> None:
             f"{name:<10}{med[0.0]:>14.4f}{med[args.coeff]:>14.4f}{cpu_ratio:>10.3f}x{wall_ratio:>11.3f}x  "
             f"<= {TARGET}x {'MET' if ok else 'NOT MET'}"
         )
-    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else ["?"]
-    print(f"\nload average: {' '.join(load)}")
-    print(f"VERDICT: {'MET' if verdicts and all(verdicts) else 'NOT MET'} (every measured trainer's CPU ratio <= {TARGET}x)")
+    print(f"\nload average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"VERDICT: {'MET' if verdicts and all(verdicts) else 'NOT MET'} (every measured trainer's CPU ratio <= {TARGET}x)"
+    )
 
 
 if __name__ == "__main__":

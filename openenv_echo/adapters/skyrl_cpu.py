@@ -62,7 +62,7 @@ class CPUStrategy(DistributedStrategy):  # type: ignore[misc]
         return None
 
     def backward(self, loss: torch.Tensor, model: Any, optimizer: Any, **kwargs: Any) -> None:
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
 
     def optimizer_step(self, optimizer: Any, model: Any, scheduler: Any, name: str = "model", **kwargs: Any) -> Any:
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
@@ -185,13 +185,15 @@ def training_batch(
     under :data:`WORLD_WEIGHT_KEY`."""
     algo = worker.cfg.algorithm
     token_rewards = [[0.0] * (len(r) - 1) + [float(x)] for r, x in zip(responses, rewards)]
-    sequences, attention_mask, response_mask, rew, loss_mask, logprobs, _, _ = convert_prompts_responses_to_batch_tensors(
-        pad_token_id,
-        [list(p) for p in prompts],
-        [list(r) for r in responses],
-        token_rewards,
-        [list(m) for m in loss_masks],
-        [list(x) for x in rollout_logprobs],
+    sequences, attention_mask, response_mask, rew, loss_mask, logprobs, _, _ = (
+        convert_prompts_responses_to_batch_tensors(
+            pad_token_id,
+            [list(p) for p in prompts],
+            [list(r) for r in responses],
+            token_rewards,
+            [list(m) for m in loss_masks],
+            [list(x) for x in rollout_logprobs],
+        )
     )
     advantages, returns = compute_advantages_and_returns(
         token_level_rewards=rew,

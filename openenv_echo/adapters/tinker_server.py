@@ -57,7 +57,7 @@ def tiny_checkpoint(path: str | os.PathLike[str], tokenizer: Any, *, seed: int =
         pad_token_id=tokenizer.pad_token_id,
     )
     out = Path(path)
-    Qwen3ForCausalLM(cfg).float().save_pretrained(out)
+    Qwen3ForCausalLM(cfg).float().save_pretrained(out)  # type: ignore[no-untyped-call]
     tokenizer.save_pretrained(out)
     return out
 
@@ -113,9 +113,7 @@ class LocalTinkerServer:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         with open(self.log_path, "wb") as log:
-            self._proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+            self._proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

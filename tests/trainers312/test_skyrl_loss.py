@@ -51,7 +51,9 @@ def _batch(worker: CPUPolicyWorker, weights: torch.Tensor | None) -> Any:
     return training_batch(worker, PROMPTS, RESPONSES, REWARDS, masks, lps, UIDS, pad_token_id=0, world_weight=weights)
 
 
-def _step(tok: Any, loss_type: str, coeff: float | None, **algorithm: Any) -> tuple[dict[str, float], list[torch.Tensor], torch.Tensor]:
+def _step(
+    tok: Any, loss_type: str, coeff: float | None, **algorithm: Any
+) -> tuple[dict[str, float], list[torch.Tensor], torch.Tensor]:
     """One SkyRL forward_backward; returns its metrics, the parameter gradients and ∂loss/∂action_log_probs."""
     worker = _worker(tok, loss_type, **algorithm)
     weights = None if coeff is None else world_weights(ROLES, EchoConfig(world_model_coeff=coeff))
@@ -120,7 +122,9 @@ def test_the_echo_loss_refuses_to_run_without_weights_or_with_misshaped_ones() -
         fn(*args, loss_mask=torch.ones(2, 3))
     with world_weight_context(torch.tensor([[0.0, 0.5, 0.0], [0.0, 0.0, 0.0]])):
         loss, metrics = fn(*args, loss_mask=torch.ones(2, 3))
-    assert metrics["world_loss"] == 0.0 and float(loss.detach()) == 0.0  # log p = 0: no world loss, but the graph is there
+    assert (
+        metrics["world_loss"] == 0.0 and float(loss.detach()) == 0.0
+    )  # log p = 0: no world loss, but the graph is there
     loss.backward()
     assert lp.grad is not None and float(lp.grad[0, 1]) == -0.5
 

@@ -99,7 +99,11 @@ def main() -> None:
                 [f"{step}-{i // a.group_size}" for i in range(len(rollouts))],
                 pad_token_id=int(tokenizer.pad_token_id),
                 world_weight=world_weights(
-                    [r.role_ids for r in rollouts], cfg, width=width, step=step - 1, obs_count=[r.obs_count for r in rollouts]
+                    [r.role_ids for r in rollouts],
+                    cfg,
+                    width=width,
+                    step=step - 1,
+                    obs_count=[r.obs_count for r in rollouts],
                 ),
             )
             roles = torch.full((len(rollouts), width), PAD_ROLE_CODE, dtype=torch.long)  # right-aligned, like SkyRL

@@ -75,7 +75,11 @@ def main() -> None:
 
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="echo-tinker-model-")))
             checkpoint = tiny_checkpoint(tmp / "model", tokenizer, seed=a.seed)
-            url, base_model, key = stack.enter_context(LocalTinkerServer(checkpoint)).base_url, str(checkpoint), "tml-local"
+            url, base_model, key = (
+                stack.enter_context(LocalTinkerServer(checkpoint)).base_url,
+                str(checkpoint),
+                "tml-local",
+            )
         env = stack.enter_context(
             LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning")  # <- env
         )
@@ -89,7 +93,9 @@ def main() -> None:
             roles = [[Role.CONTEXT.code] * len(r.prompt_ids) + r.role_ids for r in rollouts]
             sampled = [[0.0] * len(r.prompt_ids) + r.logprobs for r in rollouts]
             adv = group_advantages(rewards, a.group_size).tolist()
-            datums = build_datums(ids, roles, adv, sampled, cfg, step=step - 1, obs_count=[r.obs_count for r in rollouts])
+            datums = build_datums(
+                ids, roles, adv, sampled, cfg, step=step - 1, obs_count=[r.obs_count for r in rollouts]
+            )
             results = echo_step(training, datums, types.AdamParams(learning_rate=a.learning_rate))
 
             row: dict[str, Any] = {"server_loss": 0.0, "reference_loss": 0.0, "policy_loss": 0.0, "world_loss": 0.0}
@@ -99,7 +105,9 @@ def main() -> None:
                     continue
                 batch, batch_rows = getattr(datums, attr), getattr(datums, rows_attr)
 
-                def watch(k: int, lp: torch.Tensor, batch_rows: list[int] = batch_rows) -> None:
+                def watch(
+                    k: int, lp: torch.Tensor, batch_rows: list[int] = batch_rows, roles: list[list[int]] = roles
+                ) -> None:
                     probe.watch(lp, torch.tensor(roles[batch_rows[k]][1:]))  # target t is token t+1
 
                 ref = reference_loss(batch, results[kind], loss_fn, watch=watch)
