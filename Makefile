@@ -70,8 +70,8 @@ test-main: setup
 # SkyRL and Tinker-server recipes in .venv-trainers; without a python3.12 the tier's tests report the skip and why.
 test-trainers: setup setup-trainers
 	@echo "[make test-trainers] pytest tests/trainers312 (SkyRL's loss path and worker step, skyrl-gym, SkyRL's Tinker-API server)"
-	@if [ -z "$(PY312)" ]; then OPENENV_ECHO_NO_PY312="$(NO_PY312)" $(BIN)/python -m pytest -q -rs tests/trainers312; \
-	else $(TBIN)/python -m pytest -q -rs tests/trainers312; fi
+	@if [ -z "$(PY312)" ]; then OPENENV_ECHO_NO_PY312="$(NO_PY312)" $(BIN)/python -m pytest -q -rsP tests/trainers312; \
+	else $(TBIN)/python -m pytest -q -rsP tests/trainers312; fi
 
 test-docker: setup
 	@echo "[make test-docker] the container tier: scripts/docker/ci-tier.sh"
