@@ -120,19 +120,19 @@ def run_episodes(
     """
     role = str(env_config.get("observation_role", "tool"))
     episodes: list[tuple[Any, _Episode]] = []
-    for ext in extras:
-        env = skyrl_gym.make(env_id, env_config=dict(env_config), extras=dict(ext))
-        builder = TitoBuilder(tokenizer, observation_role=role)
-        ep = _Episode(options=dict(ext.get("reset_options") or {}), client=cast(Any, None), builder=builder)
-        messages, info = env.init([dict(m) for m in prompt])
-        reset = messages[len(prompt)] if len(messages) > len(prompt) else None
-        ep.prompt_len = len(builder.start(list(prompt), reset))
-        ep.reset_text = "" if reset is None else str(reset["content"])
-        ep.conversation = [dict(m) for m in messages]
-        ep.end = "done" if info.get("done") else ""
-        episodes.append((env, ep))
-    eos = _eos_ids(tokenizer, episodes[0][1].builder if episodes else None)
     try:
+        for ext in extras:
+            env = skyrl_gym.make(env_id, env_config=dict(env_config), extras=dict(ext))
+            builder = TitoBuilder(tokenizer, observation_role=role)
+            ep = _Episode(options=dict(ext.get("reset_options") or {}), client=cast(Any, None), builder=builder)
+            episodes.append((env, ep))
+            messages, info = env.init([dict(m) for m in prompt])
+            reset = messages[len(prompt)] if len(messages) > len(prompt) else None
+            ep.prompt_len = len(builder.start(list(prompt), reset))
+            ep.reset_text = "" if reset is None else str(reset["content"])
+            ep.conversation = [dict(m) for m in messages]
+            ep.end = "done" if info.get("done") else ""
+        eos = _eos_ids(tokenizer, episodes[0][1].builder if episodes else None)
         while True:
             active = [(env, ep) for env, ep in episodes if not ep.end and ep.used < max_completion_length]
             for _, ep in episodes:
