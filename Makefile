@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_INDEX ?=
 
-.PHONY: setup quickstart lint docs test test-fast test-main test-docker bench
+.PHONY: setup quickstart lint docs test test-fast test-main test-docker test-trainers setup-trainers bench
 $(BIN)/.installed: pyproject.toml
 	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test,docs]'"
 	$(PY) -m venv $(VENV)
@@ -15,6 +15,26 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 setup: $(BIN)/.installed
+
+# The 3.12-only trainer tier (SkyRL's loss path and worker step, skyrl-gym, SkyRL's local Tinker-API server with JAX on
+# CPU): .venv-trainers, built with the first python3.12 found (PATH, then pyenv), pinned by requirements/trainers.txt.
+# On Linux x86_64 PyPI's only torch for 3.12 is a CUDA build (~4.7 GB with its CUDA libraries; it runs on the CPU);
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu takes a CPU-only one instead.
+PY312 ?= $(shell scripts/find-python312.sh)
+TVENV ?= .venv-trainers
+TBIN := $(TVENV)/bin
+NO_PY312 := no python3.12 found (PATH, pyenv): the Python 3.12 trainer tier (SkyRL, Tinker server) is skipped
+
+$(TBIN)/.installed: pyproject.toml requirements/trainers.txt
+	@echo "[make setup-trainers] creating $(TVENV) with $(PY312); torch==2.13.0, then -e '.[skyrl,test]' pinned by requirements/trainers.txt"
+	$(PY312) -m venv $(TVENV)
+	$(TBIN)/pip install -q --upgrade pip
+	$(TBIN)/pip install -q -c requirements/trainers.txt torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(TBIN)/pip install -q -c requirements/trainers.txt -e '.[skyrl,test]'
+	touch $@
+
+setup-trainers:
+	@if [ -z "$(PY312)" ]; then echo "[make setup-trainers] $(NO_PY312)"; else $(MAKE) --no-print-directory $(TBIN)/.installed; fi
 
 quickstart: setup
 	@echo "[make quickstart] an echo server as a local process, one scripted episode printed by role"
@@ -35,8 +55,8 @@ docs: setup
 
 # Everything, as CI runs it: the static checks, then the container tier (as root it may apt-install docker and start
 # dockerd; it removes the images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every
-# other test.
-test: lint docs test-docker test-main
+# other test, then the Python 3.12 trainer tier.
+test: lint docs test-docker test-main test-trainers
 
 # The inner loop: no containers, no trainer runs.
 test-fast: setup
@@ -46,6 +66,12 @@ test-fast: setup
 test-main: setup
 	@echo "[make test-main] pytest -m 'not docker' (everything but the container tier, trainer runs included)"
 	$(BIN)/python -m pytest -q -m "not docker"
+
+# SkyRL and Tinker-server recipes in .venv-trainers; without a python3.12 the tier's tests report the skip and why.
+test-trainers: setup setup-trainers
+	@echo "[make test-trainers] pytest tests/trainers312 (SkyRL's loss path and worker step, skyrl-gym, SkyRL's Tinker-API server)"
+	@if [ -z "$(PY312)" ]; then OPENENV_ECHO_NO_PY312="$(NO_PY312)" $(BIN)/python -m pytest -q -rsP tests/trainers312; \
+	else $(TBIN)/python -m pytest -q -rsP tests/trainers312; fi
 
 test-docker: setup
 	@echo "[make test-docker] the container tier: scripts/docker/ci-tier.sh"

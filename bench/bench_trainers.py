@@ -4,7 +4,10 @@
 * **TRL**: ``EchoGRPOTrainer.compute_loss`` (TRL's own ``_compute_loss``, its log-prob pass and loss type ``dapo``)
   + backward + AdamW step, on one generation batch built once by TRL's ``_generate_and_score_completions``;
 * **torchrl**: ``EchoGRPOLoss`` (torchrl's ``GRPOLoss`` forward through ``TransformersWrapper``, masking ``rlhf``)
-  + backward + AdamW step, on one ``rollout_batch``.
+  + backward + AdamW step, on one ``rollout_batch``;
+* **skyrl** (Python 3.12, ``.venv-trainers``): SkyRL 0.4's policy-worker step (``forward_backward`` over
+  micro-batches + ``optim_step``, ``CPUPolicyWorker``) with ``echo_regular`` at λ against SkyRL's built-in
+  ``regular`` loss (the plain step), on one ``TrainingInputBatch`` built by SkyRL's own functions.
 
 The batch is real: episodes on the terminal env server (a child process), sampled by the model, assembled token-in-
 token-out with per-token roles (``run_rollouts``). Generation is outside the timed step (it is the same for both
@@ -13,13 +16,15 @@ reported figure is the median of the per-round ratios of this process's CPU time
 shared machine); wall-time ratios are printed for reference. Target per trainer: ratio <= 1.03.
 
 Run: ``python bench/bench_trainers.py [--rounds 9] [--groups 2] [--group-size 4] [--hidden 128] [--layers 2]
-[--threads 1] [--trainers trl,torchrl]``
+[--threads 1] [--trainers trl,torchrl,skyrl]``; by default every trainer this venv imports (the others are named as
+not measured, with the venv that measures them).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import os
 import statistics
 import time
@@ -137,6 +142,56 @@ def torchrl_steps(
     return out
 
 
+def skyrl_steps(
+    tok: Any, base: Any, rollouts: list[Rollout], group_size: int, coeffs: list[float]
+) -> dict[float, Step]:
+    from skyrl.train.config import TrainerConfig
+
+    from openenv_echo.adapters.skyrl_cpu import CPUPolicyWorker, training_batch
+    from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss, world_weights
+    from openenv_echo.roles import Role
+
+    echo = register_echo_policy_loss("regular")
+    rewards = [r.reward - len(r.completion_ids) / 1000 for r in rollouts]
+    out = {}
+    for coeff in coeffs:
+        cfg = TrainerConfig()
+        cfg.algorithm.policy_loss_type = echo if coeff > 0 else "regular"  # the plain step: SkyRL's built-in loss
+        cfg.algorithm.temperature = 1.0
+        cfg.algorithm.use_kl_loss = False
+        cfg.micro_train_batch_size_per_gpu = group_size
+        cfg.policy.optimizer_config.lr = 1e-5
+        worker = CPUPolicyWorker(cfg, copy.deepcopy(base))
+        weights = None
+        if coeff > 0:
+            weights = world_weights([r.role_ids for r in rollouts], EchoConfig(world_model_coeff=coeff))
+        batch = training_batch(
+            worker,
+            [r.prompt_ids for r in rollouts],
+            [r.completion_ids for r in rollouts],
+            rewards,
+            [[1 if x == Role.ACTION.code else 0 for x in r.role_ids] for r in rollouts],
+            [r.logprobs for r in rollouts],
+            [str(i // group_size) for i in range(len(rollouts))],
+            pad_token_id=int(tok.pad_token_id),
+            world_weight=weights,
+        )
+
+        def step(worker: Any = worker, batch: Any = batch) -> None:
+            worker.forward_backward(batch)
+            worker.optim_step()
+
+        out[coeff] = lambda step=step: timed(step)
+    return out
+
+
+BUILDERS: dict[str, tuple[Callable[..., dict[float, Step]], str, str]] = {
+    "trl": (trl_steps, "trl", ".venv (make setup)"),
+    "torchrl": (torchrl_steps, "torchrl", ".venv (make setup)"),
+    "skyrl": (skyrl_steps, "skyrl", ".venv-trainers (make setup-trainers)"),
+}
+
+
 def measure(steps: dict[float, Step], rounds: int, warmup: int) -> tuple[float, float, dict[float, float]]:
     """(paired CPU ratio, paired wall ratio, median wall per coefficient) of the coefficient > 0 over = 0."""
     keys = sorted(steps)  # [0.0, coeff]
@@ -165,7 +220,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--coeff", type=float, default=0.05)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--trainers", default="trl,torchrl")
+    ap.add_argument("--trainers", default=None, help="comma-separated (default: every one this venv imports)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -179,10 +234,18 @@ def main() -> None:
         f"model Qwen2 hidden={args.hidden} layers={args.layers} vocab={len(tok)}; threads={args.threads}; "
         f"rounds={args.rounds}"
     )
-    builders = {"trl": trl_steps, "torchrl": torchrl_steps}
+    if args.trainers:
+        names = [t.strip() for t in args.trainers.split(",") if t.strip()]
+    else:
+        names = [n for n, (_, module, _) in BUILDERS.items() if importlib.util.find_spec(module) is not None]
+    for name, (_, module, venv) in BUILDERS.items():
+        if name not in names:
+            print(
+                f"{name}: not measured by this run ({module} {'is not in this venv' if importlib.util.find_spec(module) is None else 'not selected'}; it runs in {venv})"
+            )
     results = {}
-    for name in [t.strip() for t in args.trainers.split(",") if t.strip()]:
-        steps = builders[name](tok, base, rollouts, args.group_size, [0.0, args.coeff])
+    for name in names:
+        steps = BUILDERS[name][0](tok, base, rollouts, args.group_size, [0.0, args.coeff])
         results[name] = measure(steps, args.rounds, args.warmup)
     print(f"\n{'trainer':<10}{'step λ=0 (s)':>14}{'step λ>0 (s)':>14}{'CPU ratio':>11}{'wall ratio':>12}  target")
     verdicts = []
@@ -193,7 +256,10 @@ def main() -> None:
             f"{name:<10}{med[0.0]:>14.4f}{med[args.coeff]:>14.4f}{cpu_ratio:>10.3f}x{wall_ratio:>11.3f}x  "
             f"<= {TARGET}x {'MET' if ok else 'NOT MET'}"
         )
-    print(f"\nVERDICT: {'MET' if verdicts and all(verdicts) else 'NOT MET'} (every trainer's CPU ratio <= {TARGET}x)")
+    print(f"\nload average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"VERDICT: {'MET' if verdicts and all(verdicts) else 'NOT MET'} (every measured trainer's CPU ratio <= {TARGET}x)"
+    )
 
 
 if __name__ == "__main__":

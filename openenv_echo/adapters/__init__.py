@@ -6,6 +6,14 @@
 * ``openenv_echo.adapters.torchrl`` – ``EchoGRPOLoss`` (``[torchrl]``)
 * ``openenv_echo.adapters.tinker``  – ``build_datums`` / ``echo_step`` / ``echo_custom_loss`` (``[tinker]``)
 * ``openenv_echo.adapters.skyrl``   – ``compute_world_loss`` / ``add_world_masks`` (pure torch; SkyRL optional)
+
+Python >= 3.12 with ``pip install openenv-echo[skyrl]`` (SkyRL 0.4; ``make setup-trainers`` builds it):
+
+* ``openenv_echo.adapters.skyrl_loss``    – ``register_echo_policy_loss`` (SkyRL's ``PolicyLossRegistry``),
+  ``world_weights``, ``EchoPolicyWorkerMixin``
+* ``openenv_echo.adapters.skyrl_cpu``     – SkyRL's policy worker step on a CPU (``CPUPolicyWorker``, ``training_batch``)
+* ``openenv_echo.adapters.skyrl_gym``     – ``OpenEnvTextEnv``: any server as a skyrl-gym text env, ``run_episodes``
+* ``openenv_echo.adapters.tinker_server`` – ``LocalTinkerServer``: SkyRL's local Tinker-API server (JAX on CPU)
 """
 
 from __future__ import annotations
@@ -18,8 +26,12 @@ ADAPTERS: dict[str, str] = {
     "torchrl": "openenv_echo.adapters.torchrl",
     "tinker": "openenv_echo.adapters.tinker",
     "skyrl": "openenv_echo.adapters.skyrl",
+    "skyrl_loss": "openenv_echo.adapters.skyrl_loss",
+    "skyrl_cpu": "openenv_echo.adapters.skyrl_cpu",
+    "skyrl_gym": "openenv_echo.adapters.skyrl_gym",
+    "tinker_server": "openenv_echo.adapters.tinker_server",
 }
-_EXTRAS = {"trl": "trl", "torchrl": "torchrl", "tinker": "tinker", "skyrl": "skyrl"}
+_EXTRAS = {"trl": "trl", "torchrl": "torchrl", "tinker": "tinker"}  # every other adapter: openenv-echo[skyrl]
 
 
 def load_adapter(name: str) -> ModuleType:
@@ -30,7 +42,8 @@ def load_adapter(name: str) -> ModuleType:
         return importlib.import_module(ADAPTERS[name])
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
-            f"the {name} adapter needs its trainer library ({e.name}); install openenv-echo[{_EXTRAS[name]}]"
+            f"the {name} adapter needs its trainer library ({e.name}); install openenv-echo[{_EXTRAS.get(name, 'skyrl')}]"
+            + ("" if name in _EXTRAS else " (Python >= 3.12)")
         ) from e
 
 

@@ -20,7 +20,7 @@ the first token is never a target.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,6 +286,69 @@ def echo_step(
     return {k: f.result() for k, f in futures.items()}
 
 
+class TinkerSampler:
+    """The rollouts' :class:`~openenv_echo.adapters.rollouts.Sampler` over a Tinker ``SamplingClient``: one sample
+    request per prompt, all in flight at once, stopping at ``eos_ids``; returns the sampled ids as the server sent
+    them, with their log-probs (token in, token out: nothing is re-tokenized)."""
+
+    def __init__(self, sampling_client: Any, eos_ids: Sequence[int], *, temperature: float = 1.0) -> None:
+        self.client = sampling_client
+        self.eos_ids = [int(e) for e in eos_ids]
+        self.temperature = float(temperature)
+
+    def __call__(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
+        params = types.SamplingParams(max_tokens=max_new_tokens, temperature=self.temperature, stop=self.eos_ids)
+        futures = [
+            self.client.sample(types.ModelInput.from_ints([int(t) for t in p]), num_samples=1, sampling_params=params)
+            for p in prompts
+        ]
+        out = []
+        for f in futures:
+            seq = f.result().sequences[0]
+            ids = [int(t) for t in seq.tokens]
+            lps = [float(x) for x in (seq.logprobs or [])]
+            if len(lps) != len(ids):
+                raise ValueError(f"the sampler returned {len(lps)} log-probs for {len(ids)} tokens")
+            out.append((ids, lps))
+        return out
+
+
+def _floats(value: Any) -> torch.Tensor:
+    return torch.as_tensor(value.tolist() if hasattr(value, "tolist") else value, dtype=torch.float64).reshape(-1)
+
+
+def reported_loss(output: Any) -> float:
+    """A ``forward_backward`` result's loss as the server computed it: the sum of its per-token
+    ``elementwise_loss`` over the datums (Tinker's convention: built-in losses are per-token sums)."""
+    return float(sum(float(_floats(o["elementwise_loss"]).sum()) for o in output.loss_fn_outputs))
+
+
+def reference_loss(
+    datums: Sequence[types.Datum],
+    output: Any,
+    loss_fn: str,
+    *,
+    watch: Callable[[int, torch.Tensor], None] | None = None,
+) -> torch.Tensor:
+    """The same batch's loss computed here (float64, differentiable in the log-probs) from the datums' own inputs
+    and the per-target log-probs ``ℓ`` the server returned: ``cross_entropy`` = ``-Σ weights·ℓ``,
+    ``importance_sampling`` = ``-Σ exp(ℓ - logprobs)·advantages``. ``watch(k, ℓ)`` sees datum k's grad-enabled
+    log-probs (e.g. a gradient probe: ``∂loss/∂ℓ`` is what the server's backward receives per token)."""
+    total = torch.zeros((), dtype=torch.float64)
+    for k, (datum, out) in enumerate(zip(datums, output.loss_fn_outputs, strict=True)):
+        lp = _floats(out["logprobs"]).requires_grad_(True)
+        if watch is not None:
+            watch(k, lp)
+        inputs = {name: _floats(v) for name, v in datum.loss_fn_inputs.items()}
+        if loss_fn == "cross_entropy":
+            total = total - (inputs["weights"] * lp).sum()
+        elif loss_fn == "importance_sampling":
+            total = total - (torch.exp(lp - inputs["logprobs"]) * inputs["advantages"]).sum()
+        else:
+            raise ValueError(f"no local reference for loss_fn={loss_fn!r}")
+    return total
+
+
 def datums_from_tokenized(items: Sequence[Any]) -> tuple[list[list[int]], list[list[int]], list[int]]:
     """``(input_ids, role_ids, obs_count)`` of the project's ``TokenizedTrajectory`` objects."""
     return (
@@ -299,10 +362,13 @@ __all__ = [
     "CUSTOM_INPUT_RANKS",
     "POLICY_LOSSES",
     "EchoDatums",
+    "TinkerSampler",
     "build_custom_datums",
     "build_datums",
     "datums_from_tokenized",
     "echo_custom_loss",
     "echo_datum_loss",
     "echo_step",
+    "reference_loss",
+    "reported_loss",
 ]

@@ -29,9 +29,23 @@ def test_core_and_adapters_package_import_no_trainer() -> None:
 def test_load_adapter_names_and_errors() -> None:
     from openenv_echo.adapters import ADAPTERS, load_adapter
 
-    assert set(ADAPTERS) == {"trl", "torchrl", "tinker", "skyrl"}
+    assert set(ADAPTERS) == {
+        "trl",
+        "torchrl",
+        "tinker",
+        "skyrl",
+        "skyrl_loss",
+        "skyrl_cpu",
+        "skyrl_gym",
+        "tinker_server",
+    }
     with pytest.raises(ValueError, match="unknown adapter"):
         load_adapter("verl")
+    try:
+        import skyrl
+    except ImportError:  # this venv (Python 3.11): the SkyRL 0.4 adapters say what to install
+        with pytest.raises(ImportError, match=r"openenv-echo\[skyrl\] \(Python >= 3.12\)"):
+            load_adapter("skyrl_loss")
     import openenv_echo.adapters.skyrl as skyrl
 
     assert load_adapter("skyrl") is skyrl  # the named module itself, its world loss callable

@@ -31,7 +31,7 @@ def _recipe(trainer: str, tmp_path: Path, coeff: float, steps: int, *extra: str)
 @pytest.mark.trainer
 @pytest.mark.parametrize(
     ("trainer", "steps"),
-    [("trl", 2), ("torchrl", 2), ("tinker", 1), ("skyrl", 1)],
+    [("trl", 2), ("torchrl", 2)],  # skyrl, tinker: tests/trainers312 (Python 3.12, SkyRL's Tinker-API server)
 )
 def test_recipe_world_gradient_reaches_env_output_only_when_coeff_positive(
     trainer: str, steps: int, tmp_path: Path

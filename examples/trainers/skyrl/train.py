@@ -1,128 +1,132 @@
-"""ECHO with SkyRL, as deep as SkyRL runs on a CPU: env rollouts as a ``GeneratorOutput``, the world masks, the
-training tensors, and the PR #1716 auxiliary-loss hook body on a local model's ``action_log_probs``, for N steps.
+"""ECHO with SkyRL 0.4 on a CPU: SkyRL's registry, config, batch preparation and policy-worker step, for N steps.
 
-    python examples/trainers/skyrl/train.py --steps 2 --world-model-coeff 0.05
+    python examples/trainers/skyrl/train.py --steps 2 --world-model-coeff 0.05     # in .venv-trainers (Python 3.12)
 
-SkyRL's generator, worker and trainer need CUDA + Ray (and SkyRL >= 0.4 needs Python 3.12), so this recipe plays
-the worker: it computes ``action_log_probs`` of the response tokens with a tiny local model, the RL half with
-SkyRL's own ``regular`` policy loss when ``skyrl_train`` imports (else the same token-mean PPO-clip formula), and
-adds ``compute_aux_policy_loss(...)`` exactly as an ``EchoPolicyWorker`` would.
+What runs, and whose it is:
+1. the terminal env server in a child process, exposed as a skyrl-gym text env (``openenv_echo.adapters.skyrl_gym``:
+   observation messages keep their role segments);
+2. ``register_echo_policy_loss("regular")``: ``echo_regular`` in SkyRL's ``PolicyLossRegistry``, selected by SkyRL's
+   ``TrainerConfig().algorithm.policy_loss_type`` like any built-in loss;
+3. episodes: SkyRL's agent loop (``skyrl_gym.make`` → ``init`` → ``step``), played by ``run_episodes`` because
+   SkyRL's generator needs vLLM inference engines; a tiny local model samples, the project's TITO builder keeps
+   the sampled ids and the per-token roles;
+4. the ``TrainingInputBatch``: SkyRL's ``convert_prompts_responses_to_batch_tensors``, its GRPO advantage
+   estimator, its loss-reduction folding, old log-probs from SkyRL's worker ``forward``; plus the ECHO world weights;
+5. one step of SkyRL's ``PolicyWorkerBase`` (``forward_backward`` over micro-batches, the registered loss,
+   ``optim_step``) with three CPU stand-ins: model wrapper, strategy, device (``openenv_echo.adapters.skyrl_cpu``).
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import torch
+from skyrl.train.config import TrainerConfig
 
-from openenv_echo.adapters.converters import to_skyrl
 from openenv_echo.adapters.recipes import (
+    SYSTEM_PROMPT,
     RoleGradients,
     format_metrics,
     load_model,
     recipe_parser,
     shaped_rewards,
-    step_rollouts,
+    terminal_worlds,
     write_metrics,
 )
 from openenv_echo.adapters.rollouts import HFSampler
-from openenv_echo.adapters.skyrl import compute_aux_policy_loss, get_aux_policy_loss_context, world_training_tensors
-from openenv_echo.objective import EchoConfig, group_advantages
+from openenv_echo.adapters.skyrl_cpu import CPUPolicyWorker, training_batch
+from openenv_echo.adapters.skyrl_gym import register_env, run_episodes
+from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss, world_weights
+from openenv_echo.objective import EchoConfig
 from openenv_echo.providers import LocalProcessProvider
+from openenv_echo.roles import PAD_ROLE_CODE, Role
 
-METRICS = ("loss", "policy_loss", "world_loss", "echo/env_ce_per_token", "reward", "policy_loss_from")
-
-
-def policy_loss_fn() -> tuple[Any, str]:
-    """SkyRL's registered ``regular`` policy loss when skyrl_train imports, else the same formula (token mean)."""
-    try:
-        from omegaconf import OmegaConf
-        from skyrl_train.utils.ppo_utils import PolicyLossRegistry
-
-        algo = OmegaConf.create(
-            {
-                "policy_loss_type": "regular",
-                "loss_reduction": "token_mean",
-                "eps_clip_low": 0.2,
-                "eps_clip_high": 0.2,
-                "clip_ratio_c": 3.0,
-                "use_tis": False,
-                "tis_imp_ratio_cap": -1.0,
-                "max_seq_len": 4096,
-            }
-        )
-        regular = PolicyLossRegistry.get("regular")
-        return (lambda lp, old, adv, mask: regular(lp, old, adv, algo, loss_mask=mask)[0]), "skyrl_train"
-    except ImportError:
-
-        def ppo_clip(lp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            ratio = torch.exp(lp - old)
-            loss = -torch.minimum(ratio * adv, ratio.clamp(0.8, 1.2) * adv)
-            return (loss * mask).sum() / mask.sum().clamp(min=1)
-
-        return ppo_clip, "local"
+METRICS = ("final_loss", "rl_loss", "world_loss", "grad_norm", "reward", "policy_entropy")
 
 
-def action_log_probs(model: Any, prompts: list[list[int]], responses: list[list[int]], width: int) -> torch.Tensor:
-    """(B, width) log-probs of each response token (right-padded with 0), as SkyRL's worker computes them."""
-    rows = []
-    for p, r in zip(prompts, responses):
-        ids = torch.tensor([p + r])
-        logits = model(input_ids=ids).logits[0, len(p) - 1 : -1].float()
-        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(r).unsqueeze(-1)).squeeze(-1)
-        rows.append(torch.nn.functional.pad(lp, (0, width - len(r))))
-    return torch.stack(rows)
+def trainer_config(a: Any, loss_type: str) -> TrainerConfig:
+    """SkyRL's own config objects: GRPO advantages, token-mean reduction, no KL (no reference model here)."""
+    cfg = TrainerConfig()
+    cfg.algorithm.policy_loss_type = loss_type
+    cfg.algorithm.temperature = 1.0
+    cfg.algorithm.use_kl_loss = False
+    cfg.algorithm.loss_reduction = "token_mean"
+    cfg.micro_train_batch_size_per_gpu = a.micro_batch_size
+    cfg.policy.optimizer_config.lr = a.learning_rate
+    cfg.policy.optimizer_config.weight_decay = 0.0
+    return cfg
 
 
 def main() -> None:
-    a = recipe_parser(__doc__).parse_args()
+    ap = recipe_parser(__doc__)
+    ap.add_argument("--base-loss", default="regular", help="SkyRL policy loss that ECHO extends")
+    ap.add_argument("--micro-batch-size", type=int, default=4, help="SkyRL's micro_train_batch_size_per_gpu")
+    a = ap.parse_args()
 
     model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model
-    optim = torch.optim.Adam(model.parameters(), lr=a.learning_rate)
+    loss_type = register_echo_policy_loss(a.base_loss)  # the one line a SkyRL user adds
+    worker = CPUPolicyWorker(trainer_config(a, loss_type), model, num_training_steps=a.steps)
     sampler = HFSampler(model, tokenizer, temperature=1.0)
     cfg = EchoConfig(world_model_coeff=a.world_model_coeff)
-    policy_loss, source = policy_loss_fn()
+    env_id = register_env()
     probe = RoleGradients()
     rows = []
     with LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning") as env:  # <- env
+        env_config = {"base_url": env.base_url, "action_field": "command"}
         for step in range(1, a.steps + 1):
-            rollouts = step_rollouts(env.base_url, tokenizer, sampler, a, step)
-            gen = to_skyrl(rollouts, cfg)  # GeneratorOutput + world_*_masks
-            width = max(len(r) for r in gen["response_ids"])
-            batch = world_training_tensors(gen, response_length=width)
-            rewards = shaped_rewards(gen["rewards"], [len(r) for r in gen["response_ids"]])
-            adv = group_advantages(rewards, a.group_size).float()
-            loss_mask = torch.zeros(len(rollouts), width)
-            roles = torch.full((len(rollouts), width), -1, dtype=torch.long)
-            for i, r in enumerate(rollouts):
-                loss_mask[i, : len(r.role_ids)] = torch.tensor(gen["loss_masks"][i], dtype=torch.float32)
-                roles[i, : len(r.role_ids)] = torch.tensor(r.role_ids)
-            lp = action_log_probs(model, gen["prompt_token_ids"], gen["response_ids"], width)
-            probe.watch(lp, roles)
-            old = lp.detach()  # on-policy: the sampler is the current model
-            pol = policy_loss(lp, old, adv.unsqueeze(1).expand_as(lp), loss_mask)
-            ctx = get_aux_policy_loss_context(batch, cfg)
-            experience = SimpleNamespace(extras=batch)
-            aux, metrics = compute_aux_policy_loss(
-                action_log_probs=lp,
-                policy_loss=pol,
-                experience=experience,
-                aux_policy_loss_context=ctx,
-                echo_config=cfg,
-                step=step - 1,
+            worlds = terminal_worlds(a.groups, max_steps=a.max_turns, first_seed=a.seed + (step - 1) * a.groups)
+            extras = [{"reset_options": w, "max_turns": a.max_turns} for w in worlds for _ in range(a.group_size)]
+            rollouts = run_episodes(
+                env_config,
+                extras,
+                [{"role": "system", "content": SYSTEM_PROMPT}],
+                tokenizer,
+                sampler,
+                max_new_tokens=a.max_new_tokens,
+                max_completion_length=a.max_completion_length,
+                env_id=env_id,
             )
-            loss = pol + aux if aux is not None else pol
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
+            responses = [r.completion_ids for r in rollouts]
+            rewards = shaped_rewards([r.reward for r in rollouts], [len(x) for x in responses])
+            width = max(len(x) for x in responses)
+            batch = training_batch(
+                worker,
+                [r.prompt_ids for r in rollouts],
+                responses,
+                rewards.tolist(),
+                [[1 if x == Role.ACTION.code else 0 for x in r.role_ids] for r in rollouts],
+                [r.logprobs for r in rollouts],
+                [f"{step}-{i // a.group_size}" for i in range(len(rollouts))],
+                pad_token_id=int(tokenizer.pad_token_id),
+                world_weight=world_weights(
+                    [r.role_ids for r in rollouts],
+                    cfg,
+                    width=width,
+                    step=step - 1,
+                    obs_count=[r.obs_count for r in rollouts],
+                ),
+            )
+            roles = torch.full((len(rollouts), width), PAD_ROLE_CODE, dtype=torch.long)  # right-aligned, like SkyRL
+            for i, r in enumerate(rollouts):
+                roles[i, width - len(r.role_ids) :] = torch.tensor(r.role_ids)
+            cursor = [0]
+
+            def watch(lp: torch.Tensor, roles: torch.Tensor = roles, cursor: list[int] = cursor) -> None:
+                probe.watch(lp, roles[cursor[0] : cursor[0] + lp.shape[0]])  # micro-batches come in row order
+                cursor[0] += lp.shape[0]
+
+            worker.model.on_action_log_probs = watch
+            metrics = worker.train_step(batch)
+            worker.model.on_action_log_probs = None
             row: dict[str, Any] = {
-                "loss": float(loss.detach()),
-                "policy_loss": float(pol.detach()),
-                "world_loss": float(aux.detach()) if aux is not None else 0.0,
-                "echo/env_ce_per_token": float(metrics["echo/env_ce_per_token"]),
+                "final_loss": metrics["final_loss"],
+                "policy_loss": metrics["policy_loss"],  # SkyRL's name for what the registered loss returned
+                "world_loss": metrics.get("loss_metrics/world_loss", 0.0),
+                "rl_loss": metrics["policy_loss"] - metrics.get("loss_metrics/world_loss", 0.0),
+                "grad_norm": metrics["grad_norm"],
                 "reward": float(rewards.mean()),
-                "policy_loss_from": source,
+                "policy_entropy": metrics["policy_entropy"],
+                "loss_type": loss_type,
             }
             line = format_metrics(step, row, METRICS)
             grad = probe.take()

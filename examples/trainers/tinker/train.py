@@ -1,88 +1,129 @@
-"""ECHO with Tinker, offline: real ``tinker.types.Datum``s from env rollouts, and the loss the service would run,
-evaluated here on a local model (no API key, no network), for N steps.
+"""ECHO with Tinker against a real Tinker-API server: SkyRL's local one (JAX on CPU, a tiny model built here), N steps.
 
-    python examples/trainers/tinker/train.py --steps 2 --world-model-coeff 0.05
+    python examples/trainers/tinker/train.py --steps 2 --world-model-coeff 0.05        # in .venv-trainers (Python 3.12)
+    python examples/trainers/tinker/train.py --base-url URL --base-model NAME --model TOKENIZER   # any Tinker-API server
 
 What it does (copy it and change the marked lines for your model and env):
-1. starts the terminal env server in a child process (``LocalProcessProvider``);
-2. builds a tiny random Qwen2 with the offline ChatML tokenizer: it plays the Tinker service's model (sampling and
-   the forward pass that produces per-target log-probs);
-3. per step, ``--groups`` worlds each run ``--group-size`` times concurrently (``step_rollouts``, over
-   ``run_rollouts``): one world per GRPO group; group-relative advantages from the env's reward (plus a small
-   brevity term);
-4. ``build_custom_datums``: one ``Datum`` per episode (``target_tokens``, ``advantages``, ``sampling_logprobs``,
-   ``env_weights``), shifted to Tinker's next-token alignment;
-5. ``echo_custom_loss(datums, logprobs)`` — the callable you pass to ``training_client.forward_backward_custom``
-   — is evaluated on the local model's log-probs, backpropagated, one Adam step.
-
-With a service: replace step 5 by ``training_client.forward_backward_custom(datums, echo_custom_loss)`` and
-``training_client.optim_step(types.AdamParams(...))``; sample with a ``SamplingClient`` instead of the local model.
+1. starts the terminal env server in a child process and, without ``--base-url``, SkyRL's Tinker-API server
+   (``LocalTinkerServer``) over a tiny random Qwen3 saved with the offline ChatML tokenizer;
+2. ``create_lora_training_client``; per step ``save_weights_and_get_sampling_client`` (the current weights);
+3. episodes: ``--groups`` worlds × ``--group-size`` runs, sampled by the server with log-probs (``TinkerSampler``),
+   assembled token in, token out with per-token roles (``step_rollouts``); GRPO advantages from the env's reward;
+4. ``build_datums``: policy datums (``importance_sampling``: advantages on action targets, the sampler's log-probs)
+   and env datums (``cross_entropy``: ``λ·c_role/N`` on observation targets), next-token aligned;
+5. ``echo_step``: both ``forward_backward`` calls, then ``optim_step``;
+6. checks the loss the server reports (its per-token ``elementwise_loss`` summed) against the same loss computed
+   here from the datums and the log-probs the server returned, and probes ``∂loss/∂ℓ`` per role.
 """
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+from pathlib import Path
 from typing import Any
 
+import tinker
 import torch
+from tinker import types
 
 from openenv_echo.adapters.recipes import (
     RoleGradients,
     format_metrics,
-    load_model,
     recipe_parser,
     shaped_rewards,
     step_rollouts,
     write_metrics,
 )
-from openenv_echo.adapters.rollouts import HFSampler
-from openenv_echo.adapters.tinker import build_custom_datums, echo_custom_loss
+from openenv_echo.adapters.tinker import TinkerSampler, build_datums, echo_step, reference_loss, reported_loss
 from openenv_echo.objective import EchoConfig, group_advantages
 from openenv_echo.providers import LocalProcessProvider
 from openenv_echo.roles import Role
 
-METRICS = ("loss", "custom/policy_loss:sum", "custom/world_loss:sum", "reward", "datums")
+METRICS = ("server_loss", "reference_loss", "policy_loss", "world_loss", "grad_norm", "reward", "datums")
+LOSSES = {"policy": ("rl", "rl_rows", "importance_sampling"), "world": ("env", "env_rows", "cross_entropy")}
 
 
-def target_logprobs(model: Any, datum: Any) -> torch.Tensor:
-    """What the service's forward computes: log p(target_tokens[i] | model_input[:i+1]) for every position."""
-    ids = torch.tensor([datum.model_input.to_ints()])
-    targets = datum.loss_fn_inputs["target_tokens"].to_torch().long()
-    logits = model(input_ids=ids).logits[0].float()
-    return torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+def load_tokenizer(name: str | None) -> Any:
+    if name:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(name)
+    from openenv_echo.tokenize import build_tokenizer
+
+    return build_tokenizer("qwen")
 
 
 def main() -> None:
-    a = recipe_parser(__doc__).parse_args()
+    ap = recipe_parser(__doc__)
+    ap.add_argument("--base-url", default=None, help="a Tinker-API server (default: start SkyRL's local one)")
+    ap.add_argument("--base-model", default=None, help="the server's base model (with --base-url)")
+    ap.add_argument("--lora-rank", type=int, default=4)
+    a = ap.parse_args()
+    if a.base_url and not a.base_model:
+        ap.error("--base-url needs --base-model")
 
-    model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model (the service's, here local)
-    optim = torch.optim.Adam(model.parameters(), lr=a.learning_rate)
-    sampler = HFSampler(model, tokenizer, temperature=1.0)
+    tokenizer = load_tokenizer(a.model)  # <- your tokenizer (the server's model's)
     cfg = EchoConfig(world_model_coeff=a.world_model_coeff)
     probe = RoleGradients()
     rows = []
-    with LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning") as env:  # <- env
+    with contextlib.ExitStack() as stack:
+        if a.base_url:
+            url, base_model, key = a.base_url, a.base_model, None
+        else:
+            from openenv_echo.adapters.tinker_server import LocalTinkerServer, tiny_checkpoint
+
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="echo-tinker-model-")))
+            checkpoint = tiny_checkpoint(tmp / "model", tokenizer, seed=a.seed)
+            url, base_model, key = (
+                stack.enter_context(LocalTinkerServer(checkpoint)).base_url,
+                str(checkpoint),
+                "tml-local",
+            )
+        env = stack.enter_context(
+            LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning")  # <- env
+        )
+        service = tinker.ServiceClient(base_url=url, **({"api_key": key} if key else {}))
+        training = service.create_lora_training_client(base_model=base_model, rank=a.lora_rank, seed=a.seed)
         for step in range(1, a.steps + 1):
+            sampler = TinkerSampler(training.save_weights_and_get_sampling_client(), [tokenizer.eos_token_id])
             rollouts = step_rollouts(env.base_url, tokenizer, sampler, a, step)
             rewards = shaped_rewards([r.reward for r in rollouts], [len(r.completion_ids) for r in rollouts])
-            adv = group_advantages(rewards, a.group_size).tolist()
             ids = [r.prompt_ids + r.completion_ids for r in rollouts]
             roles = [[Role.CONTEXT.code] * len(r.prompt_ids) + r.role_ids for r in rollouts]
             sampled = [[0.0] * len(r.prompt_ids) + r.logprobs for r in rollouts]
-            datums = build_custom_datums(ids, roles, adv, sampled, cfg, step=step - 1)
-            logprobs = [target_logprobs(model, d) for d in datums]
-            for lp, role_row in zip(logprobs, roles):
-                probe.watch(lp, torch.tensor(role_row[1:]))  # targets are ids[1:]
-            loss, metrics = echo_custom_loss(datums, logprobs)
-            optim.zero_grad()
-            loss.backward()
-            optim.step()
-            row: dict[str, Any] = {"loss": float(loss.detach()), **metrics, "reward": float(rewards.mean())}
-            row["datums"] = len(datums)
+            adv = group_advantages(rewards, a.group_size).tolist()
+            datums = build_datums(
+                ids, roles, adv, sampled, cfg, step=step - 1, obs_count=[r.obs_count for r in rollouts]
+            )
+            results = echo_step(training, datums, types.AdamParams(learning_rate=a.learning_rate))
+
+            row: dict[str, Any] = {"server_loss": 0.0, "reference_loss": 0.0, "policy_loss": 0.0, "world_loss": 0.0}
+            reference = torch.zeros((), dtype=torch.float64)
+            for kind, (attr, rows_attr, loss_fn) in LOSSES.items():
+                if kind not in results:
+                    continue
+                batch, batch_rows = getattr(datums, attr), getattr(datums, rows_attr)
+
+                def watch(
+                    k: int, lp: torch.Tensor, batch_rows: list[int] = batch_rows, roles: list[list[int]] = roles
+                ) -> None:
+                    probe.watch(lp, torch.tensor(roles[batch_rows[k]][1:]))  # target t is token t+1
+
+                ref = reference_loss(batch, results[kind], loss_fn, watch=watch)
+                reference = reference + ref
+                row["server_loss"] += reported_loss(results[kind])
+                row[f"{kind}_loss"] = float(ref.detach())
+            reference.backward()  # ∂loss/∂ℓ per target: what each backward call receives
+            row["reference_loss"] = float(reference.detach())
+            row["grad_norm"] = results["optim"].metrics.get("skyrl.ai/grad_norm") if results["optim"].metrics else None
+            row["reward"] = float(rewards.mean())
+            row["datums"] = len(datums.rl) + len(datums.env)
             line = format_metrics(step, row, METRICS)
+            grad = probe.take()
             if a.probe:
-                row["grad"] = probe.take()
-                line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(row["grad"].items()))
-            probe.take()
+                row["grad"] = grad
+                line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(grad.items()))
             print(line, flush=True)
             rows.append(row)
     write_metrics(a.json, a.world_model_coeff, rows)

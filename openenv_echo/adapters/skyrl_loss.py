@@ -1,0 +1,171 @@
+"""ECHO inside SkyRL's own loss path: a policy loss registered in SkyRL's ``PolicyLossRegistry``.
+
+For a SkyRL user it is one line before the trainer starts, then a config value::
+
+    from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss
+    register_echo_policy_loss("regular")          # registers "echo_regular"
+    # trainer.algorithm.policy_loss_type = "echo_regular"
+
+``echo_<base>`` calls SkyRL's registered ``<base>`` loss unchanged (same arguments, SkyRL's ``AlgorithmConfig``
+with ``policy_loss_type=<base>``) and adds the world-model term ``-Σ w_t · log p_t`` over the micro-batch, where
+``w`` holds ``λ · c_role / N`` on the selected observation tokens (:func:`world_weights`, from the project's core
+:func:`openenv_echo.objective.token_weights`). SkyRL 0.4 sums pre-scaled per-token losses (the reduction is
+folded into the advantages), so the world term is a pre-scaled sum too. When every weight is 0 (λ = 0) nothing
+is added: the loss and its gradient are SkyRL's own, bit for bit.
+
+SkyRL's loss signature carries no per-token roles (``loss_mask`` is 0 on observations *and* padding), so the
+weights reach the loss through a context that :class:`EchoPolicyWorkerMixin` sets for each micro-batch from the
+training batch's :data:`WORLD_WEIGHT_KEY` tensor. Mix it into SkyRL's policy worker (``class
+EchoFSDPPolicyWorker(EchoPolicyWorkerMixin, FSDPPolicyWorkerBase)``) and add the key in the trainer's
+``convert_to_training_input``. Without weights the ECHO loss refuses to run (never a silent λ = 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import torch
+from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry
+
+from ..objective import Denominators, EchoBatch, EchoConfig, token_weights
+from ..roles import PAD_ROLE_CODE
+
+WORLD_WEIGHT_KEY = "echo_world_weight"
+"""Training-batch key of the (B, response_len) world weights, right-aligned like SkyRL's response tensors."""
+
+_WORLD: ContextVar[torch.Tensor | None] = ContextVar("echo_world_weight", default=None)
+
+
+@contextmanager
+def world_weight_context(weights: torch.Tensor) -> Iterator[None]:
+    """Make ``weights`` (B, response_len) the world weights of the ECHO losses called inside the block."""
+    token = _WORLD.set(weights)
+    try:
+        yield
+    finally:
+        _WORLD.reset(token)
+
+
+def world_weights(
+    response_role_ids: Sequence[Sequence[int]],
+    cfg: EchoConfig,
+    *,
+    width: int | None = None,
+    step: int = 0,
+    obs_count: Sequence[int] | None = None,
+    denominators: Denominators | None = None,
+) -> torch.Tensor:
+    """``λ · c_role / N`` per response token, (B, width) float32, right-aligned (SkyRL 0.4's response layout:
+    a response's tokens occupy the last ``len`` positions). ``response_role_ids[i][j]``: role code of response
+    token j (its first token is a target, predicted by the prompt). ``denominators``: the mini-batch's global
+    counts when it is split over several calls (default: these rows are the whole optimizer batch)."""
+    n = len(response_role_ids)
+    w = width if width is not None else max((len(r) for r in response_role_ids), default=0)
+    roles = torch.full((n, w), PAD_ROLE_CODE, dtype=torch.long)
+    for i, r in enumerate(response_role_ids):
+        if len(r) > w:
+            raise ValueError(f"response {i} has {len(r)} tokens, more than width={w}")
+        if r:
+            roles[i, w - len(r) :] = torch.as_tensor([int(x) for x in r], dtype=torch.long)
+    obs = None if obs_count is None else torch.as_tensor(list(obs_count), dtype=torch.float64)
+    batch = EchoBatch(roles, obs_count=obs, includes_sequence_start=False)
+    tw = token_weights(batch, cfg, step=step, denominators=denominators)
+    return (tw.world_model_coeff * tw.world).to(torch.float32)
+
+
+def echo_policy_loss(base: str) -> Callable[..., tuple[torch.Tensor, dict[str, float]]]:
+    """SkyRL's policy loss ``base`` plus the world-model term, with SkyRL's policy-loss signature."""
+
+    def loss_fn(
+        log_probs: torch.Tensor,
+        old_log_probs: torch.Tensor,
+        advantages: torch.Tensor,
+        config: Any,
+        loss_mask: torch.Tensor | None = None,
+        rollout_logprobs: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        weights = _WORLD.get()
+        if weights is None:
+            raise RuntimeError(
+                f"echo_{base} was called without world weights: mix EchoPolicyWorkerMixin into the policy worker and "
+                f"put {WORLD_WEIGHT_KEY!r} into the training batch (or call it inside world_weight_context)"
+            )
+        if tuple(weights.shape) != tuple(log_probs.shape):
+            raise ValueError(f"world weights {tuple(weights.shape)} do not match log_probs {tuple(log_probs.shape)}")
+        base_config = config
+        if getattr(config, "policy_loss_type", base) != base:
+            base_config = dataclasses.replace(config, policy_loss_type=base)
+        loss, metrics = PolicyLossRegistry.get(base)(
+            log_probs, old_log_probs, advantages, base_config, loss_mask=loss_mask, rollout_logprobs=rollout_logprobs
+        )
+        metrics = dict(metrics)
+        if bool(weights.any()):
+            world = -(weights.to(device=log_probs.device, dtype=log_probs.dtype) * log_probs).sum()
+            loss = loss + world
+            metrics["world_loss"] = float(world.detach())
+        else:
+            metrics["world_loss"] = 0.0
+        return loss, metrics
+
+    loss_fn.__name__ = f"echo_{base}_policy_loss"
+    return loss_fn
+
+
+def register_echo_policy_loss(base: str = "regular", name: str | None = None) -> str:
+    """Register ``echo_<base>`` (or ``name``) in SkyRL's ``PolicyLossRegistry``; returns the name to put in
+    ``trainer.algorithm.policy_loss_type``. Idempotent; ``base`` must be a registered SkyRL loss."""
+    name = name or f"echo_{base}"
+    available = PolicyLossRegistry.list_available()
+    if base not in available:
+        raise ValueError(f"SkyRL has no policy loss {base!r}; available: {sorted(available)}")
+    if name not in available:
+        PolicyLossRegistry.register(name, echo_policy_loss(base))
+    return name
+
+
+class EchoPolicyWorkerMixin:
+    """Mix into a SkyRL policy worker (before it in the bases): each micro-batch's ECHO loss call sees the rows of
+    the training batch's :data:`WORLD_WEIGHT_KEY` that belong to that micro-batch. A batch without the key runs
+    SkyRL's step unchanged. Needs sample-based micro-batching (``max_tokens_per_microbatch <= 0``): token-based
+    packing reorders rows, so the mixin refuses it rather than guess."""
+
+    _echo_rows: tuple[torch.Tensor, torch.Tensor, int] | None = None
+
+    def forward_backward(self, data: Any, *args: Any, **kwargs: Any) -> Any:
+        weights = data.get(WORLD_WEIGHT_KEY) if hasattr(data, "get") else None
+        if weights is None:
+            return super().forward_backward(data, *args, **kwargs)  # type: ignore[misc]
+        if getattr(self.cfg, "max_tokens_per_microbatch", 0) > 0:  # type: ignore[attr-defined]
+            raise NotImplementedError("ECHO weights need sample-based micro-batching (max_tokens_per_microbatch <= 0)")
+        if tuple(weights.shape) != tuple(data["loss_mask"].shape):
+            raise ValueError(f"{WORLD_WEIGHT_KEY} {tuple(weights.shape)} != loss_mask {tuple(data['loss_mask'].shape)}")
+        self._echo_rows = (data["sequences"], weights, 0)
+        try:
+            return super().forward_backward(data, *args, **kwargs)  # type: ignore[misc]
+        finally:
+            self._echo_rows = None
+
+    def _forward_backward_micro(self, experience: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._echo_rows is None:
+            return super()._forward_backward_micro(experience, *args, **kwargs)  # type: ignore[misc]
+        sequences, weights, start = self._echo_rows
+        n = int(experience.sequences.shape[0])
+        if not torch.equal(experience.sequences.to(sequences.device), sequences[start : start + n]):
+            raise RuntimeError("a micro-batch does not hold the next rows of the training batch; ECHO weights refused")
+        self._echo_rows = (sequences, weights, start + n)
+        with world_weight_context(weights[start : start + n]):
+            return super()._forward_backward_micro(experience, *args, **kwargs)  # type: ignore[misc]
+
+
+__all__ = [
+    "WORLD_WEIGHT_KEY",
+    "EchoPolicyWorkerMixin",
+    "echo_policy_loss",
+    "register_echo_policy_loss",
+    "world_weight_context",
+    "world_weights",
+]
