@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_INDEX ?=
 
-.PHONY: setup quickstart lint docs test test-fast test-main test-docker bench
+.PHONY: setup quickstart lint docs test test-fast test-main test-docker test-verifiers setup-verifiers bench
 $(BIN)/.installed: pyproject.toml
 	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test,docs]'"
 	$(PY) -m venv $(VENV)
@@ -15,6 +15,24 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 setup: $(BIN)/.installed
+
+# The verifiers (prime-rl) tier gets a venv of its own, .venv-verifiers: verifiers 0.4 pins mcp==2.0.0 and the test extra's
+# openenv needs mcp < 2 (through fastmcp 3). Python >= 3.11 ($(PY)); torch first, then -e '.[verifiers]' and pytest.
+VVENV ?= .venv-verifiers
+VBIN := $(VVENV)/bin
+PY_OK_VERIFIERS := $(shell $(PY) -c 'import sys; print(int(sys.version_info >= (3, 11)))' 2>/dev/null)
+NO_PY311 := $(PY) is older than Python 3.11, which verifiers needs: the verifiers tier is skipped
+
+$(VBIN)/.installed: pyproject.toml
+	@echo "[make setup-verifiers] creating $(VVENV) with $(PY); torch==2.13.0, then -e '.[verifiers]' and pytest"
+	$(PY) -m venv $(VVENV)
+	$(VBIN)/pip install -q --upgrade pip
+	$(VBIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(VBIN)/pip install -q -e '.[verifiers]' 'pytest>=8' 'pytest-timeout>=2.3'
+	touch $@
+
+setup-verifiers:
+	@if [ "$(PY_OK_VERIFIERS)" != 1 ]; then echo "[make setup-verifiers] $(NO_PY311)"; else $(MAKE) --no-print-directory $(VBIN)/.installed; fi
 
 quickstart: setup
 	@echo "[make quickstart] an echo server as a local process, one scripted episode printed by role"
@@ -35,8 +53,8 @@ docs: setup
 
 # Everything, as CI runs it: the static checks, then the container tier (as root it may apt-install docker and start
 # dockerd; it removes the images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every
-# other test.
-test: lint docs test-docker test-main
+# other test, then the verifiers (prime-rl) tier in its own venv.
+test: lint docs test-docker test-main test-verifiers
 
 # The inner loop: no containers, no trainer runs.
 test-fast: setup
@@ -46,6 +64,13 @@ test-fast: setup
 test-main: setup
 	@echo "[make test-main] pytest -m 'not docker' (everything but the container tier, trainer runs included)"
 	$(BIN)/python -m pytest -q -m "not docker"
+
+# EchoEnv through verifiers' own machinery on live servers, and the prime-rl recipe (tests/verifiers, .venv-verifiers);
+# without Python 3.11 the main venv runs the tier's one test, which reports the skip and why.
+test-verifiers: setup setup-verifiers
+	@echo "[make test-verifiers] pytest tests/verifiers in $(VVENV) (EchoEnv through verifiers' machinery, the prime-rl recipe)"
+	@if [ "$(PY_OK_VERIFIERS)" != 1 ]; then $(BIN)/python -m pytest -q -rs tests/verifiers; \
+	else $(VBIN)/python -m pytest -q -rs tests/verifiers; fi
 
 test-docker: setup
 	@echo "[make test-docker] the container tier: scripts/docker/ci-tier.sh"

@@ -13,7 +13,7 @@ import torch
 import verifiers.v1 as vf
 from verifiers.v1.tasksets.openenv.taskset import parse_action
 
-from openenv_echo.adapters.verifiers import CE_STREAM, keep_world_targets, recorded_roles, training_samples
+from openenv_echo.adapters.prime_rl import CE_STREAM, keep_world_targets, recorded_roles, training_samples
 from openenv_echo.client import EnvClient, PlainTextRule
 from openenv_echo.roles import Role
 

@@ -36,6 +36,7 @@ from renderers.configs import Qwen3RendererConfig
 from verifiers.v1.runtimes import SubprocessConfig
 
 from openenv_echo.adapters.generate_server import generate_app
+from openenv_echo.adapters.prime_rl import WorldWeightsConfig, training_samples
 from openenv_echo.adapters.recipes import (
     BREVITY_PER_TOKEN,
     SYSTEM_PROMPT,
@@ -46,13 +47,7 @@ from openenv_echo.adapters.recipes import (
     tiny_causal_lm,
     write_metrics,
 )
-from openenv_echo.adapters.verifiers import (
-    EchoEnvConfig,
-    EchoTasksetConfig,
-    WorldWeightsConfig,
-    offline_renderer_tokenizer,
-    training_samples,
-)
+from openenv_echo.adapters.verifiers import EchoEnvConfig, EchoTasksetConfig, offline_renderer_tokenizer
 from openenv_echo.objective import EchoBatch, EchoConfig, echo_loss
 from openenv_echo.providers import LocalProcessProvider
 from openenv_echo.roles import PAD_ROLE_CODE, Role
