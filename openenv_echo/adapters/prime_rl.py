@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..objective import EchoConfig
@@ -90,13 +91,17 @@ def node_roles(
     tokenizer: Any, token_ids: Sequence[int], is_content: Sequence[bool], segments: Sequence[tuple[Role, str]]
 ) -> list[int] | None:
     """Role code per token of one observation node (``token_ids``: its template scaffold and body as the renderer
-    tokenized them), or None when the body (the segments' texts joined) is not found once in the node's text
-    (a template that rewrites bodies, or an ambiguous body and no ``is_content`` to pick an occurrence)."""
+    tokenized them), or None when the body (the segments' texts joined) cannot be placed: not in the node's text (a
+    template that rewrites bodies), there more than once with no ``is_content`` to pick one, or ids that do not
+    decode to a stable text."""
     ctx = Role.CONTEXT.code
     body = "".join(text for _, text in segments)
     if not body:
         return [ctx] * len(token_ids)
-    text, offsets = token_offsets(tokenizer, token_ids)
+    try:
+        text, offsets = token_offsets(tokenizer, token_ids)
+    except ValueError:  # ids that do not decode to one stable text: nothing can be placed on them
+        return None
     starts = [i for i in range(len(text)) if text.startswith(body, i)]
     if not starts:
         return None
@@ -193,12 +198,10 @@ def _branch_roles(trace: Any, node_ids: Sequence[int], roles: dict[int, list[int
 
 
 def _selected(codes: Sequence[int], target_roles: frozenset[Role]) -> list[bool]:
-    import torch
-
+    """World-target mask of one branch's role codes (the shared rule: selected roles after the first action)."""
     if not codes:
         return []
-    rid = torch.tensor(list(codes), dtype=torch.long)
-    return [bool(x) for x in world_target_mask(rid, target_roles).tolist()]
+    return [bool(x) for x in world_target_mask(np.asarray(codes, dtype=np.int64), target_roles).tolist()]
 
 
 def recorded_roles(trace: Any) -> dict[int, list[int]]:
@@ -229,7 +232,7 @@ def _trainable_branches(trace: Any) -> list[tuple[Any, list[bool]]]:
 
 def keep_world_targets(trace: Any, *, world_loss_target: WorldLossTarget = "env_only") -> list[list[bool]]:
     """prime-rl's echo filter (``[orchestrator.algo.filter] import_path =
-    "openenv_echo.adapters.verifiers.keep_world_targets"``): one keep-mask per trainable branch over its
+    "openenv_echo.adapters.prime_rl.keep_world_targets"``): one keep-mask per trainable branch over its
     ``token_ids``, True exactly on the tokens ``world_loss_target`` selects (the roles :class:`EchoEnv` recorded).
     prime-rl's ``EchoAlgorithm`` weights whole observation messages by role; this narrows it to those segments."""
     target = EchoConfig(world_loss_target=world_loss_target).target_roles

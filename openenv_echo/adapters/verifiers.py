@@ -60,6 +60,8 @@ class EchoTasksetConfig(vf.TasksetConfig):  # type: ignore[misc]  # verifiers sh
 
 
 class EchoTaskData(vf.TaskData):  # type: ignore[misc]
+    """One world: the server, its reset options, and how observations without segments get roles."""
+
     base_url: str
     reset: dict[str, Any]
     plain_text_fields: list[str] | None = None
@@ -67,7 +69,7 @@ class EchoTaskData(vf.TaskData):  # type: ignore[misc]
 
 
 class EchoTask(vf.Task[EchoTaskData]):  # type: ignore[misc]
-    pass
+    """A task of :class:`EchoTaskset` (no prompt: the reset observation opens the exchange)."""
 
 
 class EchoTaskset(vf.Taskset[EchoTask, EchoTasksetConfig]):  # type: ignore[misc]
@@ -178,9 +180,9 @@ def offline_renderer_tokenizer(cache_dir: str | os.PathLike[str] | None = None) 
             from transformers import AutoTokenizer
 
             tok.save_pretrained(str(tmp))  # a copy: the built tokenizer object is shared (memoized)
-            copy = AutoTokenizer.from_pretrained(str(tmp))
-            copy.add_tokens(list(QWEN3_RENDERER_TOKENS))
-            copy.save_pretrained(str(tmp))
+            extended = AutoTokenizer.from_pretrained(str(tmp))
+            extended.add_tokens(list(QWEN3_RENDERER_TOKENS))
+            extended.save_pretrained(str(tmp))
             try:
                 tmp.rename(target)
             except OSError:  # another process saved it first
