@@ -114,16 +114,18 @@ def trainer_loss(
 
 def main() -> None:
     p = recipe_parser(__doc__)
+    p.add_argument("--renderer", choices=("qwen3", "auto"), default="qwen3", help="auto: renderers picks by model name")
     p.set_defaults(max_new_tokens=10)
     a = p.parse_args()
     torch.manual_seed(a.seed)
-    if a.model:  # <- your model: a from_pretrained directory with its tokenizer; the renderer is chosen by name
+    renderer = Qwen3RendererConfig(enable_thinking=False) if a.renderer == "qwen3" else None
+    if a.model:  # <- your model: a from_pretrained directory holding its tokenizer too
         from transformers import AutoModelForCausalLM
 
-        tokenizer_dir, renderer = a.model, None
+        tokenizer_dir = a.model
         model = AutoModelForCausalLM.from_pretrained(a.model).float()
     else:
-        tokenizer_dir, renderer = offline_renderer_tokenizer(), Qwen3RendererConfig(enable_thinking=False)
+        tokenizer_dir = offline_renderer_tokenizer()
         model = tiny_causal_lm(load_tokenizer(tokenizer_dir), seed=a.seed)
     tokenizer = load_tokenizer(tokenizer_dir)
     engine = BackgroundServer(
