@@ -5,7 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_INDEX ?=
 
-.PHONY: setup quickstart lint docs test test-fast test-main test-docker test-trainers setup-trainers bench
+.PHONY: setup quickstart lint docs test test-fast test-main test-docker test-trainers setup-trainers test-verifiers \
+	setup-verifiers bench
 $(BIN)/.installed: pyproject.toml
 	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test,docs]'"
 	$(PY) -m venv $(VENV)
@@ -36,6 +37,24 @@ $(TBIN)/.installed: pyproject.toml requirements/trainers.txt
 setup-trainers:
 	@if [ -z "$(PY312)" ]; then echo "[make setup-trainers] $(NO_PY312)"; else $(MAKE) --no-print-directory $(TBIN)/.installed; fi
 
+# The verifiers (prime-rl) tier gets a venv of its own, .venv-verifiers: verifiers 0.4 pins mcp==2.0.0 and the test extra's
+# openenv needs mcp < 2 (through fastmcp 3). Python >= 3.11 ($(PY)); torch first, then -e '.[verifiers]' and pytest.
+VVENV ?= .venv-verifiers
+VBIN := $(VVENV)/bin
+PY_OK_VERIFIERS := $(shell $(PY) -c 'import sys; print(int(sys.version_info >= (3, 11)))' 2>/dev/null)
+NO_PY311 := $(PY) is older than Python 3.11, which verifiers needs: the verifiers tier is skipped
+
+$(VBIN)/.installed: pyproject.toml
+	@echo "[make setup-verifiers] creating $(VVENV) with $(PY); torch==2.13.0, then -e '.[verifiers]' and pytest"
+	$(PY) -m venv $(VVENV)
+	$(VBIN)/pip install -q --upgrade pip
+	$(VBIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(VBIN)/pip install -q -e '.[verifiers]' 'pytest>=8' 'pytest-timeout>=2.3'
+	touch $@
+
+setup-verifiers:
+	@if [ "$(PY_OK_VERIFIERS)" != 1 ]; then echo "[make setup-verifiers] $(NO_PY311)"; else $(MAKE) --no-print-directory $(VBIN)/.installed; fi
+
 quickstart: setup
 	@echo "[make quickstart] an echo server as a local process, one scripted episode printed by role"
 	$(BIN)/openenv-echo quickstart echo
@@ -55,8 +74,8 @@ docs: setup
 
 # Everything, as CI runs it: the static checks, then the container tier (as root it may apt-install docker and start
 # dockerd; it removes the images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every
-# other test, then the Python 3.12 trainer tier.
-test: lint docs test-docker test-main test-trainers
+# other test, then the Python 3.12 trainer tier and the verifiers (prime-rl) tier, each in its own venv.
+test: lint docs test-docker test-main test-trainers test-verifiers
 
 # The inner loop: no containers, no trainer runs.
 test-fast: setup
@@ -72,6 +91,13 @@ test-trainers: setup setup-trainers
 	@echo "[make test-trainers] pytest tests/trainers312 (SkyRL's loss path and worker step, skyrl-gym, SkyRL's Tinker-API server)"
 	@if [ -z "$(PY312)" ]; then OPENENV_ECHO_NO_PY312="$(NO_PY312)" $(BIN)/python -m pytest -q -rsP tests/trainers312; \
 	else $(TBIN)/python -m pytest -q -rsP tests/trainers312; fi
+
+# EchoEnv through verifiers' own machinery on live servers, and the prime-rl recipe (tests/verifiers, .venv-verifiers);
+# without Python 3.11 the main venv runs the tier's one test, which reports the skip and why.
+test-verifiers: setup setup-verifiers
+	@echo "[make test-verifiers] pytest tests/verifiers in $(VVENV) (EchoEnv through verifiers' machinery, the prime-rl recipe)"
+	@if [ "$(PY_OK_VERIFIERS)" != 1 ]; then $(BIN)/python -m pytest -q -rs tests/verifiers; \
+	else $(VBIN)/python -m pytest -q -rs tests/verifiers; fi
 
 test-docker: setup
 	@echo "[make test-docker] the container tier: scripts/docker/ci-tier.sh"

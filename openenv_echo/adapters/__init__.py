@@ -6,6 +6,8 @@
 * ``openenv_echo.adapters.torchrl`` – ``EchoGRPOLoss`` (``[torchrl]``)
 * ``openenv_echo.adapters.tinker``  – ``build_datums`` / ``echo_step`` / ``echo_custom_loss`` (``[tinker]``)
 * ``openenv_echo.adapters.skyrl``   – ``compute_world_loss`` / ``add_world_masks`` (pure torch; SkyRL optional)
+* ``openenv_echo.adapters.verifiers`` – ``EchoEnv``, a verifiers environment for prime-rl (``[verifiers]``, own venv)
+* ``openenv_echo.adapters.prime_rl``  – token roles, the ``ce`` stream and the echo filter on verifiers traces
 
 Python >= 3.12 with ``pip install openenv-echo[skyrl]`` (SkyRL 0.4; ``make setup-trainers`` builds it):
 
@@ -30,8 +32,11 @@ ADAPTERS: dict[str, str] = {
     "skyrl_cpu": "openenv_echo.adapters.skyrl_cpu",
     "skyrl_gym": "openenv_echo.adapters.skyrl_gym",
     "tinker_server": "openenv_echo.adapters.tinker_server",
+    "verifiers": "openenv_echo.adapters.verifiers",
+    "prime_rl": "openenv_echo.adapters.prime_rl",
 }
-_EXTRAS = {"trl": "trl", "torchrl": "torchrl", "tinker": "tinker"}  # every other adapter: openenv-echo[skyrl]
+_EXTRAS = {"trl": "trl", "torchrl": "torchrl", "tinker": "tinker", "skyrl": "train", "verifiers": "verifiers"}
+_EXTRAS |= {"prime_rl": "train"} | dict.fromkeys(("skyrl_loss", "skyrl_cpu", "skyrl_gym", "tinker_server"), "skyrl")
 
 
 def load_adapter(name: str) -> ModuleType:
@@ -42,8 +47,8 @@ def load_adapter(name: str) -> ModuleType:
         return importlib.import_module(ADAPTERS[name])
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
-            f"the {name} adapter needs its trainer library ({e.name}); install openenv-echo[{_EXTRAS.get(name, 'skyrl')}]"
-            + ("" if name in _EXTRAS else " (Python >= 3.12)")
+            f"the {name} adapter needs its trainer library ({e.name}); install openenv-echo[{_EXTRAS[name]}]"
+            + (" (Python >= 3.12)" if _EXTRAS[name] == "skyrl" else "")
         ) from e
 
 

@@ -7,11 +7,12 @@ import sys
 
 import pytest
 
-TRAINERS = ("trl", "torchrl", "tinker", "skyrl_train", "skyrl", "ray", "tensordict")
+TRAINERS = ("trl", "torchrl", "tinker", "skyrl_train", "skyrl", "ray", "tensordict", "verifiers", "renderers")
 
 CHECK = f"""
 import sys
 import openenv_echo, openenv_echo.objective, openenv_echo.adapters, openenv_echo.adapters.skyrl
+import openenv_echo.adapters.prime_rl, openenv_echo.adapters.generate_server
 loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({TRAINERS!r}))
 assert not loaded, loaded
 heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {{"transformers", "datasets", "accelerate"}})
@@ -38,6 +39,8 @@ def test_load_adapter_names_and_errors() -> None:
         "skyrl_cpu",
         "skyrl_gym",
         "tinker_server",
+        "verifiers",
+        "prime_rl",
     }
     with pytest.raises(ValueError, match="unknown adapter"):
         load_adapter("verl")
@@ -50,6 +53,20 @@ def test_load_adapter_names_and_errors() -> None:
 
     assert load_adapter("skyrl") is skyrl  # the named module itself, its world loss callable
     assert callable(skyrl.compute_world_loss)
+    assert callable(load_adapter("prime_rl").keep_world_targets)  # prime-rl's side imports without verifiers
+
+
+def test_the_verifiers_adapter_names_its_extra_where_verifiers_is_missing() -> None:
+    import importlib.util
+
+    from openenv_echo.adapters import load_adapter
+
+    if importlib.util.find_spec("verifiers") is not None:
+        pytest.skip("verifiers is installed here (.venv-verifiers): tests/verifiers covers the adapter")
+    with pytest.raises(
+        ImportError, match=r"needs its trainer library \(verifiers\); install openenv-echo\[verifiers\]"
+    ):
+        load_adapter("verifiers")
 
 
 RAY_PROVIDER = """
