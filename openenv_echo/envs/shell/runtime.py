@@ -7,8 +7,9 @@
   so the next reset of that task finds one ready; at most ``OPENENV_ECHO_SHELL_POOL`` (default 4) wait, the least
   recently used task's first to go.
 * **Ownership**: every container carries the label ``io.openenv-echo.shell=<host>/<pid>/<start time>`` of the server
-  process that made it. ``start`` removes the containers of owners that are gone (a crashed or restarted server on
-  this host or in a container of this engine); ``close`` removes this process's own. Sessions remove theirs when the
+  process that made it. ``remove_orphans`` (at server start) removes the containers of owners that are gone (a
+  crashed or restarted server on this host or in a container of this engine; an owner elsewhere after a day);
+  ``close`` removes this process's own. Sessions remove theirs when the
   episode ends, on reset, on disconnect and on idle timeout.
 
 All Docker calls run on the runtime's threads (``call``); the event loop never waits on the engine.
@@ -17,6 +18,7 @@ All Docker calls run on the runtime's threads (``call``); the event loop never w
 from __future__ import annotations
 
 import asyncio
+import datetime
 import hashlib
 import os
 import socket
@@ -38,6 +40,8 @@ TASK_LABEL = "io.openenv-echo.shell.task"
 IMAGE_LABEL = "io.openenv-echo.shell.image"
 IMAGE_REPOSITORY = "openenv-echo-shell"
 DEFAULT_POOL = 4
+UNKNOWN_OWNER_MAX_AGE_S = 24 * 3600.0
+"""Containers of an owner whose liveness cannot be checked (another host, a pod) are removed once this old."""
 _THREADS = 32
 
 
@@ -58,10 +62,10 @@ def owner_token() -> str:
     return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}"
 
 
-def owner_alive(token: str, client: Any) -> bool:
-    """Whether the server process named by ``token`` may still run: on this host, its pid with the same start time;
-    elsewhere, a container of this engine whose id starts with its hostname must be running (unknown hosts count
-    as alive: their containers are never touched)."""
+def owner_alive(token: str, client: Any) -> bool | None:
+    """Whether the server process named by ``token`` still runs: on this host, its pid with the same start time;
+    in a container of this engine (hostname = container id), that container running; None when that cannot be known
+    (another host, a pod)."""
     host, _, rest = token.partition("/")
     pid, _, started = rest.partition("/")
     if host == socket.gethostname():
@@ -71,7 +75,15 @@ def owner_alive(token: str, client: Any) -> bool:
             return bool(client.containers.get(host).status == "running")
         except Exception:
             return False
-    return True
+    return None
+
+
+def _age_s(container: Any) -> float:
+    created = str(container.attrs.get("Created", ""))[:19]  # 2026-01-31T12:00:00[.fraction]Z, UTC
+    try:
+        return time.time() - datetime.datetime.fromisoformat(created).replace(tzinfo=datetime.timezone.utc).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _digest(path: Path, base: str) -> str:
@@ -124,11 +136,15 @@ class ShellRuntime:
         return {OWNER_LABEL: self.owner, TASK_LABEL: task}
 
     def remove_orphans(self) -> int:
-        """Remove the containers whose owner server is gone; returns how many."""
+        """Remove the containers whose owner server is gone (or, when that cannot be known, that are older than
+        ``UNKNOWN_OWNER_MAX_AGE_S``); returns how many."""
         removed = 0
         for container in self.client.containers.list(all=True, filters={"label": OWNER_LABEL}):
             token = container.labels.get(OWNER_LABEL, "")
-            if token != self.owner and not owner_alive(token, self.client):
+            if token == self.owner:
+                continue
+            alive = owner_alive(token, self.client)
+            if alive is False or (alive is None and _age_s(container) > UNKNOWN_OWNER_MAX_AGE_S):
                 try:
                     container.remove(force=True, v=True)
                     removed += 1
