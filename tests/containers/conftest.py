@@ -111,3 +111,26 @@ def env_server(docker_engine: Any, env_image: Callable[[str], str]) -> Iterator[
     yield get
     for provider in providers.values():
         provider.stop()
+
+
+@pytest.fixture(scope="session")
+def shell_task_images(docker_engine: Any, base_image: str) -> Iterator[dict[str, str]]:
+    """Every shipped Harbor task's image, built once for the tier by the shell env's own runtime (the tags its
+    servers look up, so they never build again; only the git task's build uses the network, for Debian's mirror).
+    ``BASE_IMAGE`` is set for the servers the tests start. Removed at the end unless ``KEEP_DOCKER=1``."""
+    from openenv_echo.envs.shell import task_suite
+    from openenv_echo.envs.shell.runtime import IMAGE_LABEL, ShellRuntime
+
+    os.environ.setdefault("BASE_IMAGE", base_image)
+    runtime = ShellRuntime(pool_size=0)
+    try:
+        images = {task.name: runtime.image_for(task) for task in task_suite().tasks}
+    finally:
+        runtime.close()
+    yield images
+    if os.environ.get("KEEP_DOCKER") != "1":
+        for image in docker_engine.images.list(filters={"label": IMAGE_LABEL}):
+            try:
+                docker_engine.images.remove(image.id, force=True)
+            except Exception:
+                pass

@@ -1,6 +1,13 @@
 """shell: a real bash in a locked-down container per episode, on tasks in Harbor's format (``tasks``)."""
 
-from .environment import DEFAULT_MAX_STEPS, OUTPUT_CAP_BYTES, ShellEnvironment, expert_actions, task_suite
+from .environment import (
+    DEFAULT_MAX_STEPS,
+    OUTPUT_CAP_BYTES,
+    ShellEnvironment,
+    expert_actions,
+    solution_actions,
+    task_suite,
+)
 from .models import ShellAction, ShellObservation
 
 __all__ = [
@@ -10,5 +17,6 @@ __all__ = [
     "ShellEnvironment",
     "ShellObservation",
     "expert_actions",
+    "solution_actions",
     "task_suite",
 ]

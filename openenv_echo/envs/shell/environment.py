@@ -53,17 +53,20 @@ def task_suite() -> TaskSuite:
     return _suite(os.environ.get(TASKS_VARIABLE) or str(SUITE_DIR))
 
 
-def expert_actions(seed: int) -> list[dict[str, str]]:
-    """The reference solution of the seed's task as one command (``solution/solve.sh`` run by bash), then
-    ``submit``."""
-    task = task_suite().for_seed(seed)
+def solution_actions(task: HarborTask) -> list[dict[str, str]]:
+    """The task's reference solution as one command (``solution/solve.sh`` fed to bash), then ``submit``."""
     if task.solution is None:
         return [{"command": SUBMIT}]
-    script = task.solution.read_text(encoding="utf-8")
+    script = task.solution.read_text(encoding="utf-8").rstrip()
     return [
-        {"command": f"bash <<'__OPENENV_ECHO_SOLUTION__'\n{script.rstrip()}\n__OPENENV_ECHO_SOLUTION__"},
+        {"command": f"bash <<'__OPENENV_ECHO_SOLUTION__'\n{script}\n__OPENENV_ECHO_SOLUTION__"},
         {"command": SUBMIT},
     ]
+
+
+def expert_actions(seed: int) -> list[dict[str, str]]:
+    """The registry's scripted expert: ``solution_actions`` of the seed's task."""
+    return solution_actions(task_suite().for_seed(seed))
 
 
 def _rejection(command: str) -> str | None:
