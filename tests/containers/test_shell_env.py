@@ -98,16 +98,20 @@ def test_a_step_shows_roles_streams_status_and_keeps_shell_state(shell_url: str)
     with EnvClient(shell_url) as client:
         client.reset(task="count-word")
         client.step({"command": "cd /tmp && X=42"})
-        command = "echo out-$X; echo err >&2; printf tail; exit_not_found"
+        command = "echo out-$X; sleep 0.2; echo err >&2; sleep 0.2; echo tail; exit_not_found"
         result = client.step({"command": command})
         obs = result.observation
         assert obs["cwd"] == "/tmp" and obs["exit_code"] == 127 and obs["steps_left"] == 48
         segs = result.segments
         assert segs[0] == warning(f"/tmp$ {command}\n") and segs[-1] == warning("[exit status 127]\n")
-        body = [s for s in segs if s.role is Role.ENV_OUTPUT]
-        assert "".join(s.text for s in body if s.metadata is None) == "out-42\ntail"
-        stderr = "".join(s.text for s in body if s.metadata == {"stream": "stderr"})
-        assert stderr.startswith("err\n") and "exit_not_found: command not found" in stderr
+        assert [(s.role, s.metadata) for s in segs[1:-1]] == [
+            (Role.ENV_OUTPUT, None),
+            (Role.ENV_OUTPUT, {"stream": "stderr"}),
+            (Role.ENV_OUTPUT, None),
+            (Role.ENV_OUTPUT, {"stream": "stderr"}),
+        ]  # stdout and stderr interleaved as the processes wrote them
+        assert [s.text for s in segs[1:4]] == ["out-42\n", "err\n", "tail\n"]
+        assert "exit_not_found: command not found" in segs[4].text
         assert result.text == "".join(s.text for s in segs)
 
 
@@ -148,10 +152,10 @@ def check_answer(name: str, text: str, obs: dict[str, Any], host_file: Path) -> 
         assert text.count("Read-only file system") == 2 and "reward.txt: Permission denied" in text
     elif name == "host files and env":
         assert SECRET not in text and "HOME=/tmp" in text
-        assert "/proc/1/environ: Permission denied" in text and "docker.sock: No such file" in text
+        assert "/proc/1/environ: Permission denied" in text and "docker.sock': No such file" in text
         assert f"{host_file}: No such file" in text
-    elif name == "fork bomb":
-        assert "process limit (128)" in text
+    elif name == "fork bomb":  # the pids limit holds it (it keeps running in the background until the episode ends)
+        assert "reached its process limit (128)" in text
     elif name == "after the bomb":
         assert "still-here" in obs["output"]
 
@@ -168,13 +172,14 @@ def test_hostile_commands_are_bounded_and_answered_while_another_session_is_serv
     def neighbour() -> None:
         try:
             with EnvClient(shell_url) as other:
-                other.reset(task="count-word")
+                other.reset(task="count-word", max_steps=1000)
                 while not stop.is_set():
                     began = time.monotonic()
                     r = other.step({"command": "echo ping"})
                     latencies.append(time.monotonic() - began)
                     if r.observation["output"] != "ping\n":
                         problems.append(r.text)
+                    time.sleep(0.05)
                 seen = other.step({"command": "ls -a /tmp /app"}).observation["output"]
                 if "leak-check" in seen:
                     problems.append(f"another session's files are visible: {seen}")
@@ -198,7 +203,10 @@ def test_hostile_commands_are_bounded_and_answered_while_another_session_is_serv
     assert not thread.is_alive() and not problems, problems
     for name, (result, seconds) in answers.items():
         assert seconds < 20, (name, seconds)  # 3 s per command + kill + a new shell, on a loaded 2-core machine
-        check_answer(name, result.text, result.observation, host_file)
+        try:
+            check_answer(name, result.text, result.observation, host_file)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {result.text!r}") from e
     assert "leak-check" not in clean and int(clean.split()[-1]) <= 8, clean
     assert latencies and max(latencies) < 10, sorted(latencies)[-5:]
 
@@ -225,7 +233,7 @@ def test_containers_go_on_episode_end_reset_disconnect_and_the_pool_serves_reset
     rt = runtime_module.runtime()
     with EnvClient(shell_url) as client:
         a = client.reset(task="large-files").metadata["container"]
-        assert runtime_module.wait_for(lambda: rt.warm() >= 1, 60)  # a replacement waits in the pool
+        assert runtime_module.wait_for(lambda: rt.warm("large-files") >= 1, 60)  # a replacement waits in the pool
         warm_before = rt.warm_starts
         began = time.monotonic()
         b = client.reset(task="large-files").metadata["container"]  # reset: a fresh container, the old one goes
@@ -267,7 +275,7 @@ def test_a_restarted_server_removes_what_a_killed_one_left(
         container = client.reset(task="count-word").metadata["container"]
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        assert docker_engine.containers.get(container).status == "running"  # left behind
+        docker_engine.containers.get(container)  # left behind (stopped: its supervisor's stdin closed with the server)
     finally:
         if proc.poll() is None:
             proc.kill()

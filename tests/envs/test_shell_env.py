@@ -208,7 +208,7 @@ def test_step_roles_stderr_marked_and_harness_newline_is_warning() -> None:
         ({"ending": "shell_exit", "exit_status": 3}, "the shell exited with status 3"),
         ({"total_bytes": 500}, "output truncated: the command wrote 500 bytes"),
         ({"oom_kills": 1, "memory_mb": 512}, "OOM killer stopped 1 process(es)"),
-        ({"at_pids_limit": True, "pids_max": 128}, "process limit (128)"),
+        ({"forks_refused": 7, "pids_max": 128}, "process limit (128): 7 new process(es) were refused"),
         ({"background": [(9, "sleep")]}, "still running in the background: sleep (pid 9)"),
     ],
 )

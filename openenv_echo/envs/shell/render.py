@@ -46,8 +46,8 @@ class CommandResult:
     oom_kills: int = 0
     """Processes the kernel's OOM killer stopped during the step."""
     memory_mb: int = 0
-    at_pids_limit: bool = False
-    """The container held as many processes as its limit allows when the step ended."""
+    forks_refused: int = 0
+    """New processes the kernel refused during the step: the container was at its pids limit."""
     pids_max: int = 0
 
     @property
@@ -107,9 +107,10 @@ def step_segments(cwd_before: str, command: str, result: CommandResult) -> list[
             f"[harness: the kernel's OOM killer stopped {result.oom_kills} process(es): the container's memory "
             f"limit is {result.memory_mb} MB]"
         )
-    if result.at_pids_limit:
+    if result.forks_refused:
         notices.append(
-            f"[harness: the container is at its process limit ({result.pids_max}): new processes fail until some end]"
+            f"[harness: the container reached its process limit ({result.pids_max}): {result.forks_refused} new "
+            "process(es) were refused]"
         )
     if result.background and result.ending == "exited":
         shown = ", ".join(f"{name} (pid {pid})" for pid, name in result.background[:8])

@@ -284,8 +284,11 @@ class ShellRuntime:
         except RuntimeError:  # the executor is shut down: do it here
             self.release(sandbox)
 
-    def warm(self) -> int:
+    def warm(self, task: str | None = None) -> int:
+        """Containers waiting in the pool (for ``task``, or all)."""
         with self._lock:
+            if task is not None:
+                return len(self._pool.get(task, ()))
             return sum(len(v) for v in self._pool.values())
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """One locked-down container per episode: the agent's real bash, its limits, and the task's verifier.
 
 The container (``Sandbox.create``) runs the task's image with no network, a read-only root filesystem, every
-capability dropped but ``CAP_KILL`` (which only the root supervisor can use: the agent's uid has no capabilities and
+capability dropped but the few its root processes need (``ROOT_CAPABILITIES``: the agent's uid holds none, and
 ``no-new-privileges`` keeps it so), the task's pids, memory (swap included) and CPU limits, and writable tmpfs
 mounts only: the working directory (``storage_mb``, owned by the agent, filled with what the image holds there),
 ``/tmp`` (64 MB), ``/logs`` and ``/tests`` (root's: the agent cannot plant a reward or a test). Its main process is
@@ -27,6 +27,10 @@ from .scripts import AGENT_UID, SUPERVISOR, command_line
 from .streams import STDOUT, CommandOutput, FrameDecoder
 from .tasks import CONTAINER_REWARD_JSON, CONTAINER_REWARD_TXT, CONTAINER_TESTS_DIR, TaskLimits
 
+ROOT_CAPABILITIES = ("KILL", "DAC_OVERRIDE", "FOWNER", "CHOWN")
+"""All the container keeps (every other capability is dropped): its root processes (the supervisor, which stops the
+agent's processes, and the task's verifier, which like Harbor's runs as root over the agent's files) use them; the
+agent's uid holds none, and ``no-new-privileges`` keeps it from gaining any."""
 TMP_MB = 64
 LOGS_MB = 16
 TESTS_MB = 64
@@ -144,6 +148,7 @@ class Sandbox:
         self._shell_exec: str | None = None
         self._reported: set[int] = set()
         self._oom_seen = 0
+        self._refused_seen = 0
 
     # -- life cycle ----------------------------------------------------------------------------------------
     @classmethod
@@ -164,7 +169,7 @@ class Sandbox:
             network_mode="none",
             read_only=True,
             cap_drop=["ALL"],
-            cap_add=["KILL"],
+            cap_add=list(ROOT_CAPABILITIES),
             security_opt=["no-new-privileges"],
             pids_limit=limits.pids,
             mem_limit=f"{limits.memory_mb}m",
@@ -376,7 +381,7 @@ class Sandbox:
             exit_status, shell_pid, self.cwd = fields
         else:
             self.start_shell()
-        oom, pids, pids_max, background = self._status(shell_pid)
+        oom, refused, background = self._status(shell_pid)
         return CommandResult(
             chunks=output.chunks,
             total_bytes=output.total_bytes,
@@ -388,7 +393,7 @@ class Sandbox:
             background=background,
             oom_kills=oom,
             memory_mb=self.spec.limits.memory_mb,
-            at_pids_limit=pids_max is not None and pids >= pids_max,
+            forks_refused=refused,
             pids_max=self.spec.limits.pids,
         )
 
@@ -410,26 +415,27 @@ class Sandbox:
             time.sleep(0.01)
         return None
 
-    def _status(self, shell_pid: int) -> tuple[int, int, int | None, list[tuple[int, str]]]:
-        """New OOM kills, the container's process count and limit, and the agent's processes left running that
-        no earlier step reported (one supervisor round trip)."""
+    def _status(self, shell_pid: int) -> tuple[int, int, list[tuple[int, str]]]:
+        """OOM kills and forks refused at the pids limit since the last step, and the agent's processes left
+        running that no earlier step reported (one supervisor round trip)."""
         words = self.supervise(f"status {shell_pid}").split()
-        if len(words) < 4 or words[0] != "status" or not (words[1].isdigit() and words[2].isdigit()):
-            return 0, 0, None, []
+        if len(words) < 3 or words[0] != "status" or not (words[1].isdigit() and words[2].isdigit()):
+            return 0, 0, []
         oom, self._oom_seen = int(words[1]) - self._oom_seen, int(words[1])
+        refused, self._refused_seen = int(words[2]) - self._refused_seen, int(words[2])
         found = []
-        for item in words[4:]:
+        for item in words[3:]:
             pid, _, name = item.partition(":")
             if pid.isdigit() and int(pid) not in self._reported:
                 self._reported.add(int(pid))
                 found.append((int(pid), name))
-        return max(oom, 0), int(words[2]), int(words[3]) if words[3].isdigit() else None, found
+        return max(oom, 0), max(refused, 0), found
 
     # -- the verifier --------------------------------------------------------------------------------------
     def verify(self, tests_dir: Path, timeout_s: float, environment: dict[str, str], workdir: str) -> VerifierResult:
         """Harbor's verifier: stop every agent process, upload ``tests/`` to ``/tests``, run ``test.sh`` as root in
-        ``workdir`` and read ``/logs/verifier/reward.txt`` (or ``reward.json``). The agent could not write either
-        directory, and nothing it started is left running."""
+        ``workdir``, stop whatever it left running, and read ``/logs/verifier/reward.txt`` (or ``reward.json``). The
+        agent could write neither directory, and nothing it started runs beside the tests."""
         began = time.monotonic()
         self.kill_all("verifier")
         code, out, _ = self.exec(
@@ -448,6 +454,7 @@ class Sandbox:
         text = out.decode("utf-8", "replace")[-4000:]
         if timed_out:
             return VerifierResult(0.0, text, f"the verifier ran over its {timeout_s:g} s", time.monotonic() - began)
+        self.kill_all("verifier-done")  # nothing the tests started (the agent's programs among them) may write later
         reward, problem = self._read_reward()
         return VerifierResult(reward, text, problem, time.monotonic() - began)
 

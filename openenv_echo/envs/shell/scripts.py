@@ -5,8 +5,8 @@ Two processes of ours live in every sandbox container:
 * the **supervisor** (the container's main process, root with only ``CAP_KILL``, under Docker's init): it reads one
   request per line on its stdin and answers one line on its stdout, using bash builtins only, so it still works when
   the agent's fork bomb holds every pid of the container. ``kill`` SIGKILLs every other process (the agent's shell,
-  its children, anything it left behind) until none is left; ``status PID`` answers the cgroup's OOM-kill count,
-  its process count and limit, and the processes the agent left running besides its shell ``PID``.
+  its children, anything it left behind) until none is left; ``status PID`` answers the cgroup's OOM kills and the
+  forks it refused at its pids limit so far, and the processes the agent left running besides its shell ``PID``.
 * the agent's **shell**: one ``bash --noprofile --norc`` per episode (a new one after a kill or an ``exit``) as the
   unprivileged ``AGENT_UID``, fed one ``command_line`` per step on its stdin. Each line runs the agent's command with
   ``eval`` (so ``cd``, variables and functions persist between steps, as in a terminal) with stdin from /dev/null,
@@ -50,8 +50,9 @@ while IFS= read -r req; do
       log "stopped every other process (${2:-request})"
       printf 'killed %d\n' "$n";;
     status)
-      # status SHELL_PID -> "status OOM_KILLS PIDS PIDS_MAX pid:name ...": the agent's processes other than its
-      # shell whose parent is that shell or init (what it left running; their own children are not listed)
+      # status SHELL_PID -> "status OOM_KILLS FORKS_REFUSED pid:name ...": the cgroup's OOM kills and forks refused
+      # at its pids limit so far, and the agent's processes other than its shell whose parent is that shell or
+      # init (what it left running; their own children are not listed)
       out=""
       for d in /proc/[0-9]*; do
         p=${d#/proc/}
@@ -67,14 +68,16 @@ while IFS= read -r req; do
         read -r comm < "$d/comm" 2>/dev/null
         out+=" $p:${comm// /_}"
       done
-      oom=0 pids=0 pmax=max
+      oom=0 refused=0
       for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
         [[ -r $f ]] || continue
         while read -r k v; do [[ $k == oom_kill ]] && oom=$v; done < "$f"
       done
-      for f in /sys/fs/cgroup/pids.current /sys/fs/cgroup/pids/pids.current; do [[ -r $f ]] && read -r pids < "$f"; done
-      for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do [[ -r $f ]] && read -r pmax < "$f"; done
-      printf 'status %s %s %s%s\n' "$oom" "$pids" "$pmax" "$out";;
+      for f in /sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events; do
+        [[ -r $f ]] || continue
+        while read -r k v; do [[ $k == max ]] && refused=$v; done < "$f"
+      done
+      printf 'status %s %s%s\n' "$oom" "$refused" "$out";;
     *) printf 'error unknown request\n';;
   esac
 done
