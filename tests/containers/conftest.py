@@ -89,7 +89,7 @@ def _compose_url(client: Any, project: str, service: str, index: int = 1) -> str
 
 
 @pytest.fixture(scope="session")
-def env_server(docker_engine: Any, env_image: Callable[[str], str]) -> Iterator[Callable[[str], str]]:
+def env_server(docker_engine: Any, env_image: Callable[[str], str], base_image: str) -> Iterator[Callable[[str], str]]:
     """``env_server("sql") -> base_url`` of a running, hardened container of that env (one per session)."""
     providers: dict[str, DockerProvider] = {}
     urls: dict[str, str] = {}
@@ -103,7 +103,12 @@ def env_server(docker_engine: Any, env_image: Callable[[str], str]) -> Iterator[
                 pytest.fail(f"docker-compose project {COMPOSE_PROJECT!r} has no running {env!r} service")
             urls[env] = url
             return url
-        provider = DockerProvider(env_image(env), client=docker_engine, name=f"openenv-echo-test-{env}-{os.getpid()}")
+        engine: dict[str, Any] = {}
+        if ENVIRONMENTS[env].needs_docker:  # the shell env's server starts its episodes' containers on this engine
+            engine = {"docker_socket": "/var/run/docker.sock", "env": {"BASE_IMAGE": base_image}}
+        provider = DockerProvider(
+            env_image(env), client=docker_engine, name=f"openenv-echo-test-{env}-{os.getpid()}", **engine
+        )
         providers[env] = provider
         urls[env] = provider.start()
         return urls[env]
