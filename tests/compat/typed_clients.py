@@ -114,4 +114,9 @@ class ShellEnv(_TypedClient):
     env_name = "shell"
 
 
-TYPED_CLIENTS: dict[str, type[_TypedClient]] = {"echo": EchoEnv, "terminal": TerminalEnv, "sql": SqlEnv, "shell": ShellEnv}
+TYPED_CLIENTS: dict[str, type[_TypedClient]] = {
+    "echo": EchoEnv,
+    "terminal": TerminalEnv,
+    "sql": SqlEnv,
+    "shell": ShellEnv,
+}

@@ -18,7 +18,6 @@ from openenv_echo.envs.shell.render import CommandResult, reset_segments, step_s
 from openenv_echo.envs.shell.scripts import MARK, ansi_c_quote, command_line
 from openenv_echo.envs.shell.streams import STDERR, STDOUT, CommandOutput, FrameDecoder
 from openenv_echo.roles import Role
-from openenv_echo.server import ServerLimits
 from openenv_echo.server.protocol import _cut
 from openenv_echo.trajectory import Trajectory
 from openenv_echo.wire import Observation, Segment, env_output, warning
@@ -137,7 +136,7 @@ def _text(output: CommandOutput, stream: int) -> str:
 
 @pytest.mark.parametrize(
     "text",
-    ["plain", "it's \"quoted\" \\ back\\slash", "tab\tnew\nline", "é✓ 日本", "$HOME `x` $(y) !bang", "\x01\x7f"],
+    ["plain", 'it\'s "quoted" \\ back\\slash', "tab\tnew\nline", "é✓ 日本", "$HOME `x` $(y) !bang", "\x01\x7f"],
 )
 def test_ansi_c_quote_round_trips_through_bash(text: str) -> None:
     line = ansi_c_quote(text)
@@ -254,7 +253,9 @@ def test_expert_is_the_reference_solution_then_submit() -> None:
 
 
 def test_defaults_and_tools() -> None:
-    assert ShellEnvironment.DEFAULT_LIMITS["step_timeout_s"] > max(t.limits.verifier_timeout_s for t in task_suite().tasks)
+    assert ShellEnvironment.DEFAULT_LIMITS["step_timeout_s"] > max(
+        t.limits.verifier_timeout_s for t in task_suite().tasks
+    )
     assert {t.name for t in ShellEnvironment.TOOLS} == {"run_command", "submit"}
     assert OUTPUT_CAP_BYTES == 16384
 
@@ -265,12 +266,12 @@ def test_bad_resets_are_validation_errors_and_no_engine_is_a_clear_error(
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     url = running_server(ShellEnvironment, step_timeout_s=60)
     with EnvClient(url) as client:
-        with pytest.raises(ActionValidationError, match="unknown task 'nope'.*count-word"):
+        with pytest.raises(ActionValidationError, match=r"unknown task 'nope'.*count-word"):
             client.reset(task="nope")
         with pytest.raises(ActionValidationError, match="over task count-word's limit of 30 s"):
             client.reset(task="count-word", command_timeout_s=31)
         with pytest.raises(ActionValidationError, match="command_timeout_s"):
             client.reset(task="count-word", command_timeout_s=0)
-        with pytest.raises(ExecutionError, match="needs a Docker engine.*start-dockerd"):
+        with pytest.raises(ExecutionError, match=r"needs a Docker engine.*start-dockerd"):
             client.reset(task="count-word")
         assert client.metadata()["name"] == "shell"  # the session and the server keep serving
