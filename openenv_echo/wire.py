@@ -35,6 +35,9 @@ class Segment(BaseModel):
         "when there is nothing to say.",
     )
 
+    def __hash__(self) -> int:  # frozen, so hashable: the metadata dict by its items
+        return hash((self.role, self.text, tuple(sorted(self.metadata.items())) if self.metadata else None))
+
     def __repr__(self) -> str:  # compact: trajectories print many of these
         extra = f", {self.metadata}" if self.metadata else ""
         return f"Segment({self.role.value}, {self.text!r}{extra})"

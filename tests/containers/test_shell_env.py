@@ -24,7 +24,7 @@ import pytest
 
 from openenv_echo.client import EnvClient, SandboxLostError
 from openenv_echo.envs.shell import ShellEnvironment, solution_actions, task_suite
-from openenv_echo.envs.shell.runtime import OWNER_LABEL
+from openenv_echo.envs.shell.runtime import OWNER_LABEL, owner_token
 from openenv_echo.roles import Role
 from openenv_echo.server import BackgroundServer, ServerLimits, create_app
 from openenv_echo.server.background import free_port
@@ -39,7 +39,8 @@ SECRET = "openenv-echo-host-secret-4f1c"
 
 
 def _ours(docker_engine: Any) -> list[Any]:
-    return docker_engine.containers.list(all=True, filters={"label": OWNER_LABEL})
+    """The containers of this process's shell servers (a compose shell service may hold its own)."""
+    return docker_engine.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_token()}"})
 
 
 def _gone(docker_engine: Any, container_id: str, timeout_s: float = 30.0) -> bool:
@@ -126,6 +127,7 @@ def hostile_commands(host_file: Path) -> list[tuple[str, str]]:
         ("background", "(while :; do sleep 1; done) & echo started"),
         ("write outside", "echo x > /etc/passwd; echo x > /usr/bin/pwned; echo 1 > /logs/verifier/reward.txt"),
         ("host files and env", f"env; cat /proc/1/environ; ls /var/run/docker.sock; cat {host_file}"),
+        ("nul byte", "echo a\x00b"),
         ("fork bomb", ":(){ :|:& };:"),
         ("after the bomb", "echo still-here"),
     ]
@@ -154,6 +156,8 @@ def check_answer(name: str, text: str, obs: dict[str, Any], host_file: Path) -> 
         assert SECRET not in text and "HOME=/tmp" in text
         assert "/proc/1/environ: Permission denied" in text and "docker.sock': No such file" in text
         assert f"{host_file}: No such file" in text
+    elif name == "nul byte":
+        assert "command rejected: it contains a NUL character" in text and obs["exit_code"] is None
     elif name == "fork bomb":  # the pids limit holds it (it keeps running in the background until the episode ends)
         assert "reached its process limit (128)" in text
     elif name == "after the bomb":
@@ -296,6 +300,14 @@ def test_openenv_clients_drive_the_shell_env(shell_url: str) -> None:
     with GenericEnvClient(base_url=shell_url).sync() as generic:
         generic.reset(task="count-word")
         assert generic.step({"command": "submit"}).done is True
+    with EnvClient(shell_url) as client:  # the MCP tools are the same transitions
+        client.reset(task="count-word")
+        tools = client.step({"type": "list_tools"}).observation["tools"]
+        assert [t["name"] for t in tools] == ["run_command", "submit"]
+        ran = client.step({"type": "call_tool", "tool_name": "run_command", "arguments": {"command": "echo hi"}})
+        assert ran.observation["result"]["output"] == "hi\n" and ran.segments[1].text == "hi\n"
+        done = client.step({"type": "call_tool", "tool_name": "submit", "arguments": {}})
+        assert done.done and done.observation["result"] == {"reward": 0.0, "done": True}
 
 
 def test_openenv_runtime_graders_pass_on_a_loopback_server(shell_url: str) -> None:

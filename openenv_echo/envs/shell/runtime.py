@@ -18,6 +18,7 @@ All Docker calls run on the runtime's threads (``call``); the event loop never w
 from __future__ import annotations
 
 import asyncio
+import atexit
 import datetime
 import hashlib
 import os
@@ -310,12 +311,19 @@ _runtime_lock = threading.Lock()
 
 
 def runtime() -> ShellRuntime:
-    """This process's runtime (made on first use)."""
+    """This process's runtime (made on first use; closed by the last server that used it, or at exit)."""
     global _runtime
     with _runtime_lock:
         if _runtime is None:
             _runtime = ShellRuntime()
+            atexit.register(_close_at_exit, _runtime)
         return _runtime
+
+
+def _close_at_exit(rt: ShellRuntime) -> None:
+    """Remove what a runtime still holds when the interpreter exits (an env used without a server)."""
+    if not rt._closed:
+        rt.close()
 
 
 def attach() -> ShellRuntime:
