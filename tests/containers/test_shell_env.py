@@ -128,7 +128,7 @@ def hostile_commands(host_file: Path) -> list[tuple[str, str]]:
         ("write outside", "echo x > /etc/passwd; echo x > /usr/bin/pwned; echo 1 > /logs/verifier/reward.txt"),
         ("host files and env", f"env; cat /proc/1/environ; ls /var/run/docker.sock; cat {host_file}"),
         ("nul byte", "echo a\x00b"),
-        ("fork bomb", ":(){ :|:& };:"),
+        ("fork bomb", ":(){ :|:& };:; sleep 1"),
         ("after the bomb", "echo still-here"),
     ]
 
@@ -158,8 +158,8 @@ def check_answer(name: str, text: str, obs: dict[str, Any], host_file: Path) -> 
         assert f"{host_file}: No such file" in text
     elif name == "nul byte":
         assert "command rejected: it contains a NUL character" in text and obs["exit_code"] is None
-    elif name == "fork bomb":  # the pids limit holds it (it keeps running in the background until the episode ends)
-        assert "reached its process limit (128)" in text
+    elif name == "fork bomb":  # the pids limit holds it; the command's wall time stops it
+        assert "reached its process limit (128)" in text and "Resource temporarily unavailable" in text
     elif name == "after the bomb":
         assert "still-here" in obs["output"]
 
@@ -312,42 +312,7 @@ def test_openenv_clients_drive_the_shell_env(shell_url: str) -> None:
 
 def test_openenv_runtime_graders_pass_on_a_loopback_server(shell_url: str) -> None:
     """OpenEnv's runtime graders (startup, schema, reward, state contract) replaying validation/runtime.json."""
-    from openenv.validation import runner as validation
-    from openenv.validation.providers import ExecResult, ProviderCapability
-    from openenv.validation.types import Level
+    from tests.openenv_compat import RUNTIME_CHECKS, runtime_results
 
-    class Subject:
-        base_url = shell_url
-
-        def inspect(self) -> dict[str, Any]:
-            return {}
-
-        def logs(self, max_bytes: int = 65536) -> str:
-            return ""
-
-        def exec(self, argv: list[str], timeout_s: float) -> ExecResult:
-            return ExecResult(0, "", "", 0.0)
-
-        def stop(self) -> None:
-            pass
-
-    class Loopback:
-        name = "loopback"
-        capabilities = frozenset({ProviderCapability.IMAGE_BUILD})
-        supported_network_modes = frozenset({"public"})
-
-        def build(self, root: Path, execution: object) -> str:
-            return "sha256:" + "0" * 64
-
-        def start(self, spec: object) -> Subject:
-            return Subject()
-
-    report = validation.run_validation(ROOT / "envs" / "shell_env", max_level=Level.RUNTIME, provider=Loopback())
-    status = {r.check_id: r.status.value for r in report.results}
-    for check in (
-        "runtime.startup",
-        "runtime.observation_schema",
-        "runtime.reward_well_formed",
-        "runtime.state_contract",
-    ):
-        assert status[check] == "pass", (check, [(r.check_id, r.evidence) for r in report.results])
+    status = runtime_results(ROOT / "envs" / "shell_env", shell_url)
+    assert all(status[check] == "pass" for check in ("runtime.startup", *RUNTIME_CHECKS)), status
