@@ -218,7 +218,7 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
         try:
             sandbox = await asyncio.wrap_future(future)
         except asyncio.CancelledError:  # the reset was abandoned: whatever the thread makes is removed
-            future.add_done_callback(lambda f: None if f.exception() else rt.release_later(f.result()))
+            future.add_done_callback(lambda f: None if f.cancelled() or f.exception() else rt.release_later(f.result()))
             raise
         except EngineUnavailable as e:
             raise EnvError(f"the shell env needs a Docker engine: {e}") from None
