@@ -355,7 +355,7 @@ class DockerProvider(ServerProvider):
             return
         try:
             self._final_logs = _decode(container.logs(tail=_BUILD_TAIL))
-            self._final_status = _status(container)
+            self._final_status = container_status(container)
         except docker.errors.APIError:
             pass
         try:
@@ -383,7 +383,7 @@ class DockerProvider(ServerProvider):
     def exit_status(self) -> str | None:
         if self._container is None:
             return self._final_status or "not running"
-        return _status(self._container)
+        return container_status(self._container)
 
     # -- extras -------------------------------------------------------------------------------------------------
     @property
@@ -400,7 +400,8 @@ class DockerProvider(ServerProvider):
         return health.get("Status") if health else None
 
 
-def _status(container: Any) -> str | None:
+def container_status(container: Any) -> str | None:
+    """None while ``container`` runs; else how it ended (state, exit code, OOM kill, error)."""
     import docker.errors
 
     try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...providers.docker import container_status
 from .render import CommandResult, Ending
 from .scripts import AGENT_UID, SUPERVISOR, command_line
 from .streams import STDOUT, CommandOutput, FrameDecoder
@@ -226,18 +227,9 @@ class Sandbox:
     def status(self) -> str:
         """``running``, or how the container ended (state, exit code, OOM, error)."""
         try:
-            self.container.reload()
-        except Exception:
-            return "removed"
-        state = self.container.attrs.get("State", {})
-        if state.get("Running"):
-            return "running"
-        text = f"{state.get('Status', 'stopped')} with exit code {state.get('ExitCode')}"
-        if state.get("OOMKilled"):
-            text += " (OOM killed)"
-        if state.get("Error"):
-            text += f": {state['Error']}"
-        return text
+            return container_status(self.container) or "running"
+        except Exception:  # the engine itself is gone
+            return "unknown: the engine does not answer"
 
     def lost(self, what: str) -> SandboxLost:
         status = self.status()
