@@ -156,13 +156,13 @@ def _load_tokenizer(name: str | None, param: str = "--tokenizer") -> Any:
         ) from e
 
 
-def _limits(**values: Any) -> Any:
+def _limits(defaults: Any = None, **values: Any) -> Any:
     from pydantic import ValidationError
 
     from .server import ServerLimits
 
     try:
-        return ServerLimits.from_env(**values)
+        return ServerLimits.from_env(defaults, **values)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
         raise UsageError(
@@ -194,7 +194,9 @@ def _check_port_free(host: str, port: int) -> None:
 
 @app.command()
 def serve(
-    env: str = typer.Argument(..., help="Environment name (echo, terminal, sql) or module:Class.", callback=_env_name),
+    env: str = typer.Argument(
+        ..., help="Environment name (echo, terminal, sql, shell) or module:Class.", callback=_env_name
+    ),
     host: str = typer.Option("127.0.0.1", help="Interface to bind (0.0.0.0 in containers)."),
     port: int = typer.Option(8000, min=0, max=65535, help="TCP port."),
     mode: Mode = typer.Option(Mode.simulation, help="simulation (HTTP reset/step/state too) or production (WS only)."),
@@ -246,7 +248,9 @@ def serve(
     from .server import create_app
     from .server import serve as run
 
+    env_cls = load_env(env)
     limits = _limits(
+        env_cls.DEFAULT_LIMITS,
         max_sessions=max_sessions,
         idle_timeout_s=idle_timeout,
         max_message_bytes=max_message_bytes,
@@ -260,7 +264,6 @@ def serve(
         header_timeout_s=header_timeout,
         body_timeout_s=body_timeout,
     )
-    env_cls = load_env(env)
     try:
         application = create_app(env_cls, limits=limits, mode=mode.value, tokenizer=_load_tokenizer(tokenizer))
     except ValueError as e:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-ROLE_SPEC_VERSION = "1.0"
+ROLE_SPEC_VERSION = "1.1"
 """Version of the role spec carried on the wire (``Observation.role_spec``) and in saved trajectories."""
 
 

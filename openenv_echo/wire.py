@@ -18,15 +18,29 @@ from .roles import ROLE_SPEC_VERSION, Role
 
 
 class Segment(BaseModel):
-    """A run of text written by one author. An observation's flat text is exactly its segments joined."""
+    """A run of text written by one author. An observation's flat text is exactly its segments joined.
+
+    ``metadata`` (role spec 1.1) says more about where the text came from without changing its role, e.g.
+    ``{"stream": "stderr"}`` on what a process wrote to its standard error; it is omitted from JSON when absent.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Role
     text: str
+    metadata: dict[str, str] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description='Where the text came from, without changing its role (e.g. {"stream": "stderr"}); absent '
+        "when there is nothing to say.",
+    )
+
+    def __hash__(self) -> int:  # frozen, so hashable: the metadata dict by its items
+        return hash((self.role, self.text, tuple(sorted(self.metadata.items())) if self.metadata else None))
 
     def __repr__(self) -> str:  # compact: trajectories print many of these
-        return f"Segment({self.role.value}, {self.text!r})"
+        extra = f", {self.metadata}" if self.metadata else ""
+        return f"Segment({self.role.value}, {self.text!r}{extra})"
 
 
 def context(text: str) -> Segment:
@@ -34,9 +48,9 @@ def context(text: str) -> Segment:
     return Segment(role=Role.CONTEXT, text=text)
 
 
-def env_output(text: str) -> Segment:
-    """An ``env_output`` segment: what the world itself printed or returned."""
-    return Segment(role=Role.ENV_OUTPUT, text=text)
+def env_output(text: str, metadata: dict[str, str] | None = None) -> Segment:
+    """An ``env_output`` segment: what the world itself printed or returned (``metadata``: e.g. its stream)."""
+    return Segment(role=Role.ENV_OUTPUT, text=text, metadata=metadata)
 
 
 def warning(text: str) -> Segment:
@@ -194,6 +208,8 @@ class ErrorCode(str, Enum):
     EPISODE_DONE = "EPISODE_DONE"
     STEP_TIMEOUT = "STEP_TIMEOUT"
     TOKENIZER_UNAVAILABLE = "TOKENIZER_UNAVAILABLE"
+    SANDBOX_LOST = "SANDBOX_LOST"
+    """The episode's sandbox (the shell env's container) died under it; ``logs`` holds its last log lines."""
 
 
 CLOSING_CODES = frozenset({ErrorCode.CAPACITY_REACHED, ErrorCode.FACTORY_ERROR, ErrorCode.SESSION_ERROR})

@@ -1,5 +1,6 @@
 """Pieces the runnable trainer recipes (``examples/trainers/<trainer>/train.py``) share: a tiny offline model, the
-terminal env's worlds and action format, and a per-role gradient probe that shows where the loss's gradient goes."""
+terminal env's worlds and action format (the shell env's too: same actions, seeds pick its tasks), and a per-role
+gradient probe that shows where the loss's gradient goes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ SYSTEM_PROMPT = (
     "You are the on-call engineer on a Linux host with an incident. Run one shell command per turn; when you know "
     "the cause, answer with `submit <kind> <service>`."
 )
+SHELL_PROMPT = (
+    "You work in a bash shell in a Linux container. Run one command per turn; when the task is done, answer with "
+    "`submit`."
+)
+RECIPE_ENVS: dict[str, str] = {"terminal": SYSTEM_PROMPT, "shell": SHELL_PROMPT}
+"""Envs a recipe's ``--env`` may name, with their system prompt; both take ``{"command": text}`` actions. ``shell``
+runs real bash in a container per episode (it needs a Docker engine)."""
 
 
 def tiny_causal_lm(tokenizer: Any, *, seed: int = 0, hidden: int = 32, layers: int = 2) -> torch.nn.Module:
@@ -57,7 +65,8 @@ def load_model(name: str | None, *, seed: int = 0) -> tuple[torch.nn.Module, Any
 
 
 def terminal_worlds(n: int, max_steps: int, first_seed: int = 0) -> list[dict[str, Any]]:
-    """Reset options of ``n`` terminal-env worlds (one per GRPO group): a seed each, and the episode's step cap."""
+    """Reset options of ``n`` worlds (one per GRPO group): a seed each, and the episode's step cap (the terminal and
+    shell envs both take them)."""
     return [{"seed": first_seed + i, "max_steps": max_steps} for i in range(n)]
 
 
@@ -89,16 +98,19 @@ def recipe_parser(doc: str) -> argparse.ArgumentParser:
     return ap
 
 
-def step_rollouts(base_url: str, tokenizer: Any, sampler: Sampler, a: argparse.Namespace, step: int) -> list[Rollout]:
-    """Step ``step``'s (from 1) episodes: ``a.groups`` fresh terminal worlds, each played ``a.group_size`` times at
-    once (a GRPO group shares its world), token-in-token-out; in group order."""
+def step_rollouts(
+    base_url: str, tokenizer: Any, sampler: Sampler, a: argparse.Namespace, step: int, env: str = "terminal"
+) -> list[Rollout]:
+    """Step ``step``'s (from 1) episodes: ``a.groups`` fresh worlds of ``env`` (a seed and the step cap each: a
+    terminal host, or a shell task), each played ``a.group_size`` times at once (a GRPO group shares its world),
+    token-in-token-out; in group order."""
     worlds = terminal_worlds(a.groups, max_steps=a.max_turns, first_seed=a.seed + (step - 1) * a.groups)
     return run_rollouts(
         base_url,
         tokenizer,
         sampler,
         group_reset_options(worlds, a.group_size),
-        [[{"role": "system", "content": SYSTEM_PROMPT}]] * (a.groups * a.group_size),
+        [[{"role": "system", "content": RECIPE_ENVS[env]}]] * (a.groups * a.group_size),
         to_action=command_action,
         max_turns=a.max_turns,
         max_completion_length=a.max_completion_length,

@@ -81,6 +81,21 @@ class TokenizerUnavailableError(ServerError):
     code = ErrorCode.TOKENIZER_UNAVAILABLE
 
 
+class SandboxLostError(ServerError):
+    """The episode's sandbox (a container) died mid-episode: ``logs`` holds its last log lines, ``status`` how it
+    ended. The session stays open; ``reset()`` starts a new episode in a fresh sandbox."""
+
+    code = ErrorCode.SANDBOX_LOST
+
+    @property
+    def logs(self) -> str:
+        return str(self.data.get("logs", ""))
+
+    @property
+    def status(self) -> str:
+        return str(self.data.get("status", ""))
+
+
 class ConnectionLostError(EnvClientError):
     """The connection dropped (server died, network, or the server closed it). The episode is gone: ``reset()``
     opens a new connection and starts a new episode explicitly."""
@@ -107,6 +122,7 @@ _BY_CODE: dict[str, type[ServerError]] = {
         EpisodeDoneError,
         StepTimeoutError,
         TokenizerUnavailableError,
+        SandboxLostError,
     )
 }
 

@@ -16,11 +16,13 @@ from ..server.environment import Environment
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """A registered environment: its name, where its class lives, and its docker-compose host port range."""
+    """A registered environment: its name, where its class lives, its docker-compose host port range, and whether
+    its sessions need a Docker engine (``needs_docker``: the shell env runs a container per episode)."""
 
     name: str
     target: str  # "module:Class"
     ports: str  # host ports of its compose service, e.g. "8101-8110"
+    needs_docker: bool = False
 
     @property
     def module(self) -> str:
@@ -45,6 +47,7 @@ ENVIRONMENTS: dict[str, EnvSpec] = {
         EnvSpec("echo", "openenv_echo.envs.echo:EchoEnvironment", "8101-8110"),
         EnvSpec("terminal", "openenv_echo.envs.terminal:TerminalEnvironment", "8201-8210"),
         EnvSpec("sql", "openenv_echo.envs.sql:SqlEnvironment", "8301-8310"),
+        EnvSpec("shell", "openenv_echo.envs.shell:ShellEnvironment", "8401-8410", needs_docker=True),
     )
 }
 

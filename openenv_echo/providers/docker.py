@@ -91,6 +91,8 @@ class DockerProvider(ServerProvider):
     - ``hardened``: OpenEnv validator flags (uid 65532, read-only root, tmpfs /tmp, no capabilities,
       no-new-privileges, pids limit). ``command`` overrides the image's CMD.
     - ``host_port=None``: Docker picks a free host port (bound to 127.0.0.1 only).
+    - ``docker_socket``: bind-mount this Docker engine socket at ``/var/run/docker.sock`` and add its group (the
+      shell env's server starts a container per episode): whoever controls the server controls that engine.
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class DockerProvider(ServerProvider):
         labels: Mapping[str, str] | None = None,
         on_build_line: Callable[[str], None] | None = None,
         client: Any = None,
+        docker_socket: str | None = None,
         **limits: Any,
     ) -> None:
         super().__init__()
@@ -152,6 +155,7 @@ class DockerProvider(ServerProvider):
         self.label = f"container {self.name}"
         self.image_id: str | None = None
         self.build_log: deque[str] = deque(maxlen=_BUILD_TAIL)
+        self.docker_socket = docker_socket
         self._client = client
         self._container: Any = None
         self._final_logs = ""
@@ -168,15 +172,24 @@ class DockerProvider(ServerProvider):
         build: bool = True,
         **kwargs: Any,
     ) -> DockerProvider:
-        """The image of a bundled env (``echo``, ``terminal``, ``sql``), built from the checkout's
+        """The image of a bundled env (``echo``, ``terminal``, ``sql``, ``shell``), built from the checkout's
         ``envs/<env>_env/server/Dockerfile`` with the repo root as context. ``base_image`` (else env var
-        ``BASE_IMAGE``, else the Dockerfile's default python:3.11-slim) becomes the ``BASE_IMAGE`` build arg."""
+        ``BASE_IMAGE``, else the Dockerfile's default python:3.11-slim) becomes the ``BASE_IMAGE`` build arg. An env
+        whose sessions need a Docker engine (``shell``) gets this host's engine socket (``docker_socket``) and the
+        base image for its tasks' images."""
+        from ..envs import ENVIRONMENTS
+
         root_path = Path(root).resolve() if root is not None else repo_root()
         dockerfile = env_dockerfile(env_name, root_path)
         base = base_image or os.environ.get("BASE_IMAGE")
         build_args = dict(kwargs.pop("build_args", None) or {})
         if base:
             build_args.setdefault("BASE_IMAGE", base)
+        spec = ENVIRONMENTS.get(env_name)
+        if spec is not None and spec.needs_docker:
+            kwargs.setdefault("docker_socket", "/var/run/docker.sock")
+            if base:
+                kwargs["env"] = {"BASE_IMAGE": base, **dict(kwargs.get("env") or {})}
         return cls(
             tag or f"openenv-echo/{env_name}:latest",
             build_context=root_path if build else None,
@@ -307,6 +320,11 @@ class DockerProvider(ServerProvider):
                 security_opt=["no-new-privileges"],
                 pids_limit=self.pids_limit,
             )
+        if self.docker_socket is not None:
+            options["volumes"] = {self.docker_socket: {"bind": "/var/run/docker.sock", "mode": "rw"}}
+            options["group_add"] = [
+                str(os.stat(self.docker_socket).st_gid if os.path.exists(self.docker_socket) else 0)
+            ]
         if self.memory_mb is not None:
             options.update(mem_limit=f"{self.memory_mb}m", memswap_limit=f"{self.memory_mb}m")
         if self.cpus is not None:
@@ -337,7 +355,7 @@ class DockerProvider(ServerProvider):
             return
         try:
             self._final_logs = _decode(container.logs(tail=_BUILD_TAIL))
-            self._final_status = _status(container)
+            self._final_status = container_status(container)
         except docker.errors.APIError:
             pass
         try:
@@ -365,7 +383,7 @@ class DockerProvider(ServerProvider):
     def exit_status(self) -> str | None:
         if self._container is None:
             return self._final_status or "not running"
-        return _status(self._container)
+        return container_status(self._container)
 
     # -- extras -------------------------------------------------------------------------------------------------
     @property
@@ -382,7 +400,8 @@ class DockerProvider(ServerProvider):
         return health.get("Status") if health else None
 
 
-def _status(container: Any) -> str | None:
+def container_status(container: Any) -> str | None:
+    """None while ``container`` runs; else how it ended (state, exit code, OOM kill, error)."""
     import docker.errors
 
     try:

@@ -102,6 +102,14 @@ class _Replica:
         return tail_lines("\n".join(self.logs_handler.lines), tail)
 
 
+def _env_defaults(env_name: str) -> dict[str, Any]:
+    """The registered env's own ``ServerLimits`` defaults (the shell env's longer step timeout), if any."""
+    from ..envs import ENVIRONMENTS
+
+    spec = ENVIRONMENTS.get(env_name)
+    return dict(spec.load().DEFAULT_LIMITS) if spec is not None else {}
+
+
 class RayProvider(ServerProvider):
     """``replicas`` servers of ``env_name`` as Ray actors; ``address`` is an existing cluster ("auto",
     "127.0.0.1:6379", "ray://...") or None for a local one started on demand.
@@ -132,7 +140,7 @@ class RayProvider(ServerProvider):
         self.spread = spread
         self.host = host
         self.startup_timeout_s = startup_timeout_s
-        self.limits = ServerLimits(**limits).model_dump()
+        self.limits = ServerLimits.model_validate({**_env_defaults(env_name), **limits}).model_dump()
         self.label = f"ray:{env_name}"
         self._actors: list[Any] = []
         self._urls: list[str] = []

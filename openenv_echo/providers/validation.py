@@ -88,6 +88,78 @@ class RepoBuildValidationProvider:
         return _launcher(self.helper_image_id).start(spec)
 
 
+class EngineSocketValidationProvider(RepoBuildValidationProvider):
+    """For packages whose server drives a Docker engine (the shell env): the repo-root build, then the image started
+    with OpenEnv's hardening (uid 65532, read-only root, tmpfs /tmp, all capabilities dropped, no-new-privileges,
+    pids limit 256, the manifest's memory and CPU) plus the engine's socket and its group (``DockerProvider``'s
+    ``docker_socket``), its API on a loopback port. OpenEnv's own launcher never mounts anything, so it cannot run
+    such a server. Only ``public`` packages: the server itself is on a bridge network (the containers it starts for
+    episodes have none)."""
+
+    name = "openenv-echo-docker-engine-socket"
+
+    def __init__(self, *args: Any, docker_socket: str = "/var/run/docker.sock", **kwargs: Any) -> None:
+        from openenv.validation.types import ProviderCapability
+
+        super().__init__(*args, **kwargs)
+        self.docker_socket = docker_socket
+        self.capabilities = frozenset({ProviderCapability.IMAGE_BUILD, ProviderCapability.EXEC})
+        self.supported_network_modes = frozenset({"public"})
+
+    def start(self, spec: Any) -> Any:
+        from openenv.validation.providers import StartupError
+
+        env = dict(spec.env_vars)
+        if "BASE_IMAGE" in self.build_args:
+            env.setdefault("BASE_IMAGE", self.build_args["BASE_IMAGE"])
+        provider = DockerProvider(
+            spec.image_ref, client=self._client, name=f"openenv-validation-{spec.run_id}", env=env,
+            memory_mb=spec.resources.memory_mb, cpus=spec.resources.cpu, docker_socket=self.docker_socket,
+            startup_timeout_s=spec.startup_timeout_s, pull="never",
+        )  # fmt: skip
+        try:
+            provider.start()
+        except ProviderError as e:
+            raise StartupError(f"{e}\n{e.logs}"[-4096:]) from None
+        return _SocketSubject(provider)
+
+
+class _SocketSubject:
+    """OpenEnv's ``RunningSubject`` over a ``DockerProvider`` container."""
+
+    def __init__(self, provider: DockerProvider) -> None:
+        self.provider = provider
+        self.base_url = provider.base_url
+
+    def inspect(self) -> dict[str, Any]:
+        container = self.provider.container
+        container.reload()
+        host = container.attrs.get("HostConfig", {})
+        return {
+            "container_id": container.id,
+            "image_id": container.attrs.get("Image"),
+            "running": container.attrs.get("State", {}).get("Running", False),
+            "user": container.attrs.get("Config", {}).get("User"),
+            "limits": {k: host.get(k) for k in ("Memory", "NanoCpus", "PidsLimit", "ReadonlyRootfs", "CapDrop")},
+        }
+
+    def logs(self, max_bytes: int = 65536) -> str:
+        return self.provider.logs(tail=1000)[-max_bytes:]
+
+    def exec(self, argv: list[str], timeout_s: float) -> Any:
+        import time
+
+        from openenv.validation.providers import ExecResult
+
+        began = time.monotonic()
+        code, out = self.provider.container.exec_run(argv, demux=True)
+        stdout, stderr = (part.decode("utf-8", "replace") if part else "" for part in out)
+        return ExecResult(code, stdout, stderr, time.monotonic() - began)
+
+    def stop(self) -> None:
+        self.provider.stop()
+
+
 def _launcher(helper_image_id: str | None) -> Any:
     """OpenEnv's ``DockerValidationProvider`` with a local helper image (pinned by image ID, never pulled)."""
     from openenv.validation.providers.docker import DockerValidationProvider
@@ -106,7 +178,8 @@ def validate_runtime(
     package: Path | str, *, root: Path | str | None = None, base_image: str | None = None, client: Any = None
 ) -> Any:
     """Run OpenEnv's static + runtime validation of an env package (``envs/echo_env`` or just ``echo``) in
-    Docker; returns OpenEnv's ``ValidationReportV2`` (``.verdict``, ``.results``)."""
+    Docker (a package whose server drives the engine, ``shell``, with ``EngineSocketValidationProvider``); returns
+    OpenEnv's ``ValidationReportV2`` (``.verdict``, ``.results``)."""
     from openenv.validation import Level, run_validation
 
     repo = Path(root).resolve() if root is not None else repo_root()
@@ -115,5 +188,9 @@ def validate_runtime(
         path = repo / "envs" / f"{package}_env"
     if not (path / "openenv.yaml").is_file():
         raise ProviderError(f"{path} is not an OpenEnv package (no openenv.yaml)")
-    provider = RepoBuildValidationProvider(repo, base_image=base_image, client=client)
+    from ..envs import ENVIRONMENTS
+
+    spec = ENVIRONMENTS.get(path.name.removesuffix("_env"))
+    kind = EngineSocketValidationProvider if spec is not None and spec.needs_docker else RepoBuildValidationProvider
+    provider = kind(repo, base_image=base_image, client=client)
     return run_validation(path, max_level=Level.RUNTIME, provider=provider)

@@ -51,6 +51,7 @@ _HTTP_STATUS = {
     ErrorCode.TOKENIZER_UNAVAILABLE: 400,
     ErrorCode.STEP_TIMEOUT: 504,
     ErrorCode.EXECUTION_ERROR: 500,
+    ErrorCode.SANDBOX_LOST: 502,
 }
 
 
@@ -156,7 +157,7 @@ def create_app(
     ``tokenizer`` (any HF tokenizer) lets clients ask for segment-body token ids with ``return_tokens``;
     ``web`` adds OpenEnv's web interface at ``/web/`` (default: env var ``ENABLE_WEB_INTERFACE`` is true/1/yes).
     """
-    limits = limits or ServerLimits.from_env()
+    limits = limits or ServerLimits.from_env(defaults=env_cls.DEFAULT_LIMITS)
     if limits.max_sessions > 1 and not env_cls.SUPPORTS_CONCURRENT_SESSIONS:
         raise ValueError(f"{env_cls.__name__} does not support concurrent sessions; use max_sessions=1")
     if mode not in ("simulation", "production"):
@@ -172,11 +173,13 @@ def create_app(
         sessions.start_reaper()
         if env_cls.BLOCKING:
             await workers.prewarm(env_cls)
+        await env_cls.startup()
         try:
             yield
         finally:
             await sessions.stop_reaper()
             sessions.close_all()
+            await env_cls.shutdown()
 
     meta = env_cls.get_metadata()
     app = FastAPI(

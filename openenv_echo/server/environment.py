@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import Field
@@ -26,14 +27,16 @@ MaxSteps = Annotated[int, Field(ge=1, le=1000, description="Steps before the epi
 
 
 class EnvError(Exception):
-    """An error the environment raises on purpose; the server turns it into an error frame with ``code``."""
+    """An error the environment raises on purpose; the server turns it into an error frame with ``code`` (and
+    ``extra``'s JSON-serialisable fields next to the message)."""
 
     code: ErrorCode = ErrorCode.EXECUTION_ERROR
 
-    def __init__(self, message: str, code: ErrorCode | None = None) -> None:
+    def __init__(self, message: str, code: ErrorCode | None = None, **extra: Any) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
+        self.extra = extra
 
 
 class EpisodeNotStarted(EnvError):
@@ -58,7 +61,11 @@ class Environment(ABC, Generic[ActT, ObsT]):
     * ``SUPPORTS_CONCURRENT_SESSIONS`` – False makes the server refuse ``max_sessions > 1``;
     * ``TOOLS`` – the MCP tools (``EnvTool``), each a typed front for one native action;
     * ``TASK_SEEDS`` – task splits for OpenEnv's task routes: split name -> the seeds of its tasks (a task is the
-      reset options ``{"seed": s}``); empty means the env has no task API (the routes answer 501).
+      reset options ``{"seed": s}``); empty means the env has no task API (the routes answer 501);
+    * ``DEFAULT_LIMITS`` – ``ServerLimits`` defaults this env needs instead of the server's (an env whose steps run
+      real commands for seconds needs a longer step timeout); ``OPENENV_ECHO_*`` variables and flags still win.
+
+    ``startup``/``shutdown`` run once per server (its lifespan), for resources the env's instances share.
     """
 
     action_type: ClassVar[type[Action]] = Action
@@ -71,6 +78,7 @@ class Environment(ABC, Generic[ActT, ObsT]):
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = True
     TOOLS: ClassVar[tuple[EnvTool, ...]] = ()
     TASK_SEEDS: ClassVar[dict[str, range]] = {}
+    DEFAULT_LIMITS: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self) -> None:
         self._episode_id: str | None = None
@@ -95,21 +103,37 @@ class Environment(ABC, Generic[ActT, ObsT]):
     def close(self) -> None:
         """Release resources; called once when the session ends."""
 
+    @classmethod
+    async def startup(cls) -> None:
+        """Called once when a server of this env starts, before any session (shared resources)."""
+
+    @classmethod
+    async def shutdown(cls) -> None:
+        """Called once when the server stops, after every session was closed."""
+
     # -- the public API the server (and tests) call -----------------------------------------------------
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
-        obs = self._reset(seed, **kwargs)
+        return self._begin(self._reset(seed, **kwargs), episode_id)
+
+    def step(self, action: ActT) -> ObsT:
+        self._check_steppable()
+        return self._counted(self._step(action))
+
+    # bookkeeping shared with async overrides of reset_async/step_async
+    def _begin(self, obs: ObsT, episode_id: str | None) -> ObsT:
         self._episode_id = episode_id if episode_id is not None else str(uuid.uuid4())
         self._step_count = 0
         self._started = True
         self._done = bool(obs.done)
         return obs
 
-    def step(self, action: ActT) -> ObsT:
+    def _check_steppable(self) -> None:
         if not self._started:
             raise EpisodeNotStarted("step before reset: send a reset first")
         if self._done:
             raise EpisodeDone("the episode is done: send a reset to start a new one")
-        obs = self._step(action)
+
+    def _counted(self, obs: ObsT) -> ObsT:
         self._step_count += 1
         self._done = bool(obs.done)
         return obs

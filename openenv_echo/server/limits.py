@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,10 +66,10 @@ class ServerLimits(BaseModel):
     )
 
     @classmethod
-    def from_env(cls, **overrides: object) -> ServerLimits:
-        """Defaults, then ``OPENENV_ECHO_<FIELD>`` variables (or OpenEnv's ``MAX_CONCURRENT_ENVS``), then explicit
-        ``overrides`` (None values ignored)."""
-        values: dict[str, object] = {}
+    def from_env(cls, defaults: Mapping[str, object] | None = None, **overrides: object) -> ServerLimits:
+        """Defaults (the field defaults, then ``defaults``: an env's ``DEFAULT_LIMITS``), then ``OPENENV_ECHO_<FIELD>``
+        variables (or OpenEnv's ``MAX_CONCURRENT_ENVS``), then explicit ``overrides`` (None values ignored)."""
+        values: dict[str, object] = dict(defaults or {})
         for name in cls.model_fields:
             raw = os.environ.get(_ENV_PREFIX + name.upper())
             if raw is None and name in _OPENENV_VARIABLES:

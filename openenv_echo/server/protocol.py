@@ -263,7 +263,7 @@ class EnvDriver:
                 f"the environment did not answer within {self.step_timeout_s}s; the episode was abandoned, reset to start anew",
             ) from None
         except EnvError as e:
-            raise ProtocolError(e.code, str(e)) from None
+            raise ProtocolError(e.code, str(e), **e.extra) from None
         except ProtocolError:
             raise
         except Exception as e:  # an env bug: report it, keep serving
@@ -314,7 +314,7 @@ def _cut(obs: Observation, limit: int) -> Observation:
         if len(data) > room:
             text = data[:room].decode("utf-8", "ignore")
             if text:
-                kept.append(Segment(role=seg.role, text=text))
+                kept.append(Segment(role=seg.role, text=text, metadata=seg.metadata))
             break
         kept.append(seg)
         room -= len(data)

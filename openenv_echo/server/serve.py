@@ -53,7 +53,7 @@ def serve(
     import uvicorn
 
     if isinstance(app_or_env, type) and issubclass(app_or_env, Environment):
-        limits = limits or ServerLimits.from_env()
+        limits = limits or ServerLimits.from_env(defaults=app_or_env.DEFAULT_LIMITS)
         app = create_app(app_or_env, limits=limits, tokenizer=tokenizer)
     else:
         app = app_or_env

@@ -6,9 +6,10 @@
 # not the host's: CPython 3.11, manylinux x86_64 (glibc <= 2.36, bookworm / python:3.11-slim), so they are fetched
 # with explicit --python-version/--platform tags and --only-binary.
 #
-# Contents: the project's runtime dependencies ([project].dependencies of pyproject.toml, plus extras listed in
-# $WHEELHOUSE_EXTRAS, e.g. "docker") and its build backend (setuptools>=77, wheel). The project itself is NOT
-# put here: the Dockerfiles build it from the copied source, so an image never runs a stale wheel.
+# Contents: the project's runtime dependencies ([project].dependencies of pyproject.toml, plus the extras listed in
+# $WHEELHOUSE_EXTRAS, default "docker": the shell env's server drives the engine; all env images install it) and its
+# build backend (setuptools>=77, wheel). The project itself is NOT put here: the Dockerfiles build it from the copied
+# source, so an image never runs a stale wheel.
 #
 # Usage: scripts/docker/build-wheelhouse.sh [OUT_DIR]     (default: .cache/wheelhouse at the repo root)
 # Idempotent: skipped when the requirement list is unchanged since the last successful run (FORCE=1 to redo).
@@ -31,7 +32,7 @@ log() { printf '[build-wheelhouse] %s\n' "$*" >&2; }
 
 mkdir -p "$OUT"
 REQS="$OUT/requirements.txt"
-"$PY" - "$ROOT/pyproject.toml" "${WHEELHOUSE_EXTRAS:-}" >"$REQS.new" <<'EOF'
+"$PY" - "$ROOT/pyproject.toml" "${WHEELHOUSE_EXTRAS-docker}" >"$REQS.new" <<'EOF'
 import sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 reqs = list(project.get("dependencies", []))

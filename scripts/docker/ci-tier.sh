@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The docker tier of CI: engine -> base image -> wheelhouse -> 3 env images -> docker-compose up ->
-# pytest -m docker tests/containers tests/docs (the docs' blocks that need Docker) -> teardown. Prints how long
-# each stage took.
+# The docker tier of CI: engine -> base image -> wheelhouse -> the env images -> docker-compose up ->
+# pytest -m docker tests/containers tests/docs (the docs' blocks that need Docker) -> no shell env container left ->
+# teardown. Prints how long each stage took.
 #
 # Fails (exit != 0) when the Docker engine cannot be started: this tier never passes silently.
 # Cleans up what it started: the compose services, the images it built or pulled (any image not present when the
@@ -95,6 +95,9 @@ trap teardown EXIT
 
 stage "start dockerd" bash "$ROOT/scripts/docker/start-dockerd.sh"
 IMAGES_BEFORE=$(docker images -q --no-trunc | sort -u; echo "-")  # "-": non-empty even with no images
+# the shell service starts its episodes' containers through the engine's socket: its group, for the compose service
+DOCKER_GID="$(stat -c %g /var/run/docker.sock 2>/dev/null || echo 0)"
+export DOCKER_GID
 
 base_image() {
   if [[ "$BASE_IMAGE" == "$LOCAL_BASE" ]]; then
@@ -134,3 +137,14 @@ stage "compose up (healthy)" wait_healthy
 export OPENENV_ECHO_REQUIRE_DOCKER=1 OPENENV_ECHO_COMPOSE_PROJECT="$PROJECT"
 # shellcheck disable=SC2086
 stage "pytest -m docker" "$PY" -m pytest -m docker -q -p no:cacheprovider tests/containers tests/docs ${PYTEST_ARGS:-}
+
+no_shell_containers_left() {  # every episode's container is gone: the servers removed them, none leaked
+  compose stop --timeout 10 shell >/dev/null 2>&1 || true  # the compose shell server removes its own on shutdown
+  local left
+  left=$(docker ps -aq --filter label=io.openenv-echo.shell)
+  if [[ -n "$left" ]]; then
+    echo "containers of the shell env left behind:"; docker ps -a --filter label=io.openenv-echo.shell; return 1
+  fi
+  echo "no container of the shell env left"
+}
+stage "no shell containers left" no_shell_containers_left

@@ -84,7 +84,7 @@ def test_serve_help_shows_defaults_and_env_vars() -> None:
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
-        (("serve", "foo"), ("unknown environment 'foo'", "echo, sql, terminal", "serve --help")),
+        (("serve", "foo"), ("unknown environment 'foo'", "echo, shell, sql, terminal", "serve --help")),
         (("serve", "nosuchmodule:Env"), ("cannot load 'nosuchmodule:Env'", "module:Class")),
         (("serve", "echo", "--prot", "3"), ("no such option: --prot", "--port")),
         (("serve", "echo", "--mode", "x"), ("--mode",)),

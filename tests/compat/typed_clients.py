@@ -53,10 +53,25 @@ class SqlObservation(Observation):
     steps_left: int = 0
 
 
+class ShellAction(Action):
+    command: str
+
+
+class ShellObservation(Observation):
+    output: str = ""
+    exit_code: int | None = None
+    cwd: str = ""
+    truncated: bool = False
+    timed_out: bool = False
+    steps_left: int = 0
+    task: str = ""
+
+
 OBSERVATIONS: dict[str, type[Observation]] = {
     "echo": EchoObservation,
     "terminal": TerminalObservation,
     "sql": SqlObservation,
+    "shell": ShellObservation,
 }
 
 
@@ -95,4 +110,13 @@ class SqlEnv(_TypedClient):
     env_name = "sql"
 
 
-TYPED_CLIENTS: dict[str, type[_TypedClient]] = {"echo": EchoEnv, "terminal": TerminalEnv, "sql": SqlEnv}
+class ShellEnv(_TypedClient):
+    env_name = "shell"
+
+
+TYPED_CLIENTS: dict[str, type[_TypedClient]] = {
+    "echo": EchoEnv,
+    "terminal": TerminalEnv,
+    "sql": SqlEnv,
+    "shell": ShellEnv,
+}

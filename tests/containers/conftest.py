@@ -89,7 +89,7 @@ def _compose_url(client: Any, project: str, service: str, index: int = 1) -> str
 
 
 @pytest.fixture(scope="session")
-def env_server(docker_engine: Any, env_image: Callable[[str], str]) -> Iterator[Callable[[str], str]]:
+def env_server(docker_engine: Any, env_image: Callable[[str], str], base_image: str) -> Iterator[Callable[[str], str]]:
     """``env_server("sql") -> base_url`` of a running, hardened container of that env (one per session)."""
     providers: dict[str, DockerProvider] = {}
     urls: dict[str, str] = {}
@@ -103,7 +103,12 @@ def env_server(docker_engine: Any, env_image: Callable[[str], str]) -> Iterator[
                 pytest.fail(f"docker-compose project {COMPOSE_PROJECT!r} has no running {env!r} service")
             urls[env] = url
             return url
-        provider = DockerProvider(env_image(env), client=docker_engine, name=f"openenv-echo-test-{env}-{os.getpid()}")
+        engine: dict[str, Any] = {}
+        if ENVIRONMENTS[env].needs_docker:  # the shell env's server starts its episodes' containers on this engine
+            engine = {"docker_socket": "/var/run/docker.sock", "env": {"BASE_IMAGE": base_image}}
+        provider = DockerProvider(
+            env_image(env), client=docker_engine, name=f"openenv-echo-test-{env}-{os.getpid()}", **engine
+        )
         providers[env] = provider
         urls[env] = provider.start()
         return urls[env]
@@ -111,3 +116,26 @@ def env_server(docker_engine: Any, env_image: Callable[[str], str]) -> Iterator[
     yield get
     for provider in providers.values():
         provider.stop()
+
+
+@pytest.fixture(scope="session")
+def shell_task_images(docker_engine: Any, base_image: str) -> Iterator[dict[str, str]]:
+    """Every shipped Harbor task's image, built once for the tier by the shell env's own runtime (the tags its
+    servers look up, so they never build again; only the git task's build uses the network, for Debian's mirror).
+    ``BASE_IMAGE`` is set for the servers the tests start. Removed at the end unless ``KEEP_DOCKER=1``."""
+    from openenv_echo.envs.shell import task_suite
+    from openenv_echo.envs.shell.runtime import IMAGE_LABEL, ShellRuntime
+
+    os.environ.setdefault("BASE_IMAGE", base_image)
+    runtime = ShellRuntime(pool_size=0)
+    try:
+        images = {task.name: runtime.image_for(task) for task in task_suite().tasks}
+    finally:
+        runtime.close()
+    yield images
+    if os.environ.get("KEEP_DOCKER") != "1":
+        for image in docker_engine.images.list(filters={"label": IMAGE_LABEL}):
+            try:
+                docker_engine.images.remove(image.id, force=True)
+            except Exception:
+                pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,35 @@ def test_sql_episode_in_container(env_server: Callable[[str], str]) -> None:
     assert last.done and last.reward == 1.0
     assert trajectory is not None
     _check_conversation(trajectory, 3 + len(expert), [Role.CONTEXT])
+
+
+def test_shell_episode_in_container(
+    env_server: Callable[[str], str], shell_task_images: dict[str, str], tmp_path: Path
+) -> None:
+    """The shell env's server in its own container, starting the episode's container through the engine's socket;
+    the recorded trajectory tokenizes and exports like any other (masks per role, stderr still env_output)."""
+    from openenv_echo.envs.shell import solution_actions, task_suite
+    from openenv_echo.tokenize import build_tokenizer, read_jsonl, tokenize_offline, tokenize_trajectory, write_jsonl
+
+    task = task_suite().by_name("count-word")
+    with EnvClient(env_server("shell")) as client:
+        reset = client.reset(task=task.name, messages=[{"role": "system", "content": "Use the shell."}])
+        look = client.step({"command": "ls /app; ls /nonexistent"}, action_text="ls /app; ls /nonexistent")
+        for action in solution_actions(task):
+            last = client.step(action, action_text=action["command"])
+        trajectory = client.trajectory
+    assert task.instruction in reset.segments[0].text
+    assert _roles(look.segments) == [Role.WARNING, Role.ENV_OUTPUT, Role.ENV_OUTPUT, Role.WARNING]
+    streams = {str(s.metadata): s.text for s in look.segments[1:3]}  # writes ms apart on two streams may swap
+    assert streams["None"] == "notes.txt\n" and "No such file" in streams[str({"stream": "stderr"})]
+    assert last.done and last.reward == 1.0 and "reward 1" in last.segments[-1].text
+    assert trajectory is not None
+    _check_conversation(trajectory, 1 + len(solution_actions(task)), [Role.CONTEXT])
+    tokenizer = build_tokenizer("qwen")
+    for tokenized in (tokenize_trajectory(trajectory, tokenizer), tokenize_offline(trajectory, tokenizer)):
+        counts = {role: int((tokenized.role_ids == role.code).sum()) for role in Role}
+        assert all(counts[role] > 0 for role in Role), counts
+        write_jsonl([tokenized], tmp_path / "shell.jsonl")
+        (back,) = read_jsonl(tmp_path / "shell.jsonl")
+        assert back.input_ids.tolist() == tokenized.input_ids.tolist()
+        assert back.role_ids.tolist() == tokenized.role_ids.tolist()

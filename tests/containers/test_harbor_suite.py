@@ -1,7 +1,7 @@
 """Every shipped Harbor task, run the way Harbor's oracle does it, with plain Docker: its reference solution earns
 reward 1 and an untouched (empty) submission earns 0, even when the agent wrote a reward file of its own.
 
-Per task: build ``environment/`` once, then in a fresh container (no network, non-root uid 1000, the task's memory,
+Per task: its image (``environment/`` built once for the tier), then in a fresh container (no network, non-root uid 1000, the task's memory,
 CPU and pids limits) upload ``solution/`` to ``/solution`` and run ``solve.sh`` (oracle only), upload ``tests/`` to
 ``/tests``, run ``test.sh`` and read ``/logs/verifier/reward.txt``. The full-stack run through the shell server
 lives with the server's tests.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import tarfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,27 +40,9 @@ def _tar_dir(src: Path, arcname: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def task_images(docker_engine: Any, base_image: str) -> Iterator[dict[str, str]]:
-    """Build every task's image once (layer-cached, labelled), remove them afterwards. Only the git task's build
-    uses the network (apt-get install git from Debian's mirror); its containers never have one."""
-    images: dict[str, str] = {}
-    try:
-        for task in SUITE.tasks:
-            assert task.dockerfile is not None
-            tag = f"openenv-echo-harbor-test/{task.name}:{RUN_ID}"
-            docker_engine.images.build(
-                path=str(task.environment_dir),
-                tag=tag,
-                buildargs={"BASE_IMAGE": base_image},
-                labels={LABEL: RUN_ID},
-                rm=True,
-                forcerm=True,
-            )
-            images[task.name] = tag
-        yield images
-    finally:
-        for tag in images.values():
-            docker_engine.images.remove(tag, force=True)
+def task_images(shell_task_images: dict[str, str]) -> dict[str, str]:
+    """The tasks' images, shared with the shell env's tests (built once per tier, see conftest)."""
+    return shell_task_images
 
 
 def run_episode(client: Any, image: str, task: HarborTask, *, oracle: bool) -> str:

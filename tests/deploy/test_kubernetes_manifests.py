@@ -58,7 +58,10 @@ def test_manifest_round_trips_and_is_hardened(env: str) -> None:
     assert (c.readiness_probe.http_get.path, c.readiness_probe.http_get.port) == ("/ready", "probes")
     assert [(p.name, p.container_port) for p in c.ports] == [("http", 8000), ("probes", 8001)]
     assert dep.spec.template.metadata.annotations["prometheus.io/port"] == "8001"
-    assert [m.mount_path for m in c.volume_mounts] == ["/tmp"]  # the only writable path
+    # /tmp is the only writable path; the shell env's server also reads the TLS client certificate of its engine
+    assert [m.mount_path for m in c.volume_mounts] == (["/tmp", "/certs"] if env == "shell" else ["/tmp"])
+    assert all(m.read_only for m in c.volume_mounts if m.mount_path != "/tmp")
+    assert not any(v.host_path for v in pod.volumes)  # never a node's files (its Docker socket least of all)
     assert svc.spec.ports[0].target_port == "http"
     assert hpa.spec.scale_target_ref.name == dep.metadata.name
     (metric,) = hpa.spec.metrics

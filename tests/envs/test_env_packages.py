@@ -42,7 +42,7 @@ def test_package_layout(name, pkg):
     root = ROOT / "envs" / pkg
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     assert project["name"] == f"openenv-{pkg.replace('_', '-')}"
-    assert "openenv-echo" in project["dependencies"]
+    assert any(d.split("[")[0] == "openenv-echo" for d in project["dependencies"])
     assert project["scripts"]["server"] == f"{pkg}.server.app:main"
     mod = _load_app(pkg)
     assert callable(mod.main) and mod.app.title
@@ -70,8 +70,9 @@ def test_package_clients_and_models(running_server):
         assert r.segments[1].text.strip() and env.metadata()["name"] == "terminal"
 
 
-@pytest.mark.parametrize("pkg", PACKAGES.values())
+@pytest.mark.parametrize("pkg", [p for n, p in PACKAGES.items() if not ENVIRONMENTS[n].needs_docker])
 def test_runtime_graders_pass_on_a_loopback_server(pkg, running_server):
+    """(The shell env's runtime validation needs a Docker engine: tests/containers/test_shell_env.py.)"""
     from openenv.validation import runner as validation
     from openenv.validation.providers import ExecResult, ProviderCapability
     from openenv.validation.types import Level

@@ -67,7 +67,7 @@ def test_schema_publishes_the_role_spec(running_server) -> None:
     url = running_server("echo")
     schema = httpx.get(url + "/schema", trust_env=False).json()
     obs = schema["observation"]
-    assert obs["x-openenv-echo-role-spec"] == "1.0"
+    assert obs["x-openenv-echo-role-spec"] == "1.1"
     assert {"segments", "text", "tokens", "role_spec", "done", "reward", "metadata"} <= set(obs["properties"])
     assert set(obs["$defs"]["Role"]["enum"]) == {r.value for r in Role}
     assert schema["action"]["properties"]["message"]["type"] == "string"

@@ -1,9 +1,11 @@
 """ECHO with torchrl's ``GRPOLoss``, end to end on CPU: an env server, a model, multi-turn rollouts, N steps.
 
     python examples/trainers/torchrl/train.py --steps 2 --world-model-coeff 0.05
+    python examples/trainers/torchrl/train.py --env shell --steps 1   # real bash in containers (needs Docker)
 
 What it does (copy it and change the marked lines for your model and env):
-1. starts the terminal env server in a child process (``LocalProcessProvider``);
+1. starts the env server (``--env``: the terminal env, or the shell env on Harbor tasks) in a child process
+   (``LocalProcessProvider``);
 2. builds a tiny random Qwen2 with the offline ChatML tokenizer (``--model`` takes a ``from_pretrained`` path);
 3. per step, ``--groups`` worlds (reset options: seed, step cap), each run ``--group-size`` times concurrently
    (``step_rollouts``, over ``run_rollouts``: one session per episode, sampling batched): a GRPO group shares
@@ -24,6 +26,7 @@ import torch
 from torchrl.modules.llm import TransformersWrapper
 
 from openenv_echo.adapters.recipes import (
+    RECIPE_ENVS,
     RoleGradients,
     format_metrics,
     load_model,
@@ -68,7 +71,9 @@ def set_sampling_log_probs(loss_fn: EchoGRPOLoss, batch: Any) -> None:
 
 
 def main() -> None:
-    a = recipe_parser(__doc__).parse_args()
+    ap = recipe_parser(__doc__)
+    ap.add_argument("--env", choices=sorted(RECIPE_ENVS), default="terminal", help="env server to train on")
+    a = ap.parse_args()
 
     tensordict.set_list_to_stack(True).set()
     model, tokenizer = load_model(a.model, seed=a.seed)  # <- your model
@@ -78,9 +83,10 @@ def main() -> None:
     optim = torch.optim.Adam(model.parameters(), lr=a.learning_rate)
     sampler = HFSampler(model, tokenizer, temperature=1.0)
     rows = []
-    with LocalProcessProvider("terminal", max_sessions=64, idle_timeout_s=None, log_level="warning") as env:  # <- env
+    sessions = a.groups * a.group_size
+    with LocalProcessProvider(a.env, max_sessions=max(sessions, 8), idle_timeout_s=None, log_level="warning") as env:
         for step in range(1, a.steps + 1):
-            rollouts = step_rollouts(env.base_url, tokenizer, sampler, a, step)
+            rollouts = step_rollouts(env.base_url, tokenizer, sampler, a, step, env=a.env)
             rewards = shaped_rewards([r.reward for r in rollouts], [len(r.completion_ids) for r in rollouts])
             adv = group_advantages(rewards, a.group_size).float().tolist()
             batch = rollout_batch(rollouts, tokenizer, adv)

@@ -1,0 +1,491 @@
+"""One locked-down container per episode: the agent's real bash, its limits, and the task's verifier.
+
+The container (``Sandbox.create``) runs the task's image with no network, a read-only root filesystem, every
+capability dropped but the few its root processes need (``ROOT_CAPABILITIES``: the agent's uid holds none, and
+``no-new-privileges`` keeps it so), the task's pids, memory (swap included) and CPU limits, and writable tmpfs
+mounts only: the working directory (``storage_mb``, owned by the agent, filled with what the image holds there),
+``/tmp`` (64 MB), ``/logs`` and ``/tests`` (root's: the agent cannot plant a reward or a test). Its main process is
+the supervisor of ``scripts``; the agent's shell is a ``docker exec`` of bash as ``AGENT_UID``.
+
+Every call here blocks (Docker's API): the runtime calls them on its threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import secrets
+import socket
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...providers.docker import container_status
+from .render import CommandResult, Ending
+from .scripts import AGENT_UID, SUPERVISOR, command_line
+from .streams import STDOUT, CommandOutput, FrameDecoder
+from .tasks import CONTAINER_REWARD_JSON, CONTAINER_REWARD_TXT, CONTAINER_TESTS_DIR, TaskLimits
+
+ROOT_CAPABILITIES = ("KILL", "DAC_OVERRIDE", "FOWNER", "CHOWN")
+"""All the container keeps (every other capability is dropped): its root processes (the supervisor, which stops the
+agent's processes, and the task's verifier, which like Harbor's runs as root over the agent's files) use them; the
+agent's uid holds none, and ``no-new-privileges`` keeps it from gaining any."""
+TMP_MB = 64
+LOGS_MB = 16
+TESTS_MB = 64
+FLOOD_FACTOR = 64
+"""A command that writes more than this many times the output cap is killed (reading it all would cost the server)."""
+LOG_TAIL = 20
+_DRAIN_S = 2.0
+_AGENT = f"{AGENT_UID}:{AGENT_UID}"
+_SHELL_ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "TERM": "dumb", "USER": "agent", "LOGNAME": "agent"}
+
+
+class SandboxLost(Exception):
+    """The container died (killed, removed, engine gone) under the episode; ``logs`` are its last log lines."""
+
+    def __init__(self, message: str, logs: str, status: str) -> None:
+        super().__init__(message)
+        self.logs = logs
+        self.status = status
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What one task's containers are made of."""
+
+    task: str
+    image: str
+    workdir: str
+    limits: TaskLimits
+    workdir_tar: bytes | None
+    """The image's working directory as a tar (``docker cp`` of it), unpacked into the tmpfs at start."""
+
+
+@dataclass
+class VerifierResult:
+    reward: float
+    output: str
+    """The end of what ``test.sh`` printed (for metadata, not the agent's observation)."""
+    problem: str | None
+    """Why the reward is 0 regardless of the tests (no reward file, a bad one, a timeout), if so."""
+    seconds: float
+
+
+def _raw(sock: Any) -> socket.socket:
+    """The socket under docker-py's ``SocketIO`` wrapper."""
+    raw = getattr(sock, "_sock", sock)
+    assert isinstance(raw, socket.socket)
+    return raw
+
+
+class _Channel:
+    """One attached stream (an exec or the main process): send bytes, read demultiplexed frames."""
+
+    def __init__(self, sock: Any) -> None:
+        self.wrapper = sock
+        self.sock = _raw(sock)
+        self.frames = FrameDecoder()
+        self.eof = False
+
+    def send(self, data: bytes, timeout_s: float = 10.0) -> None:
+        self.sock.settimeout(timeout_s)
+        self.sock.sendall(data)
+
+    def read(self, timeout_s: float) -> list[tuple[int, bytes]]:
+        """Frames that arrive within ``timeout_s`` (an empty list on timeout; ``eof`` set when the stream ends)."""
+        self.sock.settimeout(max(timeout_s, 0.001))
+        try:
+            data = self.sock.recv(65536)
+        except TimeoutError:
+            return []
+        except OSError:
+            data = b""
+        if not data:
+            self.eof = True
+            return []
+        return self.frames.feed(data)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _tar_dir(path: Path) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.add(path, arcname=".")
+    return raw.getvalue()
+
+
+def workdir_tar(client: Any, image: str, workdir: str) -> bytes | None:
+    """The image's ``workdir`` as a tar, read from a created (never started) container; None if it has none."""
+    import docker.errors
+
+    container = client.containers.create(image, command=["true"], network_disabled=True)
+    try:
+        chunks, _ = container.get_archive(workdir)
+        return b"".join(chunks)
+    except docker.errors.NotFound:
+        return None
+    finally:
+        container.remove(force=True)
+
+
+class Sandbox:
+    """A started task container with its supervisor attached and the agent's shell running."""
+
+    def __init__(self, client: Any, container: Any, spec: SandboxSpec) -> None:
+        self.client = client
+        self.container = container
+        self.spec = spec
+        self.cwd = spec.workdir
+        self._supervisor: _Channel | None = None
+        self._shell: _Channel | None = None
+        self._shell_exec: str | None = None
+        self._reported: set[int] = set()
+        self._oom_seen = 0
+        self._refused_seen = 0
+
+    # -- life cycle ----------------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, client: Any, spec: SandboxSpec, labels: dict[str, str]) -> Sandbox:
+        """Start a container for ``spec`` and make it ready (supervisor attached, workdir filled, shell up). On any
+        failure the container is removed before the error propagates."""
+        from docker.types import Ulimit
+
+        limits = spec.limits
+        container = client.containers.create(
+            spec.image,
+            command=["bash", "-c", SUPERVISOR],
+            stdin_open=True,
+            init=True,
+            user="0:0",
+            working_dir=spec.workdir,
+            hostname="sandbox",
+            network_mode="none",
+            read_only=True,
+            cap_drop=["ALL"],
+            cap_add=list(ROOT_CAPABILITIES),
+            security_opt=["no-new-privileges"],
+            pids_limit=limits.pids,
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(limits.cpus * 1e9),
+            ulimits=[Ulimit(name="core", soft=0, hard=0)],
+            tmpfs={
+                spec.workdir: f"rw,nosuid,nodev,size={limits.storage_mb}m,uid={AGENT_UID},gid={AGENT_UID},mode=0755",
+                "/tmp": f"rw,nosuid,nodev,size={TMP_MB}m,mode=1777",
+                "/logs": f"rw,nosuid,nodev,size={LOGS_MB}m,mode=0755",
+                CONTAINER_TESTS_DIR: f"rw,nosuid,nodev,size={TESTS_MB}m,mode=0755",
+            },
+            labels=labels,
+            log_config={"type": "json-file", "config": {"max-size": "256k", "max-file": "1"}},
+        )
+        sandbox = cls(client, container, spec)
+        try:
+            container.start()
+            sandbox._supervisor = _Channel(
+                container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1, "logs": 0})
+            )
+            if spec.workdir_tar is not None:
+                code, out, _ = sandbox.exec(
+                    ["tar", "-x", "-m", "-C", spec.workdir, "--strip-components=1"],
+                    user=_AGENT,
+                    stdin=spec.workdir_tar,
+                    timeout_s=60,
+                )
+                if code != 0:
+                    raise RuntimeError(f"could not fill {spec.workdir}: {out.decode(errors='replace')[-500:]}")
+            sandbox.start_shell()
+        except BaseException:
+            sandbox.remove()
+            raise
+        return sandbox
+
+    def remove(self) -> None:
+        """Remove the container (and so every process in it); never raises."""
+        for channel in (self._shell, self._supervisor):
+            if channel is not None:
+                channel.close()
+        try:
+            self.container.remove(force=True, v=True)
+        except Exception:
+            pass
+
+    def logs(self, tail: int = LOG_TAIL) -> str:
+        try:
+            raw = self.container.logs(tail=tail)
+        except Exception as e:
+            return f"(no logs: {e})"
+        return str(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+
+    def status(self) -> str:
+        """``running``, or how the container ended (state, exit code, OOM, error)."""
+        try:
+            return container_status(self.container) or "running"
+        except Exception:  # the engine itself is gone
+            return "unknown: the engine does not answer"
+
+    def lost(self, what: str) -> SandboxLost:
+        status = self.status()
+        return SandboxLost(f"the episode's container is gone ({status}) {what}", self.logs(), status)
+
+    # -- plumbing ------------------------------------------------------------------------------------------
+    def exec(
+        self,
+        argv: list[str],
+        *,
+        user: str = "0:0",
+        stdin: bytes | None = None,
+        timeout_s: float = 30.0,
+        workdir: str | None = None,
+        environment: dict[str, str] | None = None,
+        cap_bytes: int = 65536,
+    ) -> tuple[int | None, bytes, bool]:
+        """Run ``argv`` in the container to its end or ``timeout_s``: ``(exit_code, output, timed_out)`` (output is
+        stdout and stderr as they came, its first ``cap_bytes``; on timeout every other process is killed)."""
+        import docker.errors
+
+        try:
+            exec_id = self.client.api.exec_create(
+                self.container.id, argv, stdin=stdin is not None, user=user, workdir=workdir, environment=environment
+            )["Id"]
+            channel = _Channel(self.client.api.exec_start(exec_id, socket=True))
+        except docker.errors.APIError as e:
+            if self.status() != "running":
+                raise self.lost(f"(while starting {argv[0]})") from e
+            raise
+        out = bytearray()
+        try:
+            if stdin is not None:
+                channel.send(stdin, timeout_s)
+                channel.sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + timeout_s
+            while not channel.eof:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill_all(f"{argv[0]} over {timeout_s:g} s")
+                    return None, bytes(out), True
+                for _, payload in channel.read(left):
+                    out += payload[: max(cap_bytes - len(out), 0)]
+        finally:
+            channel.close()
+        for _ in range(50):
+            code = self.client.api.exec_inspect(exec_id).get("ExitCode")
+            if code is not None:
+                return int(code), bytes(out), False
+            time.sleep(0.01)
+        return None, bytes(out), False
+
+    def supervise(self, request: str, timeout_s: float = 10.0) -> str:
+        """One supervisor request, its one-line answer."""
+        channel = self._supervisor
+        if channel is None or channel.eof:
+            raise self.lost("(its supervisor is gone)")
+        try:
+            channel.send(request.encode() + b"\n")
+        except OSError as e:
+            raise self.lost("(its supervisor is gone)") from e
+        line = b""
+        deadline = time.monotonic() + timeout_s
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if channel.eof or left <= 0:
+                raise self.lost(f"(its supervisor did not answer {request!r})")
+            for stream, payload in channel.read(left):
+                if stream == STDOUT:
+                    line += payload
+        return line.decode("utf-8", "replace").strip()
+
+    def kill_all(self, why: str) -> None:
+        """SIGKILL every process but the supervisor (the agent's shell and all it started)."""
+        self.supervise(f"kill {why.split()[0] if why else 'request'}")
+
+    def start_shell(self) -> None:
+        """A new agent shell in ``self.cwd``; the old one, if any, is dropped."""
+        import docker.errors
+
+        if self._shell is not None:
+            self._shell.close()
+        try:
+            self._shell_exec = self.client.api.exec_create(
+                self.container.id,
+                ["bash", "--noprofile", "--norc"],
+                stdin=True,
+                user=_AGENT,
+                workdir=self.cwd,
+                environment=_SHELL_ENV,
+            )["Id"]
+            self._shell = _Channel(self.client.api.exec_start(self._shell_exec, socket=True))
+        except docker.errors.APIError as e:
+            if self.status() != "running":
+                raise self.lost("(while starting the agent's shell)") from e
+            if self.cwd != self.spec.workdir:  # the directory may be gone: fall back to the task's
+                self.cwd = self.spec.workdir
+                self.start_shell()
+                return
+            raise
+
+    # -- the agent's commands ------------------------------------------------------------------------------
+    def run(self, command: str, timeout_s: float, cap_bytes: int) -> CommandResult:
+        """Run one command line in the agent's shell (see ``scripts.command_line``) within ``timeout_s`` and the
+        output cap; a command over its time or writing ``FLOOD_FACTOR`` times the cap is killed with every agent
+        process and the shell restarted in the last known directory."""
+        shell = self._shell
+        assert shell is not None
+        nonce = secrets.token_hex(8)
+        output = CommandOutput(nonce, cap_bytes)
+        ending: Ending = "exited"
+        try:
+            shell.send(command_line(command, nonce), timeout_s=max(timeout_s, 5.0))
+        except OSError:
+            shell.eof = True
+        deadline = time.monotonic() + timeout_s
+        while not output.complete and not shell.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                ending = "timeout"
+                break
+            for stream, payload in shell.read(left):
+                output.feed(stream, payload)
+            if output.total_bytes > FLOOD_FACTOR * cap_bytes:
+                ending = "flood"
+                break
+        exit_status: int | None = None
+        if ending in ("timeout", "flood"):
+            self.kill_all(ending)
+            self._drain(shell, output)
+        elif not output.complete:  # the shell ended before its markers: exit, set -e, a signal or a dead container
+            self._drain(shell, output)
+            if self.status() != "running":
+                raise self.lost("while the command ran")
+            ending = "shell_exit"
+            exit_status = self._exit_code(self._shell_exec)
+        output.finish()
+        fields = output.marker_fields()
+        shell_pid = 0
+        if fields is not None:
+            exit_status, shell_pid, self.cwd = fields
+        else:
+            self.start_shell()
+        oom, refused, background = self._status(shell_pid)
+        return CommandResult(
+            chunks=output.chunks,
+            total_bytes=output.total_bytes,
+            cap_bytes=cap_bytes,
+            ending=ending,
+            exit_status=exit_status,
+            cwd=self.cwd,
+            timeout_s=timeout_s,
+            background=background,
+            oom_kills=oom,
+            memory_mb=self.spec.limits.memory_mb,
+            forks_refused=refused,
+            pids_max=self.spec.limits.pids,
+        )
+
+    def _drain(self, shell: _Channel, output: CommandOutput) -> None:
+        """Read what the dead shell's stream still holds (up to ``_DRAIN_S``)."""
+        deadline = time.monotonic() + _DRAIN_S
+        while not shell.eof and time.monotonic() < deadline:
+            for stream, payload in shell.read(deadline - time.monotonic()):
+                if output.total_bytes <= FLOOD_FACTOR * output.cap_bytes:
+                    output.feed(stream, payload)
+
+    def _exit_code(self, exec_id: str | None) -> int | None:
+        if exec_id is None:
+            return None
+        for _ in range(50):
+            code = self.client.api.exec_inspect(exec_id).get("ExitCode")
+            if code is not None:
+                return int(code)
+            time.sleep(0.01)
+        return None
+
+    def _status(self, shell_pid: int) -> tuple[int, int, list[tuple[int, str]]]:
+        """OOM kills and forks refused at the pids limit since the last step, and the agent's processes left
+        running that no earlier step reported (one supervisor round trip)."""
+        words = self.supervise(f"status {shell_pid}").split()
+        if len(words) < 3 or words[0] != "status" or not (words[1].isdigit() and words[2].isdigit()):
+            return 0, 0, []
+        oom, self._oom_seen = int(words[1]) - self._oom_seen, int(words[1])
+        refused, self._refused_seen = int(words[2]) - self._refused_seen, int(words[2])
+        found = []
+        for item in words[3:]:
+            pid, _, name = item.partition(":")
+            if pid.isdigit() and int(pid) not in self._reported:
+                self._reported.add(int(pid))
+                found.append((int(pid), name))
+        return max(oom, 0), max(refused, 0), found
+
+    # -- the verifier --------------------------------------------------------------------------------------
+    def verify(self, tests_dir: Path, timeout_s: float, environment: dict[str, str], workdir: str) -> VerifierResult:
+        """Harbor's verifier: stop every agent process, upload ``tests/`` to ``/tests``, run ``test.sh`` as root in
+        ``workdir``, stop whatever it left running, and read ``/logs/verifier/reward.txt`` (or ``reward.json``). The
+        agent could write neither directory, and nothing it started runs beside the tests."""
+        began = time.monotonic()
+        self.kill_all("verifier")
+        code, out, _ = self.exec(
+            ["sh", "-c", f"rm -rf /logs/verifier && mkdir -p /logs/verifier && tar -x -C {CONTAINER_TESTS_DIR}"],
+            stdin=_tar_dir(tests_dir),
+            timeout_s=60,
+        )
+        if code != 0:
+            raise RuntimeError(f"could not upload tests/: {out.decode(errors='replace')[-500:]}")
+        code, out, timed_out = self.exec(
+            ["bash", f"{CONTAINER_TESTS_DIR}/test.sh"],
+            timeout_s=timeout_s,
+            workdir=workdir,
+            environment=environment or None,
+        )
+        text = out.decode("utf-8", "replace")[-4000:]
+        if timed_out:
+            return VerifierResult(0.0, text, f"the verifier ran over its {timeout_s:g} s", time.monotonic() - began)
+        self.kill_all("verifier-done")  # nothing the tests started (the agent's programs among them) may write later
+        reward, problem = self._read_reward()
+        return VerifierResult(reward, text, problem, time.monotonic() - began)
+
+    def _read_reward(self) -> tuple[float, str | None]:
+        code, out, _ = self.exec(["cat", CONTAINER_REWARD_TXT], timeout_s=10)
+        if code == 0:
+            return _parse_reward(out.decode("utf-8", "replace"), CONTAINER_REWARD_TXT)
+        code, out, _ = self.exec(["cat", CONTAINER_REWARD_JSON], timeout_s=10)
+        if code == 0:
+            return _parse_reward_json(out.decode("utf-8", "replace"))
+        return 0.0, f"the verifier wrote no {CONTAINER_REWARD_TXT} or {CONTAINER_REWARD_JSON}"
+
+
+def _parse_reward(text: str, where: str) -> tuple[float, str | None]:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return 0.0, f"{where} holds {text.strip()[:40]!r}, not a number"
+    if not math.isfinite(value):
+        return 0.0, f"{where} holds {value}, not a finite number"
+    return value, None
+
+
+def _parse_reward_json(text: str) -> tuple[float, str | None]:
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return 0.0, f"{CONTAINER_REWARD_JSON} is not JSON"
+    if isinstance(data, dict) and "reward" in data:
+        value = data["reward"]
+    elif isinstance(data, dict) and len(data) == 1:
+        value = next(iter(data.values()))
+    else:
+        return (
+            0.0,
+            f'{CONTAINER_REWARD_JSON} has no "reward" (keys: {sorted(data)[:5] if isinstance(data, dict) else "none"})',
+        )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0, f"{CONTAINER_REWARD_JSON}: the reward {value!r} is not a number"
+    return _parse_reward(str(value), CONTAINER_REWARD_JSON)
