@@ -225,8 +225,12 @@ def train_start(
         val = policy_success(ev.runner, model, {"val": ev.seeds.val})["val"]
         picks.append({"step": step, "val_policy": val})
         if not best or val["mean_reward"] >= best["val_policy"]["mean_reward"]:
-            best.update(step=step, val_policy=val, state=copy.deepcopy(model.state_dict()),
-                        optimizer=copy.deepcopy(sft_opt.state_dict()))  # fmt: skip
+            best.update(
+                step=step,
+                val_policy=val,
+                state=copy.deepcopy(model.state_dict()),
+                optimizer=copy.deepcopy(sft_opt.state_dict()),
+            )
 
     s = sft_actions(
         model,

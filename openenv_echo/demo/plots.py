@@ -9,7 +9,8 @@ from typing import Any
 from .config import ARM_LABELS
 
 COLORS = {"grpo": "#7f7f7f", "grpo_echo": "#d62728", "direct_ce": "#1f77b4"}
-REF_STYLE = {"uniform": (0, (1, 3)), "unigram": ":", "bigram": "-.", "start": "--"}
+REF_STYLE = {"uniform": "-", "unigram": ":", "bigram": "-.", "start": "--"}
+REF_COLOR = {"uniform": "#bbbbbb", "unigram": "black", "bigram": "black", "start": "black"}
 
 
 def _band(ax: Any, rows: list[dict[str, Any]], key: str, color: str | None, label: str) -> None:
@@ -17,8 +18,14 @@ def _band(ax: Any, rows: list[dict[str, Any]], key: str, color: str | None, labe
     steps = [r["step"] for r in rows]
     ax.plot(steps, [r[key]["mean"] for r in rows], marker="o", color=color, label=label)
     if all(r[key].get("ci95") is not None for r in rows):
-        ax.fill_between(steps, [r[key]["ci95"][0] for r in rows], [r[key]["ci95"][1] for r in rows], color=color,
-                        alpha=0.18, linewidth=0)  # fmt: skip
+        ax.fill_between(
+            steps,
+            [r[key]["ci95"][0] for r in rows],
+            [r[key]["ci95"][1] for r in rows],
+            color=color,
+            alpha=0.18,
+            linewidth=0,
+        )
 
 
 def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
@@ -38,7 +45,9 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
         _band(ax[0, 0], data["curve"], "env_ce", COLORS.get(arm), label)
         _band(ax[0, 1], data["curve"], "success", COLORS.get(arm), label)
     for name in ("start", "uniform", "unigram", "bigram"):
-        ax[0, 0].axhline(b[name], color="black", linestyle=REF_STYLE[name], linewidth=1, label=f"{name} {b[name]:.2f}")
+        ax[0, 0].axhline(
+            b[name], color=REF_COLOR[name], linestyle=REF_STYLE[name], linewidth=1, label=f"{name} {b[name]:.2f}"
+        )
     start_policy = report["start_checkpoint"]["after"]["test"]["policy"]
     ax[0, 1].axhline(start_policy["success"], color="black", linestyle="--", linewidth=1, label="start")
     ax[0, 0].legend(fontsize=7, ncol=2)
@@ -47,12 +56,20 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     sel = report["lambda_selection"]
     xs = list(range(len(sel["validation"])))
     ce = [r["env_ce"] for r in sel["validation"]]
-    ax[0, 2].errorbar(xs, [c["mean"] for c in ce], yerr=_err(ce), marker="o", color="#d62728", capsize=3,
-                      label="validation env CE")  # fmt: skip
+    ax[0, 2].errorbar(
+        xs, [c["mean"] for c in ce], yerr=_err(ce), marker="o", color="#d62728", capsize=3, label="validation env CE"
+    )
     twin = ax[0, 2].twinx()
     succ_val = [r["success"] for r in sel["validation"]]
-    twin.errorbar(xs, [s["mean"] for s in succ_val], yerr=_err(succ_val), marker="s", color="#2ca02c", capsize=3,
-                  label="validation success")  # fmt: skip
+    twin.errorbar(
+        xs,
+        [s["mean"] for s in succ_val],
+        yerr=_err(succ_val),
+        marker="s",
+        color="#2ca02c",
+        capsize=3,
+        label="validation success",
+    )
     twin.set_ylabel("success", fontsize=9)
     twin.set_ylim(-0.03, 1.03)
     ax[0, 2].set_xticks(xs, [f"{r['lambda']:g}" for r in sel["validation"]])

@@ -159,6 +159,7 @@ def summarize(report: dict[str, Any]) -> None:
     arms = report["arms"]
     direct = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]
     drop = direct_drop(start_ce, direct)
+    start_val = report["start_checkpoint"]["after"]["val"]["env_ce"]["nats_per_token"]
     for a in arms.values():
         a["summary"] = _arm_summary(a["seeds"], start, direct, drop["established"])
         a["curve"] = curves(a)
@@ -204,6 +205,11 @@ def summarize(report: dict[str, Any]) -> None:
             **drop,
             "what": "start − direct CE on test env CE, nats/token; established when its 95% interval is above 0 "
             "(one seed: when positive); gap_closed is only defined for an established drop",
+        },
+        "direct_ce_drop_validation": {
+            **mean_ci([start_val - _val(s)["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]),
+            "what": "start − direct CE on validation env CE at the final RL step, nats/token (the room the start "
+            "leaves, measured where settings are chosen)",
         },
         "note": "paired by RL seed (same start, prompts and sampler seed); negative env CE = ECHO predicts better",
     }

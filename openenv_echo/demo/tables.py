@@ -29,14 +29,18 @@ def _ci(x: dict[str, Any] | None, fmt: str = ".3f", scale: float = 1.0) -> str:
     return f"{m} [{lo}, {hi}]"
 
 
+def _int_pct(v: float) -> str:
+    return format(round(100 * v) + 0, "d")  # + 0: no "-0"
+
+
 def _pct(x: dict[str, Any] | None) -> str:
     """``41 % [30, 52]`` (a share as a percentage)."""
     if x is None:
         return "n/a"
     if x.get("ci95") is None:
-        return f"{100 * x['mean']:.0f} %"
+        return f"{_int_pct(x['mean'])} %"
     lo, hi = x["ci95"]
-    return f"{100 * x['mean']:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
+    return f"{_int_pct(x['mean'])} % [{_int_pct(lo)}, {_int_pct(hi)}]"
 
 
 def sign(x: dict[str, Any]) -> int:
@@ -93,7 +97,8 @@ def _comparison_sentences(report: dict[str, Any]) -> list[str]:
     if drop["established"] and echo.get("gap_closed") is not None:
         lines.append(
             f"- **The gap**: direct CE lowers held-out env CE from the start by {_ci(drop, '.3f')} nats/token in "
-            f"{echo['rl_steps']} RL steps. GRPO + ECHO (λ = {lam:g}, chosen on validation) closes "
+            f"{echo['rl_steps']} RL steps ({'one seed, no interval; ' if n == 1 else ''}validation: "
+            f"{_ci(comp['direct_ce_drop_validation'], '.3f')}). GRPO + ECHO (λ = {lam:g}, chosen on validation) closes "
             f"{_pct(echo['gap_closed'])} of that gap; GRPO (λ = 0) closes {_pct(grpo['gap_closed'])}."
         )
     else:
@@ -105,10 +110,11 @@ def _comparison_sentences(report: dict[str, Any]) -> list[str]:
             f"(λ = {lam:g}) {chg['e']}."
         )
     d_ce = diff["test_env_ce"]
+    one = "one seed: no interval, so no claim"
     verdict = {
         -1: "ECHO's policy predicts held-out env tokens better than GRPO's",
         1: "ECHO's policy predicts held-out env tokens worse than GRPO's",
-        0: "no measurable difference in held-out env CE",
+        0: "no measurable difference in held-out env CE" if n > 1 else one,
     }[sign(d_ce)]
     lines.append(
         f"- **ECHO − GRPO**, paired by seed ({n} seed{'s' if n > 1 else ''}): held-out env CE "
@@ -116,7 +122,9 @@ def _comparison_sentences(report: dict[str, Any]) -> list[str]:
     )
     d_s, d_r = diff["test_success"], diff["test_mean_reward"]
     policy = (
-        "no measurable difference in either"
+        one
+        if n == 1
+        else "no measurable difference in either"
         if sign(d_s) == 0 and sign(d_r) == 0
         else "a difference whose interval excludes 0"
     )
@@ -125,14 +133,38 @@ def _comparison_sentences(report: dict[str, Any]) -> list[str]:
         f"({policy}); success {echo['test_success']['successes']}/{echo['test_success']['episodes']} (ECHO) vs "
         f"{grpo['test_success']['successes']}/{grpo['test_success']['episodes']} (GRPO) test episodes."
     )
+    moves = {
+        k: (a[k]["summary"]["test_success_change"], name)
+        for k, name in (("grpo", "GRPO"), ("grpo_echo", "GRPO + ECHO"), ("direct_ce", "direct CE"))
+    }
+    went = {-1: "fell", 1: "rose", 0: "did not measurably change" if n > 1 else "one seed"}
+    lines.append(
+        "- **Success against the start**: "
+        + "; ".join(f"{name} {_ci(c, '+.3f')} ({went[sign(c)]})" for c, name in moves.values())
+        + " (final RL step − start on test; intervals over RL seeds, from one evaluation of the start)."
+    )
     share = echo.get("gap_closed")
     if share is None or share["mean"] < 0.5:
         sel = report["lambda_selection"]
+        chosen = next(r for r in sel["validation"] if r["lambda"] == sel["chosen"])
+        costly = [
+            format(r["lambda"], "g")
+            for r in sel["validation"]
+            if r["lambda"] > sel["chosen"]
+            and r["env_ce"]["mean"] < chosen["env_ce"]["mean"]
+            and r["lambda"] not in sel["qualified"]
+        ]
+        why = (
+            f" Larger λ ({', '.join(costly)}) reached a lower validation env CE but a validation reward below the "
+            "rule's bar, so the rule rejected them."
+            if costly
+            else ""
+        )
         lines.append(
             f"- **ECHO does not close half of the gap** ({_pct(share)}). Tried: λ ∈ "
             f"{{{', '.join(format(x, 'g') for x in sel['values'])}}} on validation, {echo['rl_steps']} RL steps of "
             f"{report['config']['rl_prompts']} × {report['config']['rl_group']} episodes; every choice made on "
-            "validation only."
+            f"validation only.{why}"
         )
     return lines
 
@@ -203,10 +235,16 @@ def references_table(report: dict[str, Any]) -> str:
 
 def lambda_table(report: dict[str, Any]) -> str:
     sel = report["lambda_selection"]
+    larger = [format(x, "g") for x in sel["values"] if x > sel["chosen"]]
+    edge = (
+        f"swept and rejected above it: λ = {', '.join(larger)}"
+        if larger
+        else "the largest value swept: a larger λ was not tried"
+    )
     lines = [
         f"λ sweep of GRPO + ECHO on the **validation** split ({len(report['seeds']['validation'])} worlds, final "
         f"step, RL seed(s) {sel['seeds']}; mean [95% interval] when more than one). Rule: {sel['rule']}. Chosen: "
-        f"**λ = {sel['chosen']:g}**.",
+        f"**λ = {sel['chosen']:g}** ({edge}).",
         "",
         "| λ | validation env CE | validation success | validation mean reward | steps with reward variance |",
         "|---|---|---|---|---|",
@@ -247,25 +285,43 @@ def summary_markdown(report: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def readme_section(report: dict[str, Any], sql: dict[str, Any] | None = None) -> str:
-    """The top-level README's short demo block: the terminal run's claims and one line for the sql run."""
+def default_run_line(first_seed: dict[str, Any]) -> str:
+    """The default one-seed run's wall time, from the report a multi-seed run wrote after its first RL seed (every
+    arm, the sweep and the references: exactly what ``openenv-echo demo`` runs)."""
+    if first_seed["status"]["rl_seeds_done"] != first_seed["seeds"]["rl"][:1]:
+        raise ValueError("not the report written after the first RL seed")
+    t = first_seed["timings_s"]["total"]
+    load = first_seed["load_average"]
+    return (
+        f"The default `openenv-echo demo` (one seed, every arm, the λ sweep and the references) is that run's first "
+        f"seed: {t:.0f} s ({t / 60:.1f} min), load average {load['start'][0]:.1f} at the start, "
+        f"{load['mean_1min_at_laps']:.1f} mean and {load['max_1min_at_laps']:.1f} max on {load['cores']} cores."
+    )
+
+
+def readme_section(report: dict[str, Any], sql: dict[str, Any], first_seed: dict[str, Any]) -> str:
+    """The top-level README's short demo block: the terminal run's claims, its one-seed wall time, and one line for
+    the sql run."""
     a = report["arms"]
     n = len(a["grpo"]["seeds"])
     t = report["timings_s"]["total"]
     lines = [
         f"In the recorded run (`{report['command']}`, {n} RL seeds, {t / 60:.1f} min on the shared 2-core machine):",
         "",
+        _start_sentence(report),
         *_comparison_sentences(report),
+        f"- **Wall time**: {default_run_line(first_seed)}",
     ]
-    if sql is not None:
-        s = sql["arms"]
-        ce = {k: s[k]["summary"]["test_env_ce"]["mean"] for k in ("grpo", "grpo_echo", "direct_ce")}
-        lines.append(
-            f"- **sql env**, one seed (`{sql['command']}`): held-out env CE start {sql['baselines']['start']:.3f}, "
-            f"GRPO {ce['grpo']:.3f}, GRPO + ECHO (λ = {s['grpo_echo']['lambda']:g}) {ce['grpo_echo']:.3f}, direct CE "
-            f"{ce['direct_ce']:.3f} nats/token; success {s['grpo']['summary']['test_success']['mean']:.3f} (GRPO), "
-            f"{s['grpo_echo']['summary']['test_success']['mean']:.3f} (ECHO). One seed: no intervals, no claim."
-        )
+    s = sql["arms"]
+    ce = {k: s[k]["summary"]["test_env_ce"]["mean"] for k in ("grpo", "grpo_echo", "direct_ce")}
+    succ = {k: s[k]["summary"]["test_success"] for k in ("grpo", "grpo_echo")}
+    lines.append(
+        f"- **sql env**, one seed (`{sql['command']}`, {sql['timings_s']['total'] / 60:.1f} min): held-out env CE "
+        f"start {sql['baselines']['start']:.3f}, GRPO {ce['grpo']:.3f}, GRPO + ECHO (λ = {s['grpo_echo']['lambda']:g}) "
+        f"{ce['grpo_echo']:.3f}, direct CE {ce['direct_ce']:.3f} nats/token; success "
+        f"{succ['grpo']['successes']}/{succ['grpo']['episodes']} (GRPO), "
+        f"{succ['grpo_echo']['successes']}/{succ['grpo_echo']['episodes']} (ECHO). One seed: no intervals, so no claim."
+    )
     return "\n".join(lines)
 
 
@@ -281,17 +337,20 @@ def readme_block(readme: str) -> str:
     return block(readme)
 
 
+USAGE = "usage: python -m openenv_echo.demo.tables REPORT.json [--readme SQL_REPORT.json FIRST_SEED_REPORT.json]"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``python -m openenv_echo.demo.tables REPORT.json`` prints the example's tables; with ``--readme SQL.json``
-    after it, the top-level README's block."""
+    """``python -m openenv_echo.demo.tables REPORT.json`` prints the example's tables; with ``--readme SQL.json
+    FIRST_SEED.json`` after it, the top-level README's block."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 1:
         sys.stdout.write(summary_markdown(json.loads(Path(args[0]).read_text())))
-    elif len(args) == 3 and args[1] == "--readme":
-        report, sql = (json.loads(Path(p).read_text()) for p in (args[0], args[2]))
-        sys.stdout.write(readme_section(report, sql) + "\n")
+    elif len(args) == 4 and args[1] == "--readme":
+        report, sql, first = (json.loads(Path(p).read_text()) for p in (args[0], args[2], args[3]))
+        sys.stdout.write(readme_section(report, sql, first) + "\n")
     else:
-        raise SystemExit("usage: python -m openenv_echo.demo.tables REPORT.json [--readme SQL_REPORT.json]")
+        raise SystemExit(USAGE)
 
 
 if __name__ == "__main__":
