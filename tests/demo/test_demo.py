@@ -198,6 +198,33 @@ def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[st
     assert {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()} == stored
 
 
+def test_summarize_rebuilds_a_finished_runs_summaries_tables_and_plot(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """`python -m openenv_echo.demo.summarize OUT` re-derives every summary from the per-seed results alone."""
+    import shutil
+
+    from openenv_echo.demo.summarize import main
+    from openenv_echo.demo.tables import summary_markdown
+
+    _, out = quick_report
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    report = json.loads((copy / "report.json").read_text())  # as written (a rerun may have rewritten it)
+    stripped = json.loads((copy / "report.json").read_text())
+    for key in ("summary", "comparisons"):
+        del stripped[key]
+    for a in stripped["arms"].values():
+        del a["summary"], a["curve"]
+    (copy / "report.json").write_text(json.dumps(stripped))
+    (copy / "summary.md").unlink()
+    (copy / report["plots"][0]).unlink()
+    main([str(copy)])
+    assert json.loads((copy / "report.json").read_text()) == report
+    assert (copy / "summary.md").read_text() == summary_markdown(report)
+    assert (copy / report["plots"][0]).read_bytes()[:4] == b"\x89PNG"
+
+
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
     from openenv_echo.demo.experiment import SMOKE_NOTE
     from openenv_echo.demo.tables import summary_markdown
