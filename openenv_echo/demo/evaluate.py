@@ -2,8 +2,10 @@
 
 * **env CE**: the scripted expert's episodes on held-out seeds, recorded once through the client and assembled with
   ``tokenize_trajectory``; the model is scored on the tokens an ECHO arm trains on (``env_output`` bodies after the
-  first action, ``world_loss_target="env_only"``), in nats/token and nats/byte (UTF-8 bytes of those bodies), so
-  tokenizers of different models compare. The set is the same at every evaluation and for every arm.
+  first action, ``world_loss_target="env_only"``: the headline figure), in nats/token and nats/byte (UTF-8 bytes of
+  those bodies, so tokenizers of different models compare), and also on the ``warning`` bodies (harness text: the
+  echoed command, notices) and on both together (every observation-body token). The set is the same at every
+  evaluation and for every arm.
 * **success**: greedy policy rollouts on held-out seeds through the env server: share of episodes with reward 1
   (right incident kind *and* service), mean reward (0.5 for the right kind only), share that submitted an answer.
 * **references**: the (previous token, target) pairs of a split's env-CE targets, for the n-gram reference lines;
@@ -28,6 +30,7 @@ from .rollout import PolicyRunner, RolloutResult
 from .train import forward_logps
 
 TARGETS = EchoConfig(world_model_coeff=1.0)  # env_only, after the first action: what the ECHO arms train on
+WARNING_TARGETS = EchoConfig(world_model_coeff=1.0, world_loss_target="warning_only")
 
 
 def env_texts(traj: Trajectory) -> list[str]:
@@ -40,18 +43,30 @@ def training_lines(train: list[Trajectory]) -> set[str]:
     return {line.strip() for t in train for x in env_texts(t) for line in x.splitlines() if line.strip()}
 
 
+CE_PARTS = ("env_output", "warning", "novel")
+"""The target sets of a ``CeSet``: env_output bodies (the ECHO target), warning bodies, and the env_output targets
+on lines never seen in training."""
+
+
 @dataclass
 class CeSet:
-    """A fixed set of teacher-forced episodes for env CE; ``novel`` marks, per sequence, the env targets that lie
-    on a line never seen in training."""
+    """A fixed set of teacher-forced episodes for env CE; ``masks[part]`` marks, per sequence, the targets of each
+    of ``CE_PARTS``."""
 
     name: str
     seeds: list[int]
     sequences: list[TokenizedTrajectory]
-    novel: list[torch.Tensor]
+    masks: dict[str, list[torch.Tensor]]
     env_bytes: int
-    env_tokens: int
-    novel_tokens: int
+    counts: dict[str, int]
+
+    @property
+    def env_tokens(self) -> int:
+        return self.counts["env_output"]
+
+    @property
+    def novel_tokens(self) -> int:
+        return self.counts["novel"]
 
 
 def novel_target_mask(seq: TokenizedTrajectory, traj: Trajectory, tokenizer: Any, seen: set[str]) -> torch.Tensor:
@@ -87,15 +102,23 @@ def novel_target_mask(seq: TokenizedTrajectory, traj: Trajectory, tokenizer: Any
     return out
 
 
+def _targets(seq: TokenizedTrajectory, tokenizer: Any, cfg: EchoConfig) -> torch.Tensor:
+    b = collate([seq], tokenizer=tokenizer)
+    return token_weights(EchoBatch(role_ids=b["role_ids"]), cfg).world_mask[0]
+
+
 def build_ce_set(
     name: str, seeds: list[int], trajectories: list[Trajectory], tokenizer: Any, seen_lines: set[str]
 ) -> CeSet:
     seqs = [tokenize_trajectory(t, tokenizer) for t in trajectories]
-    novel = [novel_target_mask(s, t, tokenizer, seen_lines) for s, t in zip(seqs, trajectories, strict=True)]
+    masks = {
+        "env_output": [_targets(s, tokenizer, TARGETS) for s in seqs],
+        "warning": [_targets(s, tokenizer, WARNING_TARGETS) for s in seqs],
+        "novel": [novel_target_mask(s, t, tokenizer, seen_lines) for s, t in zip(seqs, trajectories, strict=True)],
+    }
     n_bytes = sum(len(x.encode("utf-8")) for t in trajectories for x in env_texts(t))
-    b = collate(seqs, tokenizer=tokenizer)
-    n_tok = int(token_weights(EchoBatch(role_ids=b["role_ids"]), TARGETS).world_mask.sum())
-    return CeSet(name, list(seeds), seqs, novel, n_bytes, n_tok, int(sum(int(m.sum()) for m in novel)))
+    counts = {part: sum(int(m.sum()) for m in ms) for part, ms in masks.items()}
+    return CeSet(name, list(seeds), seqs, masks, n_bytes, counts)
 
 
 def env_targets(seqs: list[TokenizedTrajectory], tokenizer: Any, micro_batch: int = 16) -> Targets:
@@ -111,37 +134,38 @@ def env_targets(seqs: list[TokenizedTrajectory], tokenizer: Any, micro_batch: in
 
 
 @torch.no_grad()
-def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int = 4) -> dict[str, float]:
-    """Mean CE over the set's env targets: ``nats_per_token``, ``nats_per_byte`` (total nats / target bytes), and
-    ``novel_nats_per_token`` over the targets on lines never seen in training."""
+def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int = 1) -> dict[str, float]:
+    """Mean CE over the set's targets: ``nats_per_token`` (env_output, the headline), ``nats_per_byte`` (env_output
+    nats / their bytes), ``warning_nats_per_token``, ``all_nats_per_token`` (env_output and warning bodies
+    together) and ``novel_nats_per_token`` (env_output targets on lines never seen in training), with the counts."""
     was = model.training
     model.eval()
-    nats = novel_nats = 0.0
-    count = novel_count = 0
+    nats = dict.fromkeys(CE_PARTS, 0.0)
+    count = dict.fromkeys(CE_PARTS, 0)
     for lo in range(0, len(ce.sequences), micro_batch):
         b = collate(ce.sequences[lo : lo + micro_batch], tokenizer=tokenizer)
         lp = forward_logps(model, b)
-        sel = token_weights(EchoBatch(role_ids=b["role_ids"]), TARGETS).world_mask
-        novel = torch.zeros_like(sel)
-        for i, m in enumerate(ce.novel[lo : lo + micro_batch]):
-            novel[i, : len(m)] = m
         zero = torch.zeros((), dtype=lp.dtype)
-        nats += float(-torch.where(sel, lp, zero).sum())
-        novel_nats += float(-torch.where(sel & novel, lp, zero).sum())
-        count += int(sel.sum())
-        novel_count += int((sel & novel).sum())
+        for part in CE_PARTS:
+            sel = torch.zeros_like(b["attention_mask"], dtype=torch.bool)
+            for i, m in enumerate(ce.masks[part][lo : lo + micro_batch]):
+                sel[i, : len(m)] = m
+            nats[part] += float(-torch.where(sel, lp, zero).sum())
+            count[part] += int(sel.sum())
     model.train(was)
-    if count != ce.env_tokens or novel_count != ce.novel_tokens:
-        raise AssertionError(
-            f"env-CE set {ce.name}: {count}/{novel_count} targets scored, {ce.env_tokens}/{ce.novel_tokens} expected"
-        )
+    if count != ce.counts:
+        raise AssertionError(f"env-CE set {ce.name}: {count} targets scored, {ce.counts} expected")
+    both = count["env_output"] + count["warning"]
     return {
-        "nats_per_token": nats / max(count, 1),
-        "nats_per_byte": nats / max(ce.env_bytes, 1),
-        "novel_nats_per_token": novel_nats / max(novel_count, 1),
-        "tokens": float(count),
+        "nats_per_token": nats["env_output"] / max(count["env_output"], 1),
+        "nats_per_byte": nats["env_output"] / max(ce.env_bytes, 1),
+        "warning_nats_per_token": nats["warning"] / max(count["warning"], 1),
+        "all_nats_per_token": (nats["env_output"] + nats["warning"]) / max(both, 1),
+        "novel_nats_per_token": nats["novel"] / max(count["novel"], 1),
+        "tokens": float(count["env_output"]),
         "bytes": float(ce.env_bytes),
-        "novel_tokens": float(novel_count),
+        "warning_tokens": float(count["warning"]),
+        "novel_tokens": float(count["novel"]),
     }
 
 

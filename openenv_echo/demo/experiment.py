@@ -1,5 +1,6 @@
-"""The experiment loop: start checkpoint, references, every RL run (seeds x {λ sweep, direct CE}) with validation
-curves, λ chosen on validation, one test evaluation per arm and seed, and the report."""
+"""The experiment loop: the start checkpoint (generic pretraining, then action-only SFT), the references, every RL
+run (seeds x {λ sweep, direct CE}) with validation curves, λ chosen on validation, the chosen arms' held-out (test)
+curves, and the report."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import torch
 
 from .clock import Clock
 from .config import ARM_LABELS, ARMS, DemoConfig, Seeds
+from .corpus import GenericCorpus, stdlib_docstrings
+from .envs import DEMO_ENVS, DemoEnv
 from .evaluate import (
     CeSet,
     build_ce_set,
@@ -33,21 +36,25 @@ from .policy import build_policy
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
 from .summarize import choose_lambda, summarize
 from .tables import summary_markdown
-from .train import arm_config, make_optimizer, pretrain, rl_step
+from .train import arm_config, make_optimizer, pack_chunks, pretrain_generic, rl_step, sft_actions
 
 PLOT_NAME = "echo_world_model.png"
 SUBMIT_BONUS = 0.1
 """Reward shaping of the RL arms' advantages only: + 0.1 for a submitted answer, so that a group with no right
 answer still has variance when some samples answer and others wander. Reported success and reward are the env's."""
+SFT_RULE = (
+    "of the SFT checkpoints every sft_eval_every steps and the last, the one with the highest greedy validation "
+    "mean reward (ties: the later); its weights and AdamW state are the start"
+)
 SMOKE_NOTE = (
     "QUICK MODE IS A SMOKE TEST: it checks that every phase runs end to end; its numbers are not evidence of "
-    "anything (run without --quick, with --seeds 3, for figures)"
+    "anything (run without --quick for figures)"
 )
 
 
 @dataclass
 class Evaluator:
-    """Validation (curves, λ choice) and test (once per final checkpoint) evaluations of the current weights."""
+    """Validation (curves, λ choice) and test (the chosen arms' curves) evaluations of the current weights."""
 
     runner: PolicyRunner
     tokenizer: Any
@@ -56,16 +63,22 @@ class Evaluator:
     ce_test: CeSet
     micro_batch: int
 
+    def ce(self, model: torch.nn.Module, name: str) -> dict[str, float]:
+        return env_ce(model, self.ce_val if name == "val" else self.ce_test, self.tokenizer, self.micro_batch)
+
     def split(self, model: torch.nn.Module, name: str) -> dict[str, Any]:
-        ce, seeds = (self.ce_val, self.seeds.val) if name == "val" else (self.ce_test, self.seeds.test)
-        return {
-            "env_ce": env_ce(model, ce, self.tokenizer, self.micro_batch),
-            "policy": policy_success(self.runner, model, {name: seeds})[name],
-        }
+        seeds = self.seeds.val if name == "val" else self.seeds.test
+        return {"env_ce": self.ce(model, name), "policy": policy_success(self.runner, model, {name: seeds})[name]}
 
 
 def run_key(arm: str, lam: float | None) -> str:
     return "direct_ce" if arm == "direct_ce" or lam is None else f"lambda={lam:g}"
+
+
+def curve_steps(cfg: DemoConfig) -> list[int]:
+    """The RL steps with a curve point (validation of every run; test of the chosen arms): every ``eval_every``
+    steps and the last."""
+    return [s for s in range(1, cfg.rl_steps + 1) if s % cfg.eval_every == 0 or s == cfg.rl_steps]
 
 
 def rl_run(
@@ -73,27 +86,27 @@ def rl_run(
     model: torch.nn.Module,
     tok: Any,
     ev: Evaluator,
-    start_state: dict[str, torch.Tensor],
-    start_opt: dict[str, Any] | None,
-    start_val: dict[str, Any],
+    start: dict[str, Any],
     arm: str,
     lam: float,
     rl_seed: int,
     schedule: list[list[int]],
     bar: Any,
 ) -> dict[str, Any]:
-    """One arm at one λ and RL seed from the start weights; returns its log, validation curve and final weights."""
-    model.load_state_dict(start_state)
+    """One arm at one λ and RL seed from the start weights and AdamW state; returns its log, validation curve and
+    the weights at every curve point."""
+    model.load_state_dict(start["state"])
     objective = arm_config(arm, lam)
     opt = make_optimizer(model, cfg.rl_lr)
-    if start_opt is not None:  # continue from the start checkpoint's AdamW moments, at the RL learning rate
-        opt.load_state_dict(copy.deepcopy(start_opt))
-        for g in opt.param_groups:
-            g["lr"] = cfg.rl_lr
+    opt.load_state_dict(copy.deepcopy(start["optimizer"]))  # continue the start's AdamW moments at the RL rate
+    for g in opt.param_groups:
+        g["lr"] = cfg.rl_lr
     gen = torch.Generator().manual_seed(rl_seed + 1)
     torch.manual_seed(rl_seed + 2)
     train_log: list[dict[str, Any]] = []
-    evals = [{"step": 0, "val": start_val}]
+    evals = [{"step": 0, "val": start["val"]}]
+    states: dict[int, dict[str, torch.Tensor]] = {}
+    points = set(curve_steps(cfg))
     for step in range(1, cfg.rl_steps + 1):
         batch_seeds = [s for s in schedule[step - 1] for _ in range(cfg.rl_group)]
         results = ev.runner.run(model, batch_seeds, temperature=cfg.temperature, generator=gen)
@@ -121,8 +134,9 @@ def rl_run(
                 **stats,
             }
         )
-        if step % cfg.eval_every == 0 or step == cfg.rl_steps:
+        if step in points:
             evals.append({"step": step, "val": ev.split(model, "val")})
+            states[step] = copy.deepcopy(model.state_dict())
         bar.set_postfix(run=f"{run_key(arm, lam)} seed {rl_seed}", step=step, reward=f"{out['mean_reward']:.2f}")
         bar.update(1)
     return {
@@ -134,7 +148,7 @@ def rl_run(
         "evals": evals,
         "updates": sum(t["skipped"] == 0.0 for t in train_log),
         "policy_updates": sum(t["groups_with_reward_variance"] > 0 for t in train_log),
-        "state": copy.deepcopy(model.state_dict()),
+        "states": states,
     }
 
 
@@ -145,7 +159,7 @@ def resume_key(cfg: DemoConfig) -> str:
     for k in ("out", "progress", "threads", "n_seeds"):
         d.pop(k)
     d["submit_bonus"] = SUBMIT_BONUS
-    d["pretrain_loss"] = "sum of role token means"
+    d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)
 
 
@@ -163,7 +177,99 @@ def _load(path: Path, key: str) -> Any:
 
 
 def _strip(run: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in run.items() if k != "state"}
+    return {k: v for k, v in run.items() if k != "states"}
+
+
+def train_start(
+    cfg: DemoConfig,
+    model: torch.nn.Module,
+    tok: Any,
+    generic: GenericCorpus,
+    train_seqs: list[Any],
+    ev: Evaluator,
+    clock: Clock,
+) -> dict[str, Any]:
+    """The start checkpoint of every arm: generic pretraining (skipped for a pretrained model), then SFT on the
+    expert's actions; its weights, AdamW state, and figures after each phase."""
+    if cfg.model == "smollm2":
+        gen_phase = None
+        opt = None
+    else:
+        chunks = pack_chunks(tok, generic.texts, cfg.generic_len)
+        g = pretrain_generic(
+            model,
+            chunks,
+            steps=cfg.generic_steps,
+            batch_size=cfg.generic_batch,
+            lr=cfg.generic_lr,
+            warmup=cfg.generic_warmup,
+            seed=cfg.seed,
+            progress=cfg.progress,
+        )
+        opt = g.optimizer
+        gen_phase = {
+            "corpus": {**generic.describe(), "tokens": int(chunks.numel()), "chunks": len(chunks)},
+            "steps": cfg.generic_steps,
+            "batch": f"{cfg.generic_batch} chunks of {cfg.generic_len} tokens",
+            "lr": cfg.generic_lr,
+            "losses": g.losses,
+            "tokens_seen": g.tokens,
+            "after": {"val_env_ce": ev.ce(model, "val"), "test_env_ce": ev.ce(model, "test")},
+        }
+    clock.lap("start_generic_pretraining")
+    picks: list[dict[str, Any]] = []
+    best: dict[str, Any] = {}
+
+    def keep_best(step: int, sft_opt: torch.optim.Optimizer) -> None:
+        """SFT checkpoint rule: the highest greedy validation mean reward; ties -> the later checkpoint."""
+        val = policy_success(ev.runner, model, {"val": ev.seeds.val})["val"]
+        picks.append({"step": step, "val_policy": val})
+        if not best or val["mean_reward"] >= best["val_policy"]["mean_reward"]:
+            best.update(
+                step=step,
+                val_policy=val,
+                state=copy.deepcopy(model.state_dict()),
+                optimizer=copy.deepcopy(sft_opt.state_dict()),
+            )
+
+    s = sft_actions(
+        model,
+        train_seqs,
+        tok,
+        steps=cfg.sft_steps,
+        batch_size=cfg.sft_batch,
+        lr=cfg.sft_lr,
+        warmup=cfg.sft_warmup,
+        micro_batch=cfg.micro_batch,
+        seed=cfg.seed,
+        optimizer=opt,
+        checkpoint=keep_best,
+        checkpoint_every=cfg.sft_eval_every,
+        progress=cfg.progress,
+    )
+    model.load_state_dict(best["state"])
+    clock.lap("start_sft")
+    start = {
+        "state": best["state"],
+        "optimizer": best["optimizer"],
+        "generic": gen_phase,
+        "sft": {
+            "steps": cfg.sft_steps,
+            "batch": f"{cfg.sft_batch} expert episodes",
+            "lr": cfg.sft_lr,
+            "losses": s.losses,
+            "tokens_seen": s.tokens,
+            "action_tokens_trained": s.targets,
+            "targets": "action tokens only (the system prompt, task, chat scaffold and every observation are inputs)",
+            "checkpoints": picks,
+            "chosen_step": best["step"],
+            "rule": SFT_RULE,
+        },
+        "val": ev.split(model, "val"),
+        "test": ev.split(model, "test"),
+    }
+    clock.lap("start_eval")
+    return start
 
 
 def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
@@ -177,6 +283,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
         console.print(f"[bold yellow]{SMOKE_NOTE}[/]")
     clock = Clock()
     torch.manual_seed(cfg.seed)
+    env: DemoEnv = DEMO_ENVS[cfg.env]
     seeds = cfg.seeds
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -188,7 +295,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "validation": seeds.val,
             "test": seeds.test,
             "rl": cfg.rl_seeds,
-            "note": "disjoint ranges; a machine is a pure function of its seed; rl: training seeds of every arm",
+            "note": "disjoint ranges; a world is a pure function of its seed; rl: training seeds of every arm",
         },
         "versions": {
             "python": platform.python_version(),
@@ -197,27 +304,30 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "platform": platform.platform(),
             "torch_threads": cfg.threads,
         },
-    }
-    report["rl"] = {
-        "reward_for_advantages": f"env reward (1 right kind and service, 0.5 right kind) + {SUBMIT_BONUS} if submitted",
-        "reported_reward": "the env's, unshaped",
-        "group": f"{cfg.rl_group} samples of one machine, {cfg.rl_prompts} machines per step",
-        "temperature": cfg.temperature,
+        "rl": {
+            "reward_for_advantages": f"the env's reward + {SUBMIT_BONUS} if the episode answered",
+            "reported_reward": "the env's, unshaped",
+            "group": f"{cfg.rl_group} samples of one world, {cfg.rl_prompts} worlds per step",
+            "temperature": cfg.temperature,
+            "curve_steps": curve_steps(cfg),
+        },
     }
     if cfg.mode == "quick":
         report["note"] = SMOKE_NOTE
     store = out / "checkpoints"  # the start checkpoint and every finished run, for resuming
     store.mkdir(exist_ok=True)
     key = resume_key(cfg)
-    with env_server(cfg.docker) as (url, server_desc):
+    generic = stdlib_docstrings()
+    with env_server(env, cfg.docker) as (url, server_desc):
         clock.lap("server_start")
-        console.print(f"[bold]terminal env[/] server: {server_desc} at {url}")
+        console.print(f"[bold]{env.name} env[/] server: {server_desc} at {url}")
         progress = cfg.progress
-        train_ex = expert_episodes(url, seeds.train, cfg.max_env_steps, progress=progress, desc="expert (train)")
-        val_ex = expert_episodes(url, seeds.val, cfg.max_env_steps, progress=progress, desc="expert (val)")
-        test_ex = expert_episodes(url, seeds.test, cfg.max_env_steps, progress=progress, desc="expert (test)")
+        steps = cfg.env_steps
+        train_ex = expert_episodes(url, env, seeds.train, steps, progress=progress, desc="expert (train)")
+        val_ex = expert_episodes(url, env, seeds.val, steps, progress=progress, desc="expert (val)")
+        test_ex = expert_episodes(url, env, seeds.test, steps, progress=progress, desc="expert (test)")
         clock.lap("expert_episodes")
-        model, tok, model_info = build_policy(cfg, train_ex)
+        model, tok, model_info = build_policy(cfg, env, generic, train_ex)
         train_seqs = [tokenize_trajectory(t, tok) for t in train_ex]
         seen = training_lines(train_ex)
         ce_val = build_ce_set("validation", seeds.val, val_ex, tok, seen)
@@ -225,13 +335,16 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
         clock.lap("tokenizer_and_model")
         lengths = [len(s) for s in train_seqs]
         report["environment"] = {
-            "name": "terminal",
+            "name": env.name,
             "server": server_desc,
             "transport": "EnvClient over WebSocket",
-            "reset_options": {"max_steps": cfg.max_env_steps},
-            "system_prompt": messages()[0]["content"],
+            "reset_options": {"max_steps": steps},
+            "system_prompt": messages(env)[0]["content"],
         }
         report["model"] = model_info
+        novelty = verbatim_overlap(train_ex, test_ex)
+        if env.name == "terminal":
+            novelty.update(hostnames_seen(seeds.train, seeds.test))
         report["data"] = {
             "expert_episodes": {"train": len(train_ex), "validation": len(val_ex), "test": len(test_ex)},
             "expert_test_reward": sum(t.total_reward for t in test_ex) / len(test_ex),
@@ -240,88 +353,63 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 c.name: {
                     "episodes": len(c.sequences),
                     "env_tokens": c.env_tokens,
+                    "warning_tokens": c.counts["warning"],
                     "novel_line_tokens": c.novel_tokens,
                     "env_bytes": c.env_bytes,
                 }
                 for c in (ce_val, ce_test)
             },
-            "novelty_of_test_observations": {
-                **verbatim_overlap(train_ex, test_ex),
-                **hostnames_seen(seeds.train, seeds.test),
-            },
+            "novelty_of_test_observations": novelty,
         }
         console.print(
             f"model [bold]{cfg.model}[/]: {model_info['parameters'] / 1e6:.2f}M params, vocab "
-            f"{model_info['vocab_size']}; expert episodes ~{sum(lengths) / len(lengths):.0f} tokens"
+            f"{model_info['vocab_size']}; expert episodes ~{sum(lengths) / len(lengths):.0f} tokens; generic corpus "
+            f"{generic.chars:,} chars"
         )
         runner = PolicyRunner(
             url,
             tok,
-            max_env_steps=cfg.max_env_steps,
+            env,
+            max_env_steps=steps,
             max_context=cfg.max_context,
             max_action_tokens=cfg.max_action_tokens,
         )
         ev = Evaluator(runner, tok, seeds, ce_val, ce_test, cfg.micro_batch)
         try:
-            # -- the start checkpoint and the reference lines (resumed from OUT/checkpoints if it is there) ------
+            # -- the start checkpoint (resumed from OUT/checkpoints if it is there) and the reference lines ------
             start_file = store / "start.pt"
-            saved = _load(start_file, key)
-            if saved is not None:
-                model.load_state_dict(saved["state"])
-                pre = saved["pre"]
-            else:
-                pre = pretrain(
-                    model,
-                    train_seqs,
-                    tok,
-                    steps=cfg.pretrain_steps,
-                    batch_size=cfg.pretrain_batch,
-                    lr=cfg.pretrain_lr,
-                    warmup=cfg.pretrain_warmup,
-                    micro_batch=cfg.micro_batch,
-                    seed=cfg.seed,
-                    progress=progress,
-                )
-            clock.lap("start_checkpoint")
+            start = _load(start_file, key)
+            if start is None:
+                start = train_start(cfg, model, tok, generic, train_seqs, ev, clock)
+                _save(start_file, key, start)
+            model.load_state_dict(start["state"])
             refs = reference_lines(
                 env_targets(train_seqs, tok),
                 env_targets(ce_val.sequences, tok),
                 env_targets(ce_test.sequences, tok),
                 len(tok),
             )
-            if saved is not None:
-                start_val, start_test = saved["val"], saved["test"]
-            else:
-                start_val = ev.split(model, "val")
-                start_test = ev.split(model, "test")
-                _save(start_file, key, {"state": model.state_dict(), "pre": pre, "val": start_val, "test": start_test})
-            start_opt = pre.optimizer
-            clock.lap("references_and_start_eval")
-            report["warm_start"] = {
-                "what": "the start checkpoint of every arm: LM pretraining on the train seeds' expert episodes",
-                "steps": cfg.pretrain_steps,
-                "batch": cfg.pretrain_batch,
-                "lr": cfg.pretrain_lr,
-                "losses": pre.losses,
-                "optimizer": "AdamW (0.9, 0.95), no weight decay, warm-up then cosine to 10 %; every RL arm continues "
-                "from its final moments at the RL learning rate",
-                "tokens_seen": pre.tokens,
-                "action_tokens_trained": pre.action_tokens,
-                "env_tokens_trained": pre.env_tokens,
-                "trains": "action and env_output tokens (system prompt, chat scaffold and warnings are inputs only)",
-                "after": {"step": 0, "val": start_val, "test": start_test},
+            clock.lap("references")
+            report["start_checkpoint"] = {
+                "what": "every arm's step 0: generic LM pretraining, then SFT on the train seeds' expert episodes "
+                "with the action tokens as the only targets",
+                "generic_pretraining": start["generic"],
+                "sft": start["sft"],
+                "optimizer": "AdamW (0.9, 0.95), no weight decay, each phase warm-up then cosine to 10 %; SFT "
+                "continues the generic phase's moments and every RL arm continues SFT's, at its own learning rate",
+                "after": {"step": 0, "val": start["val"], "test": start["test"]},
             }
             report["baselines"] = {
                 "uniform": refs["uniform"],
                 "unigram": refs["unigram"],
                 "bigram": refs["bigram"],
-                "start": start_test["env_ce"]["nats_per_token"],
-                "unit": "nats/token on the test env-CE targets",
+                "start": start["test"]["env_ce"]["nats_per_token"],
+                "unit": "nats/token on the test env-CE targets (env_output)",
                 "validation": {
                     "uniform": refs["uniform"],
                     "unigram": min(refs["smoothing"]["unigram_validation_nats"].values()),
                     "bigram": min(refs["smoothing"]["bigram_validation_nats"].values()),
-                    "start": start_val["env_ce"]["nats_per_token"],
+                    "start": start["val"]["env_ce"]["nats_per_token"],
                 },
                 "smoothing": refs["smoothing"],
                 "train_env_tokens": refs["train_env_tokens"],
@@ -330,9 +418,8 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             console.print(
                 f"references (test env CE, nats/token): uniform {b['uniform']:.3f}, unigram {b['unigram']:.3f}, "
                 f"bigram {b['bigram']:.3f}, start checkpoint {b['start']:.3f}; start success "
-                f"{start_test['policy']['success']:.3f}"
+                f"{start['test']['policy']['success']:.3f}"
             )
-            start_state = copy.deepcopy(model.state_dict())
 
             # -- every RL run: the sweep seeds run every λ, λ is chosen on their validation figures, the other
             # seeds run λ = 0, the chosen λ and direct CE. Each finished run is stored in OUT/checkpoints (a rerun
@@ -350,9 +437,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                     run_file = store / f"run-{run_key(arm, lam)}-seed{rl_seed}.pt"
                     run = _load(run_file, key)
                     if run is None:
-                        run = rl_run(
-                            cfg, model, tok, ev, start_state, start_opt, start_val, arm, lam, rl_seed, schedule, bar
-                        )
+                        run = rl_run(cfg, model, tok, ev, start, arm, lam, rl_seed, schedule, bar)
                         _save(run_file, key, run)
                     else:
                         bar.update(cfg.rl_steps)
@@ -361,12 +446,14 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 if k + 1 == cfg.sweep_seeds:
                     selection = choose_lambda(runs, cfg.lambdas)
                     console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
-                if selection:  # test, once per arm and seed, at the final checkpoint
+                if selection:  # the chosen arms' test curves, once per arm and seed
                     for r in runs:
                         if r["lambda"] == _chosen(selection)[r["arm"]] and "final" not in r:
-                            model.load_state_dict(r["state"])
-                            test = ev.split(model, "test")
-                            r["final"] = {"step": cfg.rl_steps, "val": r["evals"][-1]["val"], "test": test}
+                            r["test_curve"] = [{"step": 0, "test": start["test"]}]
+                            for step, state in sorted(r["states"].items()):
+                                model.load_state_dict(state)
+                                r["test_curve"].append({"step": step, "test": ev.split(model, "test")})
+                            r["final"] = {"step": cfg.rl_steps, "val": r["evals"][-1]["val"], **r["test_curve"][-1]}
                             _save(store / f"run-{run_key(r['arm'], r['lambda'])}-seed{r['seed']}.pt", key, r)
                     clock.lap("test_eval")
                     write_report(report, runs, selection, cfg, clock, out, complete=k + 1 == cfg.n_seeds)
@@ -413,6 +500,7 @@ def write_report(
     report["sweep_runs"] = [{k: v for k, v in r.items() if k not in ("objective",)} for r in runs if "final" not in r]
     summarize(report)
     report["timings_s"] = {**clock.phases, "total": clock.total(), "cpu_total": clock.cpu()}
+    report["load_average"] = clock.load()
     plot_report(report, out / PLOT_NAME)
     report["plots"] = [PLOT_NAME]
     (out / "report.json").write_text(json.dumps(report, indent=1))

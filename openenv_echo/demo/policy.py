@@ -1,4 +1,5 @@
-"""The demo's policy: a tokenizer trained on train-seed text and a model built from scratch (or SmolLM2)."""
+"""The demo's policy: a tokenizer trained on the generic corpus and train-seed episode text, and a model built from
+scratch (or SmolLM2)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ from typing import Any
 import torch
 
 from .config import DemoConfig
+from .corpus import GenericCorpus
+from .envs import DemoEnv
 from .model import build_scratch_model, count_parameters, load_smollm2, model_cache_dir
 from .rollout import messages
 
 
-def corpus_of(trajectories: list[Any]) -> list[str]:
-    """Tokenizer training text: every message, action and observation of the given (train) episodes."""
-    texts = [m["content"] for m in messages()]
+def corpus_of(env: DemoEnv, trajectories: list[Any]) -> list[str]:
+    """Episode text for the tokenizer: the system prompt, and every message, action and observation of the given
+    (train) episodes."""
+    texts = [m["content"] for m in messages(env)]
     for t in trajectories:
         if t.reset is not None:
             texts.append(t.reset.text)
@@ -23,7 +27,9 @@ def corpus_of(trajectories: list[Any]) -> list[str]:
     return [x for x in texts if x]
 
 
-def build_policy(cfg: DemoConfig, train_episodes: list[Any]) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
+def build_policy(
+    cfg: DemoConfig, env: DemoEnv, generic: GenericCorpus, train_episodes: list[Any]
+) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
     """(model, tokenizer, description) for ``cfg.model``."""
     from ..tokenize import build_tokenizer
     from ..tokenizer_identity import tokenizer_identity
@@ -35,13 +41,14 @@ def build_policy(cfg: DemoConfig, train_episodes: list[Any]) -> tuple[torch.nn.M
             "trained_on": "pretrained",
         }
     else:
-        corpus = corpus_of(train_episodes)
+        episodes = corpus_of(env, train_episodes)
+        corpus = [*generic.texts, *episodes]
         tok = build_tokenizer("qwen", corpus=corpus, vocab_size=cfg.vocab_size)
         model = build_scratch_model(cfg.model, tok, max_positions=cfg.max_context + 64, seed=cfg.seed)
         tok_info = {
             "family": "qwen (ChatML byte-level BPE, openenv_echo.tokenize.build_tokenizer)",
-            "trained_on": f"text of the {len(train_episodes)} train-seed expert episodes only",
-            "corpus_chars": sum(map(len, corpus)),
+            "trained_on": f"the generic corpus and the text of the {len(train_episodes)} train-seed expert episodes",
+            "corpus_chars": {"generic": generic.chars, "episodes": sum(map(len, episodes))},
             "requested_vocab": cfg.vocab_size,
         }
     ident = tokenizer_identity(tok)

@@ -1,7 +1,7 @@
-"""Episodes on the terminal env server, only through the client: scripted expert episodes and policy rollouts.
+"""Episodes on the env server, only through the client: scripted expert episodes and policy rollouts.
 
-``env_server`` starts the server (a local process, or the Docker image built from
-``envs/terminal_env/server/Dockerfile``). ``expert_episodes`` records the scripted expert. ``PolicyRunner`` runs a
+``env_server`` starts the server of a demo env (a local process, or the env's Docker image built from
+``envs/<env>_env/server/Dockerfile``). ``expert_episodes`` records the scripted expert. ``PolicyRunner`` runs a
 batch of policy episodes: the model samples token ids, the ids are decoded only to form the command sent to the
 server, and the sequence that will be trained on is assembled by ``TitoBuilder`` from the *sampled ids* plus the
 role-tagged observations (token-in-token-out, never re-tokenized).
@@ -24,25 +24,24 @@ import torch
 from ..client import EnvClient
 from ..tokenize import TitoBuilder, TokenizedTrajectory
 from ..trajectory import Trajectory
-from .config import SYSTEM_PROMPT
+from .envs import DemoEnv
 
-ENV_NAME = "terminal"
 STEP_TIMEOUT_S, RESET_TIMEOUT_S = 60.0, 120.0
 """Step and reset wall-time limits of the demo's server: generous, because the demo is run on shared, loaded CPUs
 where the server's defaults (2 s / 10 s, sized for a serving fleet) stop honest steps."""
 
 
 @contextlib.contextmanager
-def env_server(docker: bool = False) -> Iterator[tuple[str, str]]:
-    """Start the terminal env server; yields ``(base_url, description)`` and stops it afterwards."""
+def env_server(env: DemoEnv, docker: bool = False) -> Iterator[tuple[str, str]]:
+    """Start the env's server; yields ``(base_url, description)`` and stops it afterwards."""
     from ..providers import DockerProvider, LocalProcessProvider
 
     if docker:
-        provider: Any = DockerProvider.for_env(ENV_NAME, step_timeout_s=STEP_TIMEOUT_S, reset_timeout_s=RESET_TIMEOUT_S)
-        what = f"docker image {provider.image} (envs/terminal_env/server/Dockerfile)"
+        provider: Any = DockerProvider.for_env(env.name, step_timeout_s=STEP_TIMEOUT_S, reset_timeout_s=RESET_TIMEOUT_S)
+        what = f"docker image {provider.image} (envs/{env.name}_env/server/Dockerfile)"
     else:
         provider = LocalProcessProvider(
-            ENV_NAME,
+            env.name,
             max_sessions=64,
             idle_timeout_s=None,
             log_level="warning",
@@ -57,24 +56,22 @@ def env_server(docker: bool = False) -> Iterator[tuple[str, str]]:
         provider.stop()
 
 
-def messages() -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM_PROMPT}]
+def messages(env: DemoEnv) -> list[dict[str, str]]:
+    return [{"role": "system", "content": env.system_prompt}]
 
 
 def expert_episodes(
-    url: str, seeds: list[int], max_env_steps: int, *, progress: bool = False, desc: str = "expert"
+    url: str, env: DemoEnv, seeds: list[int], max_env_steps: int, *, progress: bool = False, desc: str = "expert"
 ) -> list[Trajectory]:
     """One scripted expert episode per seed, recorded by the client (actions carry their text, no token ids)."""
     from tqdm.auto import tqdm
 
-    from ..envs.terminal import expert_actions
-
     out: list[Trajectory] = []
-    with EnvClient(url, env_name=ENV_NAME) as client:
+    with EnvClient(url, env_name=env.name) as client:
         for seed in tqdm(seeds, desc=desc, disable=not progress, leave=False):
-            result = client.reset(seed=seed, messages=messages(), max_steps=max_env_steps)
-            for action in expert_actions(seed)[:max_env_steps]:
-                result = client.step(action, action_text=action["command"])
+            result = client.reset(seed=seed, messages=messages(env), max_steps=max_env_steps)
+            for action in env.expert(seed)[:max_env_steps]:
+                result = client.step(action, action_text=env.action_text(action))
                 if result.done:
                     break
             assert client.trajectory is not None
@@ -139,6 +136,7 @@ class PolicyRunner:
         self,
         url: str,
         tokenizer: Any,
+        env: DemoEnv,
         *,
         max_env_steps: int,
         max_context: int,
@@ -146,6 +144,7 @@ class PolicyRunner:
         workers: int = 4,
     ) -> None:
         self.url = url
+        self.env = env
         self.tokenizer = tokenizer
         self.max_env_steps = max_env_steps
         self.max_context = max_context
@@ -167,7 +166,7 @@ class PolicyRunner:
         was_training = model.training
         model.eval()
         episodes = [
-            Episode(seed=s, client=EnvClient(self.url, env_name=ENV_NAME), builder=TitoBuilder(self.tokenizer))
+            Episode(seed=s, client=EnvClient(self.url, env_name=self.env.name), builder=TitoBuilder(self.tokenizer))
             for s in seeds
         ]
         try:
@@ -185,14 +184,13 @@ class PolicyRunner:
             model.train(was_training)
 
     def _reset(self, e: Episode) -> None:
-        result = e.client.reset(seed=e.seed, messages=messages(), max_steps=self.max_env_steps)
-        e.pending = e.builder.start(messages(), reset=result)
+        result = e.client.reset(seed=e.seed, messages=messages(self.env), max_steps=self.max_env_steps)
+        e.pending = e.builder.start(messages(self.env), reset=result)
 
     def _step(self, e: Episode) -> None:
         ids = e.action
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        command = text.strip()
-        result = e.client.step({"command": command}, action_text=text, action_token_ids=list(ids))
+        result = e.client.step(self.env.to_action(text), action_text=text, action_token_ids=list(ids))
         e.builder.add_action(ids)
         e.turns += 1
         delta = e.builder.add_observation(result)

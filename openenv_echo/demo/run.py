@@ -1,17 +1,19 @@
 """The reference demo end to end: server -> expert data -> tokenizer + model -> start checkpoint -> references ->
-RL arms over seeds and the λ sweep -> λ chosen on validation -> test once -> report.
+RL arms over seeds and the λ sweep -> λ chosen on validation -> held-out curves -> report.
 
-Phases (wall time of each goes into ``report.json``):
+Phases (wall time of each, and the machine's load average, go into ``report.json``):
 
-1. start the terminal env server (local process, or ``--docker``) and record the scripted expert on the train,
+1. start the env's server (local process, or ``--docker``) and record the scripted expert on the train,
    validation and test seeds through the client;
-2. train a ChatML byte-level BPE tokenizer on the *train* episodes' text and build the model (or load SmolLM2);
-3. the start checkpoint: LM pretraining on the train episodes' action and env_output tokens; the reference lines
-   (uniform, unigram, bigram of the training env text, the start checkpoint) on the same held-out targets;
-4. for each RL seed, from the start weights, with the same prompt seeds, sampler seed and budget: GRPO + ECHO at
-   every λ of the sweep (λ = 0 is the GRPO arm) and the direct-CE arm: policy-sampled rollouts -> TITO sequences ->
-   ``echo_loss`` -> AdamW, with validation env CE and success every ``eval_every`` steps;
-5. λ chosen on validation (``choose_lambda``); every arm's final checkpoint evaluated once on test; per-seed
+2. train a ChatML byte-level BPE tokenizer on the generic corpus and the *train* episodes' text and build the model
+   (or load SmolLM2);
+3. the start checkpoint, trained the way agents usually are: LM pretraining on generic text (the Python standard
+   library's docstrings), then SFT on the train episodes with the action tokens as the only targets; the reference
+   lines (uniform, unigram, bigram of the training env text, the start checkpoint) on the same held-out targets;
+4. for each RL seed, from the start weights and AdamW state, with the same prompt seeds, sampler seed and budget:
+   GRPO + ECHO at every λ of the sweep (λ = 0 is the GRPO arm) and the direct-CE arm: policy-sampled rollouts ->
+   TITO sequences -> ``echo_loss`` -> AdamW, with validation env CE and success at every curve point;
+5. λ chosen on validation (``choose_lambda``); the chosen arms evaluated on test at every curve point; per-seed
    results, means with 95% intervals, the share of the start -> direct-CE gap each arm closes; ``report.json``,
    ``summary.md`` and the PNG.
 """

@@ -78,17 +78,35 @@ def direct_drop(start_ce: float, direct: list[float]) -> dict[str, Any]:
     return {**drop, "established": established}
 
 
+CE_FIGURES = {
+    "env_ce": "nats_per_token",
+    "all_env_ce": "all_nats_per_token",
+    "warning_env_ce": "warning_nats_per_token",
+    "novel_env_ce": "novel_nats_per_token",
+}
+"""Held-out env CE figures of each arm: env_output tokens (the headline, what ECHO trains on), every observation-body
+token (env_output + warning), warning tokens only, and env_output tokens on lines never seen in training."""
+
+
+def start_of(report: dict[str, Any]) -> dict[str, Any]:
+    """The start checkpoint's test figures (every arm's step 0)."""
+    test: dict[str, Any] = report["start_checkpoint"]["after"]["test"]
+    return test
+
+
 def _arm_summary(
-    seeds: list[dict[str, Any]], start_ce: float, direct: list[float] | None, gap_ok: bool
+    seeds: list[dict[str, Any]], start: dict[str, Any], direct: list[float] | None, gap_ok: bool
 ) -> dict[str, Any]:
     tests = [s["final"]["test"] for s in seeds]
-    ce = [t["env_ce"]["nats_per_token"] for t in tests]
+    out: dict[str, Any] = {}
+    for name, field in CE_FIGURES.items():
+        xs = [t["env_ce"][field] for t in tests]
+        out[f"test_{name}"] = mean_ci(xs)
+        out[f"test_{name}_change"] = mean_ci([x - start["env_ce"][field] for x in xs])  # from the shared start
+    ce = out["test_env_ce"]["per_seed"]
     n_test = int(tests[0]["policy"]["episodes"])
     wins = sum(round(t["policy"]["success"] * n_test) for t in tests)
-    out: dict[str, Any] = {
-        "test_env_ce": mean_ci(ce),
-        "test_env_ce_change": mean_ci([x - start_ce for x in ce]),  # from the start checkpoint (shared by all seeds)
-        "test_novel_env_ce": mean_ci([t["env_ce"]["novel_nats_per_token"] for t in tests]),
+    out |= {
         "test_env_ce_per_byte": mean_ci([t["env_ce"]["nats_per_byte"] for t in tests]),
         "test_success": {
             **mean_ci([t["policy"]["success"] for t in tests]),
@@ -96,29 +114,55 @@ def _arm_summary(
             "successes": wins,
             "episodes": n_test * len(tests),
         },
+        "test_success_change": mean_ci([t["policy"]["success"] - start["policy"]["success"] for t in tests]),
         "test_mean_reward": mean_ci([t["policy"]["mean_reward"] for t in tests]),
+        "test_mean_reward_change": mean_ci(
+            [t["policy"]["mean_reward"] - start["policy"]["mean_reward"] for t in tests]
+        ),
         "test_submitted": mean_ci([t["policy"]["submitted"] for t in tests]),
         "nonzero_gradient_steps": mean_ci([s["updates"] for s in seeds]),
         "steps_with_reward_variance": mean_ci([s["policy_updates"] for s in seeds]),
         "rl_steps": len(seeds[0]["train"]),
+        "gap_closed": None,
     }
-    out["gap_closed"] = None
     if direct is not None and gap_ok:
-        shares = [gap_closed(start_ce, a, d) for a, d in zip(ce, direct, strict=True)]
+        shares = [gap_closed(start["env_ce"]["nats_per_token"], a, d) for a, d in zip(ce, direct, strict=True)]
         if all(x is not None for x in shares):
             out["gap_closed"] = mean_ci([x for x in shares if x is not None])
     return out
 
 
+def _ce_getter(field: str) -> Any:
+    return lambda t: t["env_ce"][field]
+
+
+def curves(arm: dict[str, Any]) -> list[dict[str, Any]]:
+    """The arm's held-out (test) curve: per curve step, env CE and success with 95% intervals over seeds."""
+    seeds = arm["seeds"]
+    rows = []
+    for i, point in enumerate(seeds[0]["test_curve"]):
+        tests = [s["test_curve"][i]["test"] for s in seeds]
+        rows.append(
+            {
+                "step": point["step"],
+                "env_ce": mean_ci([t["env_ce"]["nats_per_token"] for t in tests]),
+                "success": mean_ci([t["policy"]["success"] for t in tests]),
+            }
+        )
+    return rows
+
+
 def summarize(report: dict[str, Any]) -> None:
-    """Adds ``summary`` (one row per arm), each arm's ``summary`` and ``comparisons`` to the report."""
-    start = report["warm_start"]["after"]["test"]
+    """Adds ``summary`` (one row per arm), each arm's ``summary`` and ``curve``, and ``comparisons`` to the report."""
+    start = start_of(report)
     start_ce = start["env_ce"]["nats_per_token"]
     arms = report["arms"]
     direct = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]
     drop = direct_drop(start_ce, direct)
+    start_val = report["start_checkpoint"]["after"]["val"]["env_ce"]["nats_per_token"]
     for a in arms.values():
-        a["summary"] = _arm_summary(a["seeds"], start_ce, direct, drop["established"])
+        a["summary"] = _arm_summary(a["seeds"], start, direct, drop["established"])
+        a["curve"] = curves(a)
     rows = []
     for arm, a in arms.items():
         sm = a["summary"]
@@ -145,8 +189,8 @@ def summarize(report: dict[str, Any]) -> None:
     def per_seed(arm: str, f: Any) -> list[float]:
         return [f(s["final"]["test"]) for s in arms[arm]["seeds"]]
 
-    figures = {
-        "test_env_ce": lambda t: t["env_ce"]["nats_per_token"],
+    figures: dict[str, Any] = {f"test_{name}": _ce_getter(field) for name, field in CE_FIGURES.items()}
+    figures |= {
         "test_success": lambda t: t["policy"]["success"],
         "test_mean_reward": lambda t: t["policy"]["mean_reward"],
     }
@@ -161,6 +205,11 @@ def summarize(report: dict[str, Any]) -> None:
             **drop,
             "what": "start − direct CE on test env CE, nats/token; established when its 95% interval is above 0 "
             "(one seed: when positive); gap_closed is only defined for an established drop",
+        },
+        "direct_ce_drop_validation": {
+            **mean_ci([start_val - _val(s)["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]),
+            "what": "start − direct CE on validation env CE at the final RL step, nats/token (the room the start "
+            "leaves, measured where settings are chosen)",
         },
         "note": "paired by RL seed (same start, prompts and sampler seed); negative env CE = ECHO predicts better",
     }

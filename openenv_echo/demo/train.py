@@ -1,21 +1,24 @@
-"""Training: the start checkpoint (LM pretraining on expert episodes) and one RL step of an arm (the ECHO objective).
+"""Training: the start checkpoint (generic LM pretraining, then SFT with the action tokens as the only targets) and
+one RL step of an arm (the ECHO objective).
 
-Both read per-token log-probs from one forward pass (``openenv_echo.objective.token_logps``) over sequences
-assembled by ``openenv_echo.tokenize``:
+The start checkpoint is trained the way agents are usually trained, so that it leaves the world model to learn:
 
-* pretraining: ``-mean log p(action tokens) - mean log p(env_output tokens)`` of the train seeds' expert episodes,
-  so every arm starts from a language model of the env's text (below the unigram reference on held-out machines)
-  that can act;
-* RL step: ``echo_loss`` = GRPO clipped surrogate on action tokens + λ·CE on ``env_output`` tokens after the first
-  action (``world_loss_target="env_only"``). λ = 0 for the GRPO arm; the direct-CE arm is λ = 1 with
-  ``verifier_free=True`` (env-token CE only). The batch's denominators are computed once over the whole batch, so
-  micro-batching gives the same gradient.
+* generic pretraining: next-token CE on packed chunks of text that is not the env's (``corpus.stdlib_docstrings``);
+* SFT: ``-mean log p(action tokens)`` of the train seeds' expert episodes; the system prompt, the task, the chat
+  scaffold and every observation are inputs only (what TRL's ``assistant_only_loss`` does).
+
+RL step: ``echo_loss`` = GRPO clipped surrogate on action tokens + λ·CE on ``env_output`` tokens after the first
+action (``world_loss_target="env_only"``), from one forward pass. λ = 0 for the GRPO arm; the direct-CE arm is λ = 1
+with ``verifier_free=True`` (env-token CE only). The batch's denominators are computed once over the whole batch, so
+micro-batching gives the same gradient. Reads per-token log-probs with ``openenv_echo.objective.token_logps`` over
+sequences assembled by ``openenv_echo.tokenize``.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,22 +71,83 @@ def arm_config(arm: str, lam: float) -> EchoConfig:
 
 # -- the start checkpoint -----------------------------------------------------------------------------------
 @dataclass
-class PretrainResult:
+class PhaseResult:
+    """One training phase of the start checkpoint: its losses, what it trained on, and the final AdamW state."""
+
     losses: list[float]
-    tokens: int
-    action_tokens: int
-    env_tokens: int
-    optimizer: dict[str, Any] | None = None  # AdamW state at the end: every RL arm continues from it
+    tokens: int  # tokens seen (inputs)
+    targets: int  # tokens trained as targets
+    optimizer: dict[str, Any] | None = None  # AdamW state at the end: the next phase (and every RL arm) continues it
 
 
-def pretrain_targets(role_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(action targets, env_output targets) of a collated batch (the shared shift rule: a row's first real token
-    has no context and is never a target)."""
+def warmup_cosine(steps: int, warmup: int) -> Any:
+    """LR factor: linear warm-up over ``warmup`` steps, then cosine down to 10 %."""
+
+    def factor(s: int) -> float:
+        return min(1.0, (s + 1) / max(1, warmup)) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+
+    return factor
+
+
+def pack_chunks(tokenizer: Any, texts: list[str] | tuple[str, ...], length: int) -> torch.Tensor:
+    """(N, length) token ids: the texts encoded, each followed by the end-of-text id, concatenated and cut into
+    chunks (the tail that does not fill a chunk is dropped)."""
+    ids: list[int] = []
+    eos = int(tokenizer.eos_token_id)
+    for enc in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
+        ids.extend(enc)
+        ids.append(eos)
+    n = len(ids) // length
+    if n < 1:
+        raise ValueError(f"the corpus has {len(ids)} tokens, fewer than one chunk of {length}")
+    return torch.tensor(ids[: n * length], dtype=torch.long).view(n, length)
+
+
+def pretrain_generic(
+    model: torch.nn.Module,
+    chunks: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    warmup: int,
+    seed: int,
+    progress: bool = False,
+) -> PhaseResult:
+    """Next-token CE on random batches of generic-text chunks (every token a target)."""
+    from tqdm.auto import tqdm
+
+    opt = make_optimizer(model, lr)
+    if steps == 0:
+        return PhaseResult([], 0, 0, opt.state_dict())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, warmup))
+    gen = torch.Generator().manual_seed(seed)
+    losses: list[float] = []
+    model.train()
+    bar = tqdm(range(steps), desc="start checkpoint: generic pretraining", disable=not progress, leave=False)
+    for _ in bar:
+        x = chunks[torch.randint(0, len(chunks), (batch_size,), generator=gen)]
+        lp = token_logps(model(input_ids=x, use_cache=False).logits, x)
+        loss = -lp[:, 1:].mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        bar.set_postfix(nll=f"{losses[-1]:.3f}")
+    n = steps * batch_size * chunks.shape[1]
+    return PhaseResult(losses, n, n - steps * batch_size, opt.state_dict())
+
+
+def action_targets(role_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The SFT targets of a collated batch: action tokens (the shared shift rule: a row's first real token has no
+    context and is never a target)."""
     valid = target_positions(role_ids) & attention_mask.bool()
-    return valid & (role_ids == Role.ACTION.code), valid & (role_ids == Role.ENV_OUTPUT.code)
+    return valid & (role_ids == Role.ACTION.code)
 
 
-def pretrain(
+def sft_actions(
     model: torch.nn.Module,
     sequences: list[TokenizedTrajectory],
     tokenizer: Any,
@@ -94,27 +158,31 @@ def pretrain(
     warmup: int,
     micro_batch: int,
     seed: int,
+    optimizer: dict[str, Any] | None,
+    checkpoint: Callable[[int, torch.optim.Optimizer], None] | None = None,
+    checkpoint_every: int = 0,
     progress: bool = False,
-) -> PretrainResult:
-    """LM training on the expert's action and env_output tokens (the sum of each role's token mean over the batch;
-    system prompt, chat scaffold and warnings are inputs only)."""
+) -> PhaseResult:
+    """Assistant-only SFT on expert episodes: the mean NLL of the batch's action tokens; everything else is input.
+    Continues the generic phase's AdamW moments (``optimizer``) at its own learning rate. ``checkpoint(step, opt)``
+    is called every ``checkpoint_every`` steps and after the last (the caller evaluates and keeps what it wants)."""
     from tqdm.auto import tqdm
 
     opt = make_optimizer(model, lr)
+    if optimizer is not None:
+        opt.load_state_dict(optimizer)
+        for g in opt.param_groups:
+            g["lr"] = g["initial_lr"] = lr
     if steps == 0:
-        return PretrainResult([], 0, 0, 0, opt.state_dict())
-
-    def lr_factor(s: int) -> float:  # linear warm-up, then cosine down to 10%
-        return min(1.0, (s + 1) / max(1, warmup)) * (0.1 + 0.45 * (1 + math.cos(math.pi * min(s, steps) / steps)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+        return PhaseResult([], 0, 0, opt.state_dict())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, warmup))
     rng = random.Random(seed)
     order: list[int] = []
     losses: list[float] = []
-    seen = acts = envs = 0
+    seen = targets = 0
     model.train()
-    bar = tqdm(range(steps), desc="start checkpoint (LM pretraining)", disable=not progress, leave=False)
-    for _ in bar:
+    bar = tqdm(total=steps, desc="start checkpoint: SFT on expert actions", disable=not progress, leave=False)
+    for step in range(1, steps + 1):
         if len(order) < batch_size:
             fresh = list(range(len(sequences)))
             rng.shuffle(fresh)
@@ -122,34 +190,32 @@ def pretrain(
         idx, order = order[:batch_size], order[batch_size:]
         rows = sorted((sequences[i] for i in idx), key=len)  # length-sorted micro batches pad less
         n_action = sum(int((r.role_ids[1:] == Role.ACTION.code).sum()) for r in rows)
-        n_env = sum(int((r.role_ids[1:] == Role.ENV_OUTPUT.code).sum()) for r in rows)
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for part in micro_batches(rows, micro_batch):
             b = collate(part, tokenizer=tokenizer)
             lp = forward_logps(model, b)
-            act, env = pretrain_targets(b["role_ids"], b["attention_mask"])
-            mask = act | env
-            # each role's token mean, summed: actions are ~5 % of the tokens and would barely train in a pooled mean
-            weights = act.to(lp.dtype) / max(n_action, 1) + env.to(lp.dtype) / max(n_env, 1)
-            zero = torch.zeros((), dtype=lp.dtype)
-            loss = -(torch.where(mask, lp, zero) * weights).sum()  # weighted NLL
+            act = action_targets(b["role_ids"], b["attention_mask"])
+            loss = -torch.where(act, lp, torch.zeros((), dtype=lp.dtype)).sum() / max(n_action, 1)
             loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
             total += float(loss.detach())
             seen += int(b["attention_mask"].sum())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        acts += n_action
-        envs += n_env
+        targets += n_action
         losses.append(total)
-        bar.set_postfix(nll=f"{total:.3f}")
-    return PretrainResult(losses, seen, acts, envs, opt.state_dict())
+        bar.update(1)
+        bar.set_postfix(action_nll=f"{total:.3f}")
+        if checkpoint is not None and (step == steps or (checkpoint_every and step % checkpoint_every == 0)):
+            checkpoint(step, opt)
+    bar.close()
+    return PhaseResult(losses, seen, targets, opt.state_dict())
 
 
 def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
-    """The optimizer of pretraining and of every RL arm (RL loads the start checkpoint's state into it, so its
-    first steps are not the full-size, sign-like steps of a fresh Adam)."""
+    """The optimizer of every phase and of every RL arm (each loads the previous phase's state, so its first steps
+    are not the full-size, sign-like steps of a fresh Adam)."""
     return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
 
 

@@ -1,7 +1,7 @@
-"""The CPU reference demo: the quick mode end to end as a smoke test (real env server, tokenizer, model, objective;
-structure only, no effect sign from a short run), the learning machinery on effects that cannot come from luck, and
-the pieces whose failure would silently corrupt its numbers (KV-cached sampling, TITO, λ choice, references,
-intervals, the README's tables)."""
+"""The CPU reference demo: the quick mode end to end as a smoke test on both envs (real env server, tokenizer, model,
+objective; structure only, no effect sign from a short run), the learning machinery on effects that cannot come from
+luck (generic pretraining, action-only SFT, direct CE, the zero-gradient skip), and the pieces whose failure would
+silently corrupt its numbers (KV-cached sampling, TITO, λ choice, references, intervals, claims, the READMEs)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import torch
 pytestmark = pytest.mark.timeout(1200)
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
+from openenv_echo.demo.envs import TERMINAL  # noqa: E402
 from openenv_echo.envs.splits import TASK_SPLITS  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory  # noqa: E402
@@ -45,7 +46,7 @@ def test_quick_mode_writes_report_tables_and_plot(quick_report: tuple[dict[str, 
         "environment",
         "model",
         "data",
-        "warm_start",
+        "start_checkpoint",
         "baselines",
         "lambda_selection",
         "arms",
@@ -53,6 +54,7 @@ def test_quick_mode_writes_report_tables_and_plot(quick_report: tuple[dict[str, 
         "summary",
         "comparisons",
         "timings_s",
+        "load_average",
         "plots",
         "versions",
     ):
@@ -65,11 +67,22 @@ def test_quick_mode_writes_report_tables_and_plot(quick_report: tuple[dict[str, 
     assert not set(seeds["train"]) & set(seeds["validation"])
     assert not set(seeds["validation"]) & set(seeds["test"])
     timings = on_disk["timings_s"]
-    for phase in ("server_start", "expert_episodes", "start_checkpoint", "rl_grpo", "rl_direct_ce", "test_eval"):
+    for phase in (
+        "server_start",
+        "expert_episodes",
+        "start_generic_pretraining",
+        "start_sft",
+        "rl_grpo",
+        "rl_direct_ce",
+        "test_eval",
+    ):
         assert timings[phase] >= 0, phase
     assert timings["total"] > 0 and timings["cpu_total"] > 0
     phases = [v for k, v in timings.items() if k not in ("total", "cpu_total")]
     assert sum(phases) <= timings["total"] + 0.01 * len(phases)  # consecutive laps of one wall clock, 0.01 s rounding
+    load = on_disk["load_average"]
+    assert len(load["start"]) == len(load["end"]) == 3 and load["cores"] >= 1
+    assert 0 <= load["mean_1min_at_laps"] <= load["max_1min_at_laps"]
     md = (out / "summary.md").read_text()
     assert "SMOKE TEST" in md and "wall time" in md
     from openenv_echo.demo.tables import summary_markdown
@@ -90,9 +103,18 @@ def test_report_has_references_arms_seeds_and_lambda_selection(quick_report: tup
     assert b["uniform"] == pytest.approx(math.log(report["model"]["vocab_size"]))
     for k in ("uniform", "unigram", "bigram", "start"):
         assert isinstance(b[k], float) and 0 < b[k] < 20, k
-    assert b["start"] == report["warm_start"]["after"]["test"]["env_ce"]["nats_per_token"]
+    start = report["start_checkpoint"]
+    assert b["start"] == start["after"]["test"]["env_ce"]["nats_per_token"]
     assert b["smoothing"]["split"] == "validation"
-    assert report["warm_start"]["env_tokens_trained"] > 0 and report["warm_start"]["action_tokens_trained"] > 0
+    corpus = start["generic_pretraining"]["corpus"]
+    assert corpus["chars"] > 100_000 and corpus["tokens"] > 10_000 and len(corpus["sha256"]) == 64
+    assert start["generic_pretraining"]["tokens_seen"] > 0 and start["sft"]["action_tokens_trained"] > 0
+    # the SFT checkpoint is chosen on validation by its rule: the highest mean reward, ties to the later one
+    picks = start["sft"]["checkpoints"]
+    assert [p["step"] for p in picks] == list(range(1, report["config"]["sft_steps"] + 1))  # quick: every step
+    best = max(picks, key=lambda p: (p["val_policy"]["mean_reward"], p["step"]))
+    assert start["sft"]["chosen_step"] == best["step"]
+    assert start["after"]["val"]["policy"] == best["val_policy"]  # the start is that checkpoint
     sel = report["lambda_selection"]
     assert sel["split"] == "validation" and sel["values"] == report["config"]["lambdas"]
     assert [r["lambda"] for r in sel["validation"]] == sel["values"] and sel["chosen"] > 0
@@ -114,7 +136,24 @@ def test_report_has_references_arms_seeds_and_lambda_selection(quick_report: tup
     assert env_ce["n"] == len(env_ce["per_seed"]) >= 2  # several seeds, so an interval exists
     assert env_ce["mean"] == pytest.approx(math.fsum(env_ce["per_seed"]) / env_ce["n"])
     assert env_ce["ci95"][0] <= env_ce["mean"] <= env_ce["ci95"][1]
-    assert set(report["comparisons"]["echo_minus_grpo"]) == {"test_env_ce", "test_success", "test_mean_reward"}
+    assert set(report["comparisons"]["echo_minus_grpo"]) == {
+        "test_env_ce",
+        "test_all_env_ce",
+        "test_warning_env_ce",
+        "test_novel_env_ce",
+        "test_success",
+        "test_mean_reward",
+    }
+    # the chosen arms carry held-out curves at every curve point, starting from the shared start
+    from openenv_echo.demo.experiment import curve_steps
+
+    steps = [0, *curve_steps(DemoConfig.preset("quick"))]
+    for arm, a in report["arms"].items():
+        assert [p["step"] for p in a["curve"]] == steps, arm
+        for s in a["seeds"]:
+            assert [p["step"] for p in s["test_curve"]] == steps
+            assert s["test_curve"][0]["test"] == start["after"]["test"]
+            assert s["test_curve"][-1]["test"] == s["final"]["test"]
 
 
 def test_every_run_starts_from_the_same_checkpoint_with_the_same_prompts(
@@ -159,6 +198,33 @@ def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[st
     assert {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()} == stored
 
 
+def test_summarize_rebuilds_a_finished_runs_summaries_tables_and_plot(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """`python -m openenv_echo.demo.summarize OUT` re-derives every summary from the per-seed results alone."""
+    import shutil
+
+    from openenv_echo.demo.summarize import main
+    from openenv_echo.demo.tables import summary_markdown
+
+    _, out = quick_report
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    report = json.loads((copy / "report.json").read_text())  # as written (a rerun may have rewritten it)
+    stripped = json.loads((copy / "report.json").read_text())
+    for key in ("summary", "comparisons"):
+        del stripped[key]
+    for a in stripped["arms"].values():
+        del a["summary"], a["curve"]
+    (copy / "report.json").write_text(json.dumps(stripped))
+    (copy / "summary.md").unlink()
+    (copy / report["plots"][0]).unlink()
+    main([str(copy)])
+    assert json.loads((copy / "report.json").read_text()) == report
+    assert (copy / "summary.md").read_text() == summary_markdown(report)
+    assert (copy / report["plots"][0]).read_bytes()[:4] == b"\x89PNG"
+
+
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
     from openenv_echo.demo.experiment import SMOKE_NOTE
     from openenv_echo.demo.tables import summary_markdown
@@ -179,9 +245,9 @@ def test_direct_ce_arm_lowers_env_ce_on_a_fixed_batch() -> None:
     from openenv_echo.demo.train import arm_config, rl_step
     from openenv_echo.tokenize import build_tokenizer
 
-    with env_server() as (url, _):
-        eps = expert_episodes(url, [1000, 1001], max_env_steps=3)
-    tok = build_tokenizer("qwen", corpus=corpus_of(eps), vocab_size=1024)
+    with env_server(TERMINAL) as (url, _):
+        eps = expert_episodes(url, TERMINAL, [1000, 1001], max_env_steps=3)
+    tok = build_tokenizer("qwen", corpus=corpus_of(TERMINAL, eps), vocab_size=1024)
     ce_set = build_ce_set("fixed", [1000, 1001], eps, tok, set())
     seqs = ce_set.sequences
     for arm, rewards in (("grpo", [0.5, 0.5]), ("direct_ce", [0.0, 1.0])):
@@ -208,8 +274,8 @@ def test_cached_greedy_sampling_matches_full_forward_and_tito() -> None:
 
     tok = build_tokenizer("qwen")
     model = build_scratch_model("tiny", tok, max_positions=2048, seed=0)
-    with env_server() as (url, _):
-        runner = PolicyRunner(url, tok, max_env_steps=3, max_context=2048, max_action_tokens=6)
+    with env_server(TERMINAL) as (url, _):
+        runner = PolicyRunner(url, tok, TERMINAL, max_env_steps=3, max_context=2048, max_action_tokens=6)
         try:
             results = runner.run(model, [11, 11, 12], temperature=0.0, generator=None)
         finally:
@@ -240,8 +306,8 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
 
     tok = build_tokenizer("qwen")
     model = build_scratch_model("tiny", tok, max_positions=2048, seed=0)
-    with env_server() as (url, _):
-        runner = PolicyRunner(url, tok, max_env_steps=2, max_context=2048, max_action_tokens=6)
+    with env_server(TERMINAL) as (url, _):
+        runner = PolicyRunner(url, tok, TERMINAL, max_env_steps=2, max_context=2048, max_action_tokens=6)
         try:
             results = runner.run(model, [21, 21], temperature=1.0, generator=torch.Generator().manual_seed(0))
         finally:
@@ -399,15 +465,21 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
     from openenv_echo.tokenize import build_tokenizer
 
     tok = build_tokenizer("qwen")
-    with env_server() as (url, _):
-        train = expert_episodes(url, [1000, 1001, 1002], max_env_steps=8)
-        test = expert_episodes(url, [2_000_000, 2_000_001], max_env_steps=8)
+    with env_server(TERMINAL) as (url, _):
+        train = expert_episodes(url, TERMINAL, [1000, 1001, 1002], max_env_steps=8)
+        test = expert_episodes(url, TERMINAL, [2_000_000, 2_000_001], max_env_steps=8)
     text = "".join(x for t in test for x in env_texts(t))
     assert any(ord(c) > 127 for c in text)  # the multi-byte path is exercised
     seen = training_lines(train)
     ce = build_ce_set("test", [2_000_000, 2_000_001], test, tok, seen)
-    assert 0 < ce.novel_tokens < ce.env_tokens
-    for seq, traj, novel in zip(ce.sequences, test, ce.novel, strict=True):
+    assert 0 < ce.novel_tokens < ce.env_tokens and ce.counts["warning"] > 0
+    for seq, env, warn, novel in zip(
+        ce.sequences, *(ce.masks[p] for p in ("env_output", "warning", "novel")), strict=True
+    ):
+        roles = torch.from_numpy(seq.role_ids.astype("int64"))
+        assert bool((roles[env] == Role.ENV_OUTPUT.code).all()) and bool((roles[warn] == Role.WARNING.code).all())
+        assert not bool((novel & ~env).any())  # novel lines are env_output targets
+    for seq, traj, novel in zip(ce.sequences, test, ce.masks["novel"], strict=True):
         all_lines = training_lines([traj])
         assert not bool(novel_target_mask(seq, traj, tok, all_lines).any())  # everything seen: nothing novel
         everything = novel_target_mask(seq, traj, tok, set())
@@ -500,10 +572,194 @@ def test_hostnames_shared_with_training_are_counted() -> None:
     assert hostnames_seen(train, train[:5])["hostname_seen_in_training"] == 5.0
 
 
-def test_readme_tables_are_rendered_from_the_committed_report() -> None:
-    from openenv_echo.demo.tables import readme_block, summary_markdown
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "echo_world_model"
 
-    root = Path(__file__).resolve().parents[2] / "examples" / "echo_world_model"
-    report = json.loads((root / "results" / "report.json").read_text())
-    assert readme_block((root / "README.md").read_text()) == summary_markdown(report).strip()
-    assert (root / "results" / "summary.md").read_text() == summary_markdown(report)
+
+def _committed() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The recorded terminal run, the sql run, and the terminal run's report after its first seed."""
+    paths = ("results/report.json", "results-sql/report.json", "results/report-after-seed-0.json")
+    report, sql, first = (json.loads((EXAMPLE / p).read_text()) for p in paths)
+    return report, sql, first
+
+
+def test_readme_tables_are_rendered_from_the_committed_report() -> None:
+    from openenv_echo.demo.tables import default_run_line, readme_block, summary_markdown
+
+    for results in ("results", "results-sql"):
+        report = json.loads((EXAMPLE / results / "report.json").read_text())
+        assert (EXAMPLE / results / "summary.md").read_text() == summary_markdown(report), results
+    report, sql, first = _committed()
+    readme = (EXAMPLE / "README.md").read_text()
+    assert readme_block(readme) == summary_markdown(report).strip()
+    assert default_run_line(first) in readme.replace("\n", " ")
+    assert summary_markdown(sql).strip() in readme  # the sql run's tables, in full
+
+
+def test_top_level_readme_demo_section_is_rendered_from_the_committed_reports() -> None:
+    from openenv_echo.demo.tables import README_BEGIN, README_END, block, readme_section
+
+    report, sql, first = _committed()
+    section = block((ROOT / "README.md").read_text(), README_BEGIN, README_END)
+    assert section == readme_section(report, sql, first).strip()
+    # the one-seed report is the recorded run's own first seed: same command's start, same seed-0 runs
+    assert first["start_checkpoint"] == report["start_checkpoint"] and first["config"]["n_seeds"] == 5
+    assert first["arms"]["grpo"]["seeds"][0]["final"] == report["arms"]["grpo"]["seeds"][0]["final"]
+    # the committed evidence is what the issue asks of it: a complete run of >= 5 RL seeds on the terminal env, one
+    # seed on sql, neither a smoke test
+    assert report["status"]["complete"] and len(report["seeds"]["rl"]) >= 5 and report["config"]["mode"] == "full"
+    assert report["environment"]["name"] == "terminal" and sql["environment"]["name"] == "sql"
+    assert sql["config"]["mode"] == "full" and sql["status"]["complete"]
+    sel = report["lambda_selection"]
+    assert sel["chosen"] < max(sel["values"]), "the chosen λ is interior: a larger one was swept and rejected"
+
+
+# -- the start checkpoint: generic text, then the action tokens as the only SFT targets ----------------------------
+def test_generic_corpus_is_the_stdlib_docstrings_read_without_importing(tmp_path: Path) -> None:
+    from openenv_echo.demo.corpus import stdlib_docstrings
+
+    lib = tmp_path / "python3.x"
+    (lib / "pkg").mkdir(parents=True)
+    (lib / "tests").mkdir()
+    (lib / "site-packages").mkdir()
+    (lib / "pkg" / "mod.py").write_text(
+        '"""Module doc."""\nraise SystemExit("imported!")\nclass A:\n    """Class doc."""\n    def f(self):\n'
+        '        """Method doc."""\n'
+    )
+    (lib / "tests" / "test_x.py").write_text('"""Test doc."""\n')
+    (lib / "site-packages" / "dep.py").write_text('"""Dependency doc."""\n')
+    (lib / "broken.py").write_text("def (:\n")
+    corpus = stdlib_docstrings(str(lib))
+    assert corpus.texts == ("Module doc.", "Class doc.", "Method doc.") and corpus.files == 1
+    assert corpus.chars == len("Module doc.Class doc.Method doc.") and corpus.source == "python3.x"
+    real = stdlib_docstrings()
+    assert real.chars > 500_000 and real.files > 100 and real.describe()["sha256"] == real.sha256
+
+
+def test_pack_chunks_joins_texts_with_end_of_text() -> None:
+    from openenv_echo.demo.train import pack_chunks
+    from openenv_echo.tokenize import build_tokenizer
+
+    tok = build_tokenizer("qwen")
+    chunks = pack_chunks(tok, ["alpha beta", "gamma"] * 50, 16)
+    flat = chunks.flatten().tolist()
+    eos = tok.eos_token_id
+    assert chunks.shape[1] == 16 and flat.count(eos) >= 49
+    first = tok("alpha beta", add_special_tokens=False)["input_ids"]
+    assert flat[: len(first) + 1] == [*first, eos]
+    with pytest.raises(ValueError, match="fewer than one chunk"):
+        pack_chunks(tok, ["a"], 4096)
+
+
+def test_start_checkpoint_phases_learn_their_own_targets_only() -> None:
+    """Generic pretraining lowers the generic text's NLL; SFT's gradient reaches only the logits that predict action
+    tokens, and a few SFT steps on two expert episodes lower their action NLL by far more than noise."""
+    from openenv_echo.demo.evaluate import build_ce_set
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.policy import corpus_of
+    from openenv_echo.demo.rollout import env_server, expert_episodes
+    from openenv_echo.demo.train import (
+        action_targets,
+        forward_logps,
+        pack_chunks,
+        pretrain_generic,
+        sft_actions,
+    )
+    from openenv_echo.objective import token_logps
+    from openenv_echo.tokenize import build_tokenizer, collate
+
+    with env_server(TERMINAL) as (url, _):
+        eps = expert_episodes(url, TERMINAL, [1000, 1001], max_env_steps=3)
+    text = ["The quick brown fox jumps over the lazy dog. " * 4, "Return the sum of a and b. " * 6] * 8
+    tok = build_tokenizer("qwen", corpus=[*text, *corpus_of(TERMINAL, eps)], vocab_size=1024)
+    model = build_scratch_model("nano", tok, max_positions=4096, seed=0)
+    chunks = pack_chunks(tok, text, 32)
+
+    def generic_nll() -> float:
+        with torch.no_grad():
+            return float(-token_logps(model(input_ids=chunks).logits, chunks)[:, 1:].mean())
+
+    before = generic_nll()
+    g = pretrain_generic(model, chunks, steps=20, batch_size=4, lr=1e-2, warmup=1, seed=0)
+    assert len(g.losses) == 20 and generic_nll() < before - 2.0
+
+    ce_set = build_ce_set("fixed", [1000, 1001], eps, tok, set())
+    seqs = ce_set.sequences
+    b = collate(seqs, tokenizer=tok)
+    act = action_targets(b["role_ids"], b["attention_mask"])
+    assert bool(act.any()) and not bool((act & (b["role_ids"] != Role.ACTION.code)).any())
+
+    def action_nll() -> float:
+        with torch.no_grad():
+            return float(-forward_logps(model, b)[act].mean())
+
+    # the SFT gradient reaches exactly the logits that predict an action token: env text is input, never a target
+    grads: list[torch.Tensor] = []
+
+    def keep_grad(module: torch.nn.Module, args: Any, out: torch.Tensor) -> None:
+        out.register_hook(grads.append)
+
+    hook = model.lm_head.register_forward_hook(keep_grad)
+    sft_actions(model, seqs[:1], tok, steps=1, batch_size=1, lr=1e-3, warmup=1, micro_batch=1, seed=0, optimizer=None)
+    hook.remove()
+    rows = grads[0][0].abs().sum(-1) > 0  # (T,): logits row t predicts token t + 1
+    roles = torch.from_numpy(seqs[0].role_ids.astype("int64"))
+    assert torch.equal(rows[:-1], roles[1:] == Role.ACTION.code) and not bool(rows[-1])
+
+    a0 = action_nll()
+    s = sft_actions(
+        model, seqs, tok, steps=15, batch_size=2, lr=1e-2, warmup=1, micro_batch=1, seed=0, optimizer=g.optimizer
+    )
+    assert s.targets == 15 * int(act.sum()) and len(s.losses) == 15
+    assert action_nll() < a0 - 1.0
+    assert len(s.optimizer["state"]) > 0  # the AdamW state the RL arms continue
+
+
+def test_sql_actions_come_from_the_policys_json() -> None:
+    from openenv_echo.demo.envs import DEMO_ENVS, SQL, sql_action
+
+    assert sql_action('{"query": "SELECT 1"}') == {"query": "SELECT 1"}
+    assert sql_action(' {"answer": "42"}\n') == {"answer": "42"}
+    assert sql_action("SELECT 1") == {} and sql_action("[1]") == {} and sql_action('{"query": 5}') == {}
+    assert sql_action('{"query": "a", "drop": "b"}') == {"query": "a"}
+    assert sql_action("[" * 100_000) == {}
+    for a in SQL.expert(2_000_000):  # the expert's text parses back to the expert's action
+        assert sql_action(SQL.action_text(a)) == a
+    assert set(DEMO_ENVS) == {"terminal", "sql"}
+    assert DEMO_ENVS["terminal"].to_action(" ls -la\n") == {"command": "ls -la"}
+
+
+def test_sql_env_quick_run_end_to_end(tmp_path: Path) -> None:
+    """`openenv-echo demo --env sql --quick`: every phase on the second env (structure only)."""
+    from openenv_echo.demo import run_demo
+
+    report = run_demo(DemoConfig.preset("quick", env="sql", out=tmp_path, progress=False), command="q")
+    assert report["environment"]["name"] == "sql" and report["config"]["env"] == "sql"
+    assert "SMOKE TEST" in report["note"]
+    assert "hostname_seen_in_training" not in report["data"]["novelty_of_test_observations"]
+    assert report["data"]["env_ce_sets"]["test"]["env_tokens"] > 0  # the sql engine's answers are env_output
+    for a in report["arms"].values():  # (an untrained policy's text may get only harness warnings back: no env tokens)
+        assert len(a["seeds"]) == 2 and all(len(s["train"]) == report["config"]["rl_steps"] for s in a["seeds"])
+    assert (tmp_path / "summary.md").read_text().startswith("**QUICK MODE IS A SMOKE TEST")
+
+
+# -- claims: only where the interval excludes 0 ------------------------------------------------------------------
+def test_claims_are_made_only_where_the_interval_excludes_zero(quick_report: tuple[dict[str, Any], Path]) -> None:
+    import copy
+
+    from openenv_echo.demo.tables import headline, sign
+
+    assert sign({"mean": -0.2, "ci95": [-0.3, -0.1]}) == -1 and sign({"mean": 0.2, "ci95": [0.1, 0.3]}) == 1
+    assert sign({"mean": 0.1, "ci95": [-0.1, 0.3]}) == 0 and sign({"mean": 0.5, "ci95": None}) == 0
+    report = copy.deepcopy(quick_report[0])
+    diff = report["comparisons"]["echo_minus_grpo"]
+    diff["test_env_ce"] = {"mean": -0.5, "ci95": [-0.7, -0.3], "per_seed": [-0.5, -0.5], "n": 2}
+    assert "predicts held-out env tokens better than GRPO" in headline(report)
+    diff["test_env_ce"] = {"mean": -0.5, "ci95": [-0.9, 0.1], "per_seed": [-0.9, -0.1], "n": 2}
+    text = headline(report)
+    assert "no measurable difference in held-out env CE" in text and "better than GRPO" not in text
+    diff["test_success"] = {"mean": 0.1, "ci95": [-0.1, 0.3], "per_seed": [0.0, 0.2], "n": 2}
+    assert "no measurable difference in either" in headline(report)
+    diff["test_success"] = {"mean": 0.1, "ci95": [0.05, 0.15], "per_seed": [0.05, 0.15], "n": 2}
+    assert "a difference whose interval excludes 0" in headline(report)
+    assert "improve" not in headline(report)
