@@ -99,7 +99,7 @@ def test_a_step_shows_roles_streams_status_and_keeps_shell_state(shell_url: str)
     with EnvClient(shell_url) as client:
         client.reset(task="count-word")
         client.step({"command": "cd /tmp && X=42"})
-        command = "echo out-$X; sleep 0.2; echo err >&2; sleep 0.2; echo tail; exit_not_found"
+        command = "echo out-$X; sleep 0.2; echo err >&2; sleep 0.2; echo tail; sleep 0.2; exit_not_found"
         result = client.step({"command": command})
         obs = result.observation
         assert obs["cwd"] == "/tmp" and obs["exit_code"] == 127 and obs["steps_left"] == 48
