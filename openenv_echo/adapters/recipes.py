@@ -158,13 +158,17 @@ class RoleGradients:
 
 
 def format_metrics(step: int, values: dict[str, Any], keys: Sequence[str]) -> str:
-    """One line of per-step metrics: ``step 1 | loss=0.123 | ...`` (keys that are absent are skipped)."""
+    """One line of per-step metrics: ``step 1 | loss=0.123 | ...`` (keys that are absent are skipped), then the
+    gradient probe's per-role totals when ``values`` holds them (``| grad→ action=... env_output=...``)."""
     parts = [f"step {step}"]
     for k in keys:
         if k in values and values[k] is not None:
             v = values[k]
             parts.append(f"{k}={v:.4g}" if isinstance(v, (int, float)) else f"{k}={v}")
-    return " | ".join(parts)
+    line = " | ".join(parts)
+    if "grad" in values:
+        line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(values["grad"].items()))
+    return line
 
 
 __all__ = [

@@ -178,12 +178,10 @@ async def train(env: Any, ctx: Any, model: Any, a: Any) -> list[dict[str, Any]]:
             row.update(loss=float(loss.detach()), reward=sum(rewards) / max(len(rewards), 1), samples=len(samples))
             row["env_output"] = sum(int(tr.metrics["echo/env_output_tokens"]) for tr in traces)
             row["warning"] = sum(int(tr.metrics["echo/warning_tokens"]) for tr in traces)
-            line = format_metrics(step, row, METRICS)
             grad = probe.take()
             if a.probe:
                 row["grad"] = grad
-                line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(grad.items()))
-            print(line, flush=True)
+            print(format_metrics(step, row, METRICS), flush=True)
             rows.append(row)
     return rows
 

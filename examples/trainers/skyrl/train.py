@@ -128,12 +128,10 @@ def main() -> None:
                 "policy_entropy": metrics["policy_entropy"],
                 "loss_type": loss_type,
             }
-            line = format_metrics(step, row, METRICS)
             grad = probe.take()
             if a.probe:
                 row["grad"] = grad
-                line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(grad.items()))
-            print(line, flush=True)
+            print(format_metrics(step, row, METRICS), flush=True)
             rows.append(row)
     write_metrics(a.json, a.world_model_coeff, rows)
 

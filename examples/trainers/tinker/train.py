@@ -119,12 +119,10 @@ def main() -> None:
             row["grad_norm"] = results["optim"].metrics.get("skyrl.ai/grad_norm") if results["optim"].metrics else None
             row["reward"] = float(rewards.mean())
             row["datums"] = len(datums.rl) + len(datums.env)
-            line = format_metrics(step, row, METRICS)
             grad = probe.take()
             if a.probe:
                 row["grad"] = grad
-                line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(grad.items()))
-            print(line, flush=True)
+            print(format_metrics(step, row, METRICS), flush=True)
             rows.append(row)
     write_metrics(a.json, a.world_model_coeff, rows)
 

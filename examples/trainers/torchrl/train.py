@@ -105,11 +105,9 @@ def main() -> None:
             for k in METRICS[1:-1]:
                 v = getattr(out, k, None)
                 row[k] = float(v) if v is not None else None
-            line = format_metrics(step, row, METRICS)
             if isinstance(loss_fn, ProbedLoss):
                 row["grad"] = loss_fn.probe.take()
-                line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(row["grad"].items()))
-            print(line, flush=True)
+            print(format_metrics(step, row, METRICS), flush=True)
             rows.append(row)
     write_metrics(a.json, a.world_model_coeff, rows)
 

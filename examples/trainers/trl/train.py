@@ -89,10 +89,7 @@ class PrintMetrics(TrainerCallback):
         if isinstance(self.trainer, ProbedTrainer):
             row["grad"] = self.trainer.probe.take()
         self.rows.append(row)
-        line = format_metrics(state.global_step, row, METRICS)
-        if "grad" in row:
-            line += " | grad→ " + " ".join(f"{k}={v:.3g}" for k, v in sorted(row["grad"].items()))
-        print(line, flush=True)
+        print(format_metrics(state.global_step, row, METRICS), flush=True)
 
 
 def main() -> None:
