@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The docker tier of CI: engine -> base image -> wheelhouse -> the env images -> docker-compose up ->
-# pytest -m docker tests/containers tests/docs (the docs' blocks that need Docker) -> no shell env container left ->
+# The docker tier of CI: engine -> base image -> wheelhouse -> the env images -> docker-compose up -> Harbor's CLI
+# (scripts/harbor/setup-harbor-cli.sh, when a Python 3.12 exists) -> pytest -m docker tests/containers tests/docs (the docs' blocks that need Docker) -> no shell env container left ->
 # teardown. Prints how long each stage took.
 #
 # Fails (exit != 0) when the Docker engine cannot be started: this tier never passes silently.
@@ -44,6 +44,7 @@ DOCKERD_PIDFILE="$(mktemp)"
 export DOCKERD_PIDFILE
 IMAGES_BEFORE=""  # image ids present when the engine came up; "" until then
 KEEP_DOCKER="${KEEP_DOCKER:-0}"
+HARBOR_TMP=""  # a temporary HARBOR_HOME this tier made, removed at teardown
 printf '[docker tier] may install (as root, via apt): docker.io docker-compose, if missing\n'
 printf '[docker tier] starts: dockerd (if no engine answers), compose project %s\n' "$PROJECT"
 printf '[docker tier] builds: %s, images of %s\n' "$BASE_IMAGE" "${ENVS[*]}"
@@ -87,6 +88,7 @@ teardown() {
     docker image prune -f --filter label=io.openenv-echo.image=env >/dev/null 2>&1 || true
   fi
   cleanup_started
+  [[ -z "$HARBOR_TMP" ]] || rm -rf "$HARBOR_TMP"
   summary
   if ((rc != 0)); then printf '\n[docker tier] FAILED (exit %d)\n' "$rc" >&2; fi
   exit "$rc"
@@ -133,6 +135,17 @@ wait_healthy() {
   compose ps
 }
 stage "compose up (healthy)" wait_healthy
+
+# Harbor's own CLI beside the project (it needs Python >= 3.12 and Compose v2), for tests/containers/test_harbor_cli.py
+# (our tasks under Harbor's oracle); HARBOR_HOME, when set, is kept, else a temporary one is removed at teardown.
+PY312="$(bash "$ROOT/scripts/find-python312.sh")"
+if [[ -n "$PY312" ]]; then
+  [[ -n "${HARBOR_HOME:-}" ]] || { HARBOR_TMP="$(mktemp -d)"; HARBOR_HOME="$HARBOR_TMP/harbor"; }
+  export HARBOR_HOME OPENENV_ECHO_REQUIRE_HARBOR=1
+  stage "harbor CLI" env PYTHON312="$PY312" bash "$ROOT/scripts/harbor/setup-harbor-cli.sh"
+else
+  echo "[docker tier] no python3.12 found (PATH, pyenv): Harbor's CLI is not set up; tests/containers/test_harbor_cli.py skips, saying so"
+fi
 
 export OPENENV_ECHO_REQUIRE_DOCKER=1 OPENENV_ECHO_COMPOSE_PROJECT="$PROJECT"
 # shellcheck disable=SC2086

@@ -12,6 +12,9 @@
 #        DEBIAN_MIRROR (default: the mirror apt uses). Idempotent: a no-op when both are in place.
 set -euo pipefail
 
+log() { printf '[setup-harbor-cli] %s\n' "$*" >&2; }
+die() { printf '[setup-harbor-cli] ERROR: %s\n' "$*" >&2; exit 1; }
+
 HOME_DIR="${HARBOR_HOME:-/tmp/openenv-echo-harbor}"
 VERSION="${HARBOR_VERSION:-0.26.0}"
 # the Debian mirror apt already uses (deb822 URIs: or one-line deb entries), as scripts/docker/build-base-image.sh
@@ -19,8 +22,6 @@ MIRROR="${DEBIAN_MIRROR:-$(grep -hsoE '^(URIs:[[:space:]]*|deb[[:space:]]+(\[[^]
   /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
   | grep -v security | grep -oE '[a-z]+://[^[:space:]]+' | head -n1 || true)}"
 [[ -n "$MIRROR" ]] || die "no Debian mirror found in apt's sources: set DEBIAN_MIRROR"
-log() { printf '[setup-harbor-cli] %s\n' "$*" >&2; }
-die() { printf '[setup-harbor-cli] ERROR: %s\n' "$*" >&2; exit 1; }
 
 mkdir -p "$HOME_DIR/docker/cli-plugins"
 

@@ -107,12 +107,6 @@ def test_to_skyrl_generator_output(rollouts: list[Rollout]) -> None:
     from openenv_echo.adapters.skyrl import world_training_tensors
 
     out = to_skyrl(rollouts, CFG)
-    try:  # SkyRL's own type when it imports (0.3.1 on CPU needs a hand install)
-        from skyrl_train.generators.base import GeneratorOutput
-
-        assert set(GeneratorOutput.__annotations__) >= {k for k in out if not k.startswith("world_")}
-    except ImportError:
-        pass
     assert [len(x) for x in out["response_ids"]] == [len(x) for x in out["world_loss_masks"]]
     for r, lm, wm in zip(rollouts, out["loss_masks"], out["world_loss_masks"], strict=True):
         assert lm == [int(x == A) for x in r.role_ids] and wm == [int(x == E) for x in r.role_ids]

@@ -1,5 +1,5 @@
-"""SkyRL adapter at the function level: the pure world loss with SkyRL's batch conventions, the generator-side
-masks, and (when ``skyrl-train`` 0.3.1 imports) SkyRL's own ``regular`` policy loss for the RL half."""
+"""SkyRL adapter at the function level: the pure world loss with SkyRL's batch conventions and the generator-side
+masks. With SkyRL's own ``regular`` policy loss and batch container: tests/trainers312/test_skyrl_aux.py."""
 
 from __future__ import annotations
 
@@ -307,50 +307,3 @@ def test_config_from_the_published_skyrl_setting() -> None:
     assert dr.constant_denominator == 4096 and dr.coeff_at(10) == 0.0 and dr.filters.min_correct_share == 0.0
     with pytest.raises(ValueError, match="loss_reduction"):
         config_from_skyrl({"loss_reduction": "sum"})
-
-
-# -- SkyRL's own code for the RL half (skyrl-train 0.3.1 installed with --no-deps; imports on CPU) -----------------
-def test_with_skyrl_regular_policy_loss(gen: tuple[dict[str, Any], list[list[int]]]) -> None:
-    ppo_utils = pytest.importorskip("skyrl_train.utils.ppo_utils")
-    from omegaconf import OmegaConf
-    from skyrl_train.training_batch import TrainingInputBatch
-
-    cfg = EchoConfig(world_model_coeff=LAM)
-    t = TrainingInputBatch(_batch(gen, cfg))  # SkyRL's own batch container
-    algo = OmegaConf.create(
-        {
-            "policy_loss_type": "regular",
-            "loss_reduction": "token_mean",
-            "eps_clip_low": 0.2,
-            "eps_clip_high": 0.2,
-            "clip_ratio_c": 3.0,
-            "use_tis": False,
-            "tis_imp_ratio_cap": -1.0,
-            "max_seq_len": 512,
-        }
-    )
-    regular = ppo_utils.PolicyLossRegistry.get("regular")
-    base = t["old_log_probs"] + 0.05 * torch.randn(t["old_log_probs"].shape, dtype=torch.float64)
-
-    def grads(with_world: bool) -> torch.Tensor:
-        lp = base.clone().requires_grad_()
-        policy, _ = regular(lp, t["old_log_probs"], t["advantages"], algo, loss_mask=t["loss_mask"])
-        loss = policy
-        if with_world:
-            ctx = get_aux_policy_loss_context(t, cfg)
-            aux, _ = compute_world_loss(lp, t["world_role_id"], cfg, token_denominator=ctx["world_tokens"])
-            loss = policy + aux
-        loss.backward()
-        return lp.grad
-
-    g_policy, g_echo = grads(False), grads(True)
-    env = t["world_loss_mask"].bool()
-    action = t["loss_mask"].bool()
-    assert torch.equal(g_echo[action], g_policy[action])  # SkyRL's policy gradient is untouched
-    torch.testing.assert_close(
-        -g_echo[env], torch.full((int(env.sum()),), LAM / int(env.sum()), dtype=torch.float64), rtol=1e-12, atol=0
-    )
-    assert g_policy[env].eq(0).all()  # SkyRL's loss_mask keeps the RL term off env tokens
-    # a micro-batch slice of SkyRL's TrainingInputBatch keeps the masks aligned
-    sub = t[0:2]
-    assert torch.equal(sub["world_loss_mask"], t["world_loss_mask"][:2])
