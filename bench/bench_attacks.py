@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,6 +84,7 @@ class Server:
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait(10)
+        shutil.rmtree(self.tmp, ignore_errors=True)  # the private TMPDIR
 
 
 def peak_mb(pid: int) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -54,6 +55,7 @@ class LiveServer:
     def stop(self) -> None:
         self.proc.kill()
         self.proc.wait(10)
+        shutil.rmtree(self.tmp, ignore_errors=True)  # the private TMPDIR
 
     # -- measurements ---------------------------------------------------------------------------------
     def alive(self) -> bool:
