@@ -111,6 +111,12 @@ class Environment(ABC, Generic[ActT, ObsT]):
     async def shutdown(cls) -> None:
         """Called once when the server stops, after every session was closed."""
 
+    @classmethod
+    async def not_ready(cls) -> str | None:
+        """Why a new session would fail now (a service the env needs does not answer), or None. The probe port's
+        ``/ready`` reports it, so an orchestrator routes sessions elsewhere without restarting the server."""
+        return None
+
     # -- the public API the server (and tests) call -----------------------------------------------------
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:
         return self._begin(self._reset(seed, **kwargs), episode_id)

@@ -7,7 +7,8 @@ served by the same event loop, so an answer from it proves the loop is alive:
 
 * ``GET /health``: 200 while the process serves (liveness: restart only a hung or dead server);
 * ``GET /ready``: 200 while a new session would be accepted, 503 with the reason when the server is at its session
-  or connection limit (readiness: stop routing new sessions here, keep the pod);
+  or connection limit or the env says it cannot start one (``Environment.not_ready``: the shell env's Docker engine
+  does not answer) (readiness: stop routing new sessions here, keep the pod);
 * ``GET /metrics``: the same Prometheus exposition as the main port.
 """
 
@@ -39,6 +40,9 @@ def probe_app(main: Any, open_connections: Any) -> Starlette:
             reasons.append(f"{active} of {limits.max_sessions} sessions in use")
         if connections >= limits.max_connections:
             reasons.append(f"{connections} of {limits.max_connections} connections open")
+        env_reason = await state.env_cls.not_ready()
+        if env_reason:
+            reasons.append(env_reason)
         body = {
             "status": "not ready" if reasons else "ready",
             "reason": "; ".join(reasons) or None,

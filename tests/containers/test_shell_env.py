@@ -9,6 +9,7 @@ a killed server) at the next server's start; no container is left behind.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -316,3 +317,8 @@ def test_openenv_runtime_graders_pass_on_a_loopback_server(shell_url: str) -> No
 
     status = runtime_results(ROOT / "envs" / "shell_env", shell_url)
     assert all(status[check] == "pass" for check in ("runtime.startup", *RUNTIME_CHECKS)), status
+
+
+def test_ready_while_the_engine_answers(docker_engine: Any) -> None:
+    ShellEnvironment._readiness = (float("-inf"), None)  # no answer cached from another test
+    assert asyncio.run(ShellEnvironment.not_ready()) is None

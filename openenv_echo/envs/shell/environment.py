@@ -35,6 +35,10 @@ from .tasks import SUITE_DIR, HarborTask, TaskSuite, load_suite
 DEFAULT_MAX_STEPS = 50
 OUTPUT_CAP_BYTES = 16384
 """What one step shows of a command's output (stdout and stderr together); the rest is counted, not shown."""
+READINESS_TTL_S = 5.0
+"""How long a readiness answer (the engine's ping) is reused."""
+ENGINE_PING_S = 2.0
+"""How long readiness waits for the Docker engine to answer a ping."""
 TASKS_VARIABLE = "OPENENV_ECHO_SHELL_TASKS"
 """Environment variable naming the directory of Harbor tasks a server runs (default: the shipped suite)."""
 
@@ -111,6 +115,9 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
         ),
     )
 
+    _readiness: tuple[float, str | None] = (float("-inf"), None)
+    """When readiness was last checked (event-loop time) and its answer."""
+
     def __init__(self) -> None:
         super().__init__()
         self.task: HarborTask | None = None
@@ -130,6 +137,22 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
             await rt.call(rt.remove_orphans)
         except EngineUnavailable:
             pass
+
+    @classmethod
+    async def not_ready(cls) -> str | None:
+        """The Docker engine does not answer a ping (within ``ENGINE_PING_S``): a reset would fail. Cached for
+        ``READINESS_TTL_S``, so frequent probes cost the engine one ping each period."""
+        now = asyncio.get_running_loop().time()
+        if now - cls._readiness[0] < READINESS_TTL_S:
+            return cls._readiness[1]
+        try:
+            reason = await asyncio.wait_for(
+                asyncio.to_thread(runtime_module.engine_problem, ENGINE_PING_S), ENGINE_PING_S + 1
+            )
+        except TimeoutError:
+            reason = f"the Docker engine did not answer a ping within {ENGINE_PING_S:g} s"
+        cls._readiness = (asyncio.get_running_loop().time(), reason)
+        return reason
 
     @classmethod
     async def shutdown(cls) -> None:
