@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The docker tier of CI: engine -> base image -> wheelhouse -> the env images -> docker-compose up -> Harbor's CLI
-# (scripts/harbor/setup-harbor-cli.sh, when a Python 3.12 exists) -> pytest -m docker tests/containers tests/docs (the docs' blocks that need Docker) -> no shell env container left ->
-# teardown. Prints how long each stage took.
+# (scripts/harbor/setup-harbor-cli.sh, when a Python 3.12 exists) -> pytest -m docker tests/containers tests/docs
+# (the docs' blocks that need Docker) -> no shell env container left -> teardown. Prints how long each stage took.
 #
 # Fails (exit != 0) when the Docker engine cannot be started: this tier never passes silently.
 # Cleans up what it started: the compose services, the images it built or pulled (any image not present when the

@@ -37,8 +37,9 @@ OUTPUT_CAP_BYTES = 16384
 """What one step shows of a command's output (stdout and stderr together); the rest is counted, not shown."""
 READINESS_TTL_S = 5.0
 """How long a readiness answer (the engine's ping) is reused."""
-ENGINE_PING_S = 2.0
-"""How long readiness waits for the Docker engine to answer a ping."""
+ENGINE_PING_S = 1.0
+"""How long readiness waits for the Docker engine to answer a ping (the answer comes within the 2 s a readiness probe
+of deploy/kubernetes/shell.yaml allows)."""
 TASKS_VARIABLE = "OPENENV_ECHO_SHELL_TASKS"
 """Environment variable naming the directory of Harbor tasks a server runs (default: the shipped suite)."""
 

@@ -310,7 +310,7 @@ _users = 0
 _runtime_lock = threading.Lock()
 
 
-def engine_problem(timeout_s: float = 2.0) -> str | None:
+def engine_problem(timeout_s: float = 1.0) -> str | None:
     """None when a Docker engine answers a ping within ``timeout_s`` (a fresh connection, not the runtime's), else
     what is wrong, for readiness."""
     from ...providers.base import ProviderError
