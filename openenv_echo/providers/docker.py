@@ -56,12 +56,17 @@ def docker_client(timeout_s: float = 120.0) -> Any:
         ) from e
 
 
-def engine_available() -> bool:
+def engine_problem(timeout_s: float = 10.0) -> str | None:
+    """None when a Docker engine answers a ping within ``timeout_s`` (on a fresh connection), else what is wrong."""
     try:
-        docker_client(timeout_s=10).close()
-        return True
-    except ProviderError:
-        return False
+        docker_client(timeout_s=timeout_s).close()
+    except ProviderError as e:
+        return str(e)
+    return None
+
+
+def engine_available() -> bool:
+    return engine_problem() is None
 
 
 def repo_root() -> Path:

@@ -143,15 +143,16 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
     async def not_ready(cls) -> str | None:
         """The Docker engine does not answer a ping (within ``ENGINE_PING_S``): a reset would fail. Cached for
         ``READINESS_TTL_S``, so frequent probes cost the engine one ping each period."""
+        from ...providers.docker import engine_problem  # imported on use, as in the runtime
+
         now = asyncio.get_running_loop().time()
         if now - cls._readiness[0] < READINESS_TTL_S:
             return cls._readiness[1]
         try:
-            reason = await asyncio.wait_for(
-                asyncio.to_thread(runtime_module.engine_problem, ENGINE_PING_S), ENGINE_PING_S + 1
-            )
+            problem = await asyncio.wait_for(asyncio.to_thread(engine_problem, ENGINE_PING_S), ENGINE_PING_S + 1)
         except TimeoutError:
-            reason = f"the Docker engine did not answer a ping within {ENGINE_PING_S:g} s"
+            problem = f"the Docker engine did not answer a ping within {ENGINE_PING_S:g} s"
+        reason = problem and f"the shell env needs a Docker engine: {problem}"
         cls._readiness = (asyncio.get_running_loop().time(), reason)
         return reason
 

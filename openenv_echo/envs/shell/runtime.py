@@ -310,19 +310,6 @@ _users = 0
 _runtime_lock = threading.Lock()
 
 
-def engine_problem(timeout_s: float = 1.0) -> str | None:
-    """None when a Docker engine answers a ping within ``timeout_s`` (a fresh connection, not the runtime's), else
-    what is wrong, for readiness."""
-    from ...providers.base import ProviderError
-    from ...providers.docker import docker_client
-
-    try:
-        docker_client(timeout_s=timeout_s).close()
-    except ProviderError as e:
-        return f"the shell env needs a Docker engine: {e}"
-    return None
-
-
 def runtime() -> ShellRuntime:
     """This process's runtime (made on first use; closed by the last server that used it, or at exit)."""
     global _runtime
