@@ -49,8 +49,24 @@ def test_setup_can_take_torch_from_the_cpu_index(tmp_path: Path) -> None:
     venv = tmp_path / "venv"  # a venv that does not exist yet: make shows the whole install
     args = ["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}", "TORCH_INDEX=https://download.pytorch.org/whl/cpu"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
-    assert "pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in out
+    assert "-qq --disable-pip-version-check torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in out
     assert "[make setup]" in out and "-e '.[all,test,docs]'" in out
+
+
+def test_quickstart_installs_the_project_alone_into_the_same_venv(tmp_path: Path) -> None:
+    """`make quickstart` on a fresh checkout: the project without torch or extras, pip's warnings off, then the
+    episode and what to run next; `make setup` afterwards installs the full stack into that same venv."""
+    venv = tmp_path / "venv"
+    args = ["make", "-n", "-C", str(ROOT), "quickstart", f"VENV={venv}"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+    install = [ln for ln in out.splitlines() if "pip install" in ln and "echo" not in ln.split("pip install")[0]]
+    assert any("pip install -qq --disable-pip-version-check -e . " in ln + " " for ln in out.splitlines()), out
+    assert "torch" not in " ".join(install) and "[all" not in out, install
+    assert f"{venv}/bin/openenv-echo quickstart echo" in out and "[make quickstart] next:" in out
+    setup = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}"], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert f"-m venv {venv}" in setup and f"{venv}/bin/pip install -qq" in setup and "-e '.[all,test,docs]'" in setup
 
 
 def _stub(bin_dir: Path, name: str, body: str) -> None:
