@@ -91,7 +91,7 @@ lint: setup
 # nav or an API reference that does not resolve is an error. tests/docs builds it too (make test runs that).
 docs: setup
 	@echo "[make docs] mkdocs build --strict -> site/ (open site/index.html)"
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(BIN)/mkdocs build --strict
 
 # Everything, as CI runs it: the static checks, then the container tier (as root it may apt-install docker and start
 # dockerd; it removes the images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every
