@@ -37,6 +37,9 @@ def test_site_builds_strictly_with_every_page(site: Path) -> None:
     rfc = (site / "rfcs" / "0001-role-spec.html").read_text()
     assert "env_output" in rfc and "include:" not in rfc  # the RFC's text, not the include line
     assert (site / "search" / "search_index.json").is_file()
+    assert (site / "search" / "search_index.js").is_file()  # the offline plugin's copy, for file:// search
+    objective = (site / "guides" / "objective.html").read_text()
+    assert objective.count("<math") >= 3 and "$$" not in objective and "arithmatex" not in objective  # MathML
     # offline: no page loads a script, stylesheet or font from elsewhere (theme.font: false; links may point out)
     for built in site.rglob("*.html"):
         html = built.read_text()
