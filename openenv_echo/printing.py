@@ -36,7 +36,7 @@ ROLE_MEANINGS: dict[Role, str] = {
     Role.CONTEXT: "the task, prompts and chat scaffolding",
     Role.ACTION: "what the agent sent",
     Role.ENV_OUTPUT: "what the environment answered (ECHO's world-model target)",
-    Role.WARNING: "harness text the env adds around it, e.g. '[echo] ' (a role, not an error)",
+    Role.WARNING: "harness text around it, e.g. '[echo] ' (not an error)",
 }
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -143,16 +143,16 @@ def role_chars(traj: Trajectory) -> Counter[Role]:
 
 
 def reward_text(traj: Trajectory) -> str:
-    """``reward=R`` with where R comes from: the steps' rewards summed (the first 8 shown)."""
+    """``reward=R`` with where R comes from: the sum of the steps' rewards (the first 8 shown)."""
     rewards = [f"{s.observation.reward:g}" for s in traj.steps if s.observation.reward is not None]
     if len(rewards) < 2:
         return f"reward={traj.total_reward:g}"
     shown = " + ".join(rewards[:8]) + (" + ..." if len(rewards) > 8 else "")
-    return f"reward={traj.total_reward:g} (the steps' rewards summed: {shown})"
+    return f"reward={traj.total_reward:g} (sum of step rewards: {shown})"
 
 
 def summary_line(traj: Trajectory) -> str:
-    """``episode <id>  steps=N  reward=R (the steps' rewards summed: ...)  done=B  chars: context=.., ...``."""
+    """``episode <id>  steps=N  reward=R (sum of step rewards: ...)  done=B  chars: context=.., ...``."""
     counts = role_chars(traj)
     chars = ", ".join(f"{r.value}={counts[r]}" for r in Role)
     return f"episode {traj.episode_id}  steps={len(traj.steps)}  {reward_text(traj)}  done={traj.done}  chars: {chars}"

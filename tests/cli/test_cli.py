@@ -210,7 +210,7 @@ def test_quickstart_echo_reads_right_to_a_newcomer(tmp_path: Path) -> None:
     assert body[1:3] == ["⟦action⟧hello", "⟦warning⟧[echo] ⟦env_output⟧hello"]  # an ordinary step first
     assert '⟦action⟧> {"message": ""}' in body  # the empty message, shown as what was sent
     [summary] = [ln for ln in body if ln.startswith("episode ")]
-    rewards = re.search(r"reward=([\d.]+) \(the steps' rewards summed: ([^)]*)\)", summary)
+    rewards = re.search(r"reward=([\d.]+) \(sum of step rewards: ([^)]*)\)", summary)
     assert rewards, summary
     parts = [float(x) for x in rewards[2].split(" + ")]
     assert len(parts) == 5 and abs(sum(parts) - float(rewards[1])) < 1e-9
@@ -222,7 +222,7 @@ def test_legend_in_colour_names_each_role_with_its_meaning(echo_url: str) -> Non
     assert proc.returncode == 0, proc.stderr
     plain = ANSI.sub("", proc.stdout).splitlines()
     assert plain[0] == "roles (who wrote each piece of text below):"
-    assert plain[4].split()[0] == "warning" and plain[4].endswith("(a role, not an error)")
+    assert plain[4].split()[0] == "warning" and plain[4].endswith("(not an error)")
     assert "steps=1  reward=0.02  done=False" in plain[-1]  # one step: nothing to sum, no explanation
 
 
