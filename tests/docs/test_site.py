@@ -122,3 +122,12 @@ def test_docstrings_use_markdown_not_sphinx_roles() -> None:
         if role.search(line)
     ]
     assert not found, found
+
+
+def test_the_objective_page_leads_with_the_seam(site: Path) -> None:
+    """``echo_loss`` is the first entry of the objective's API page (not 10th of 15, alphabetically)."""
+    page = (REFERENCE / "objective.md").read_text()
+    assert re.findall(r"^::: (\S+)", page, re.M)[0] == "openenv_echo.objective.echo_loss"
+    html = (site / "reference" / "objective.html").read_text()
+    entries = re.findall(r'<h[23] id="(openenv_echo\.objective\.\w+)"', html)
+    assert entries[0] == "openenv_echo.objective.echo_loss", entries[:3]
