@@ -130,13 +130,17 @@ def test_a_reader_follows_every_nav_link_and_searches(
     driver.save_screenshot(str(SCREENSHOTS / f"home-{mode}.png"))
     for page in pages:
         _read_page(driver, page, site, mode)
+    requested = _requested(driver)
+    outside = [u for u in requested if _external(u)]
+    assert not outside, f"the site loaded from outside itself: {sorted(set(outside))[:10]}"
 
     # search from the home page: the index loads in the browser (from disk: through the vendored worker shim)
     driver.get(home)
+    wait = WebDriverWait(driver, WAIT_S)
     box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
+    wait.until(lambda d: box.is_displayed(), message="no search box: the search did not load")
     box.click()
     box.send_keys("world_model_coeff")
-    wait = WebDriverWait(driver, WAIT_S)
     wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".md-search-result__item a[href]"))
     first = driver.find_element(By.CSS_SELECTOR, ".md-search-result__item a[href]").get_attribute("href")
     assert (
@@ -145,7 +149,7 @@ def test_a_reader_follows_every_nav_link_and_searches(
         + driver.find_element(By.CSS_SELECTOR, "article").text
     )
 
-    outside = [u for u in _requested(driver) if _external(u)]
+    outside = [u for u in requested + _requested(driver) if _external(u)]
     assert not outside, f"the site loaded from outside itself: {sorted(set(outside))[:10]}"
 
 
