@@ -29,6 +29,7 @@ RAW = re.compile(r"(?<![\w/:]):(meth|func|class|mod|attr|data|exc|obj):(?=[`\w~.
 LISTING = re.compile(r"^(Index of |Directory listing for )", re.M)  # Chromium's file:// and Python's listings
 LOCAL_SCHEMES = {"file", "data", "blob", "about", "chrome", "chrome-extension", "devtools"}
 WAIT_S = 60  # a loaded 2-core machine
+HITS = ".md-search-result__item a[href]"  # the search's result links
 # pages whose code another change is rewriting (tests/docs/test_code_width.py's PENDING, as built pages)
 WIDE_CODE_PENDING = {
     "guides/trainers.html",
@@ -153,20 +154,21 @@ def test_a_reader_follows_every_nav_link_and_searches(
     outside = [u for u in requested if _external(u)]
     assert not outside, f"the site loaded from outside itself: {sorted(set(outside))[:10]}"
 
-    # search from the home page: the index loads in the browser (from disk: through the vendored worker shim)
-    driver.get(home)
-    wait = WebDriverWait(driver, WAIT_S)
-    box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
-    wait.until(lambda d: box.is_displayed(), message="no search box: the search did not load")
-    box.click()
-    box.send_keys("world_model_coeff")
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".md-search-result__item a[href]"))
-    first = driver.find_element(By.CSS_SELECTOR, ".md-search-result__item a[href]").get_attribute("href")
-    assert (
-        "world_model_coeff"
-        in _read_page(driver, str(first).split("#", 1)[0], site, mode)
-        + driver.find_element(By.CSS_SELECTOR, "article").text
-    )
+    # search from the home page and from a page one folder down (the worker and index are found relative to the
+    # page): the index loads in the browser (from disk: through the vendored worker shim), the first hit opens
+    nested = home.rsplit("/", 1)[0] + "/guides/objective.html"
+    for start, query in ((home, "world_model_coeff"), (nested, "segment rule")):
+        driver.get(start)
+        wait = WebDriverWait(driver, WAIT_S)
+        box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")
+        wait.until(lambda d, box=box: box.is_displayed(), message=f"{start}: no search box, no search")
+        box.click()
+        box.send_keys(query)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, HITS), message=f"{start}: no hit for {query!r}")
+        first = str(driver.find_element(By.CSS_SELECTOR, HITS).get_attribute("href"))
+        _read_page(driver, first.split("#", 1)[0], site, mode)
+        text = driver.find_element(By.CSS_SELECTOR, "article").text.lower()
+        assert all(word in text for word in query.lower().split()), (start, query, first)
 
     outside = [u for u in requested + _requested(driver) if _external(u)]
     assert not outside, f"the site loaded from outside itself: {sorted(set(outside))[:10]}"
