@@ -27,7 +27,7 @@ COLOURS = {
     Role.ENV_OUTPUT: ("#d4f2d2", "#1e5e1b"),
     Role.WARNING: ("#fbecc2", "#7a5600"),
 }
-WIDTH, ROW_H, CHAR_W, PAD, FONT = 860, 26, 7.8, 3, 13
+WIDTH, ROW_H, CHAR_W, PAD, FONT = 640, 26, 7.8, 3, 13  # 640: the page column, shown 1:1
 
 
 def episode_tokens() -> list[tuple[str, Role]]:
