@@ -1,19 +1,37 @@
-# One venv for everything; torch comes first from the local CPU wheel (any other torch spec pulls CUDA).
+# Two ways in, one venv (.venv): `make quickstart` installs only the project and its server/client dependencies (no
+# torch, no extras; about 70 MB) and runs one echo episode; `make setup` installs the full stack into the same venv
+# (torch first from the local CPU wheel: any other torch spec pulls CUDA), so quickstart then setup just adds to it.
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu takes torch from PyTorch's CPU-only index (a normal machine).
+# pip runs with -qq: its errors are shown, its warnings (e.g. an extra index that lacks a package) and progress are not.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_INDEX ?=
+PIP := $(BIN)/pip install -qq --disable-pip-version-check
 
 .PHONY: setup quickstart lint docs test test-fast test-main test-docker test-trainers setup-trainers test-verifiers \
 	setup-verifiers bench
 $(BIN)/.installed: pyproject.toml
 	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test,docs]'"
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install -q -e '.[all,test,docs]'
-	touch $@
+	@$(PY) -m venv $(VENV)
+	@echo "[make setup] 1/3 pip itself"
+	@$(PIP) --upgrade pip
+	@echo "[make setup] 2/3 torch==2.13.0 (CPU; a few minutes)"
+	@$(PIP) torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	@echo "[make setup] 3/3 the project with every extra (trainers, docs, tests; several minutes)"
+	@$(PIP) -e '.[all,test,docs]'
+	@touch $@
+
+# The light install: the project alone (server, client, CLI); skipped when the full stack is already there.
+$(BIN)/.quickstart: pyproject.toml
+	@if [ -f $(BIN)/.installed ] && [ $(BIN)/.installed -nt pyproject.toml ]; then \
+	  echo "[make quickstart] $(VENV) already has the full stack (make setup)"; \
+	else \
+	  echo "[make quickstart] 1/2 creating $(VENV) with $(PY)" && $(PY) -m venv $(VENV) && \
+	  echo "[make quickstart] 2/2 pip install -e . (the server, client and CLI; no torch; about a minute)" && \
+	  $(PIP) -e . ; \
+	fi
+	@touch $@
 
 setup: $(BIN)/.installed
 
@@ -55,9 +73,12 @@ $(VBIN)/.installed: pyproject.toml
 setup-verifiers:
 	@if [ "$(PY_OK_VERIFIERS)" != 1 ]; then echo "[make setup-verifiers] $(NO_PY311)"; else $(MAKE) --no-print-directory $(VBIN)/.installed; fi
 
-quickstart: setup
-	@echo "[make quickstart] an echo server as a local process, one scripted episode printed by role"
-	$(BIN)/openenv-echo quickstart echo
+quickstart: $(BIN)/.quickstart
+	@echo "[make quickstart] an echo env server as a local process, one scripted episode printed by role"
+	@$(BIN)/openenv-echo quickstart echo
+	@echo "[make quickstart] next: '$(BIN)/openenv-echo serve echo --port 8000' in one terminal and"
+	@echo "  '$(BIN)/openenv-echo episode http://127.0.0.1:8000 -i' in another (type actions, Ctrl-D ends);"
+	@echo "  'make setup' adds torch, the tokenizers, trainers and docs to $(VENV) (make test, make docs need it)"
 
 # Static checks (configured in pyproject.toml): ruff lint, ruff format, mypy over the package; zero findings.
 lint: setup
@@ -70,7 +91,7 @@ lint: setup
 # nav or an API reference that does not resolve is an error. tests/docs builds it too (make test runs that).
 docs: setup
 	@echo "[make docs] mkdocs build --strict -> site/ (open site/index.html)"
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(BIN)/mkdocs build --strict
 
 # Everything, as CI runs it: the static checks, then the container tier (as root it may apt-install docker and start
 # dockerd; it removes the images it added and stops the dockerd it started, KEEP_DOCKER=1 keeps them), then every

@@ -7,15 +7,19 @@
   ``docs/`` are published under ``_repo/`` (Markdown ones rendered as pages, the rest copied as they are), so a
   link to ``examples/trainers/trl/train.py`` works on the site as it does on a code host. A link to a folder goes to
   its ``README.md`` (a folder without one is named, not linked). A link to nothing fails the build, so ``mkdocs build --strict`` catches broken links.
+* Math (``$...$`` inline, ``$$...$$`` as a block; ``pymdownx.arithmatex`` marks it) is turned into MathML when the
+  site is built, which browsers render natively: no script, no font and nothing fetched from elsewhere.
 """
 
 from __future__ import annotations
 
+import html
 import posixpath
 import re
 from pathlib import Path
 from typing import Any
 
+from latex2mathml.converter import convert as latex_to_mathml
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
@@ -25,6 +29,10 @@ PUBLISHED = "_repo"  # where repository files outside docs/ live on the site
 _INCLUDE = re.compile(r"^\s*<!--\s*include:\s*(?P<path>\S+)\s*-->\s*$")
 _LINK = re.compile(r"(?P<bang>!?)\[(?P<label>[^\]]*)\]\((?P<target>[^)\s]+)\)")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
+# what pymdownx.arithmatex (generic: true) leaves for a renderer: \(...\) inline, \[...\] as a block
+_MATH = re.compile(
+    r'<(?P<tag>span|div) class="arithmatex">\s*(?:\\\((?P<inline>.*?)\\\)|\\\[(?P<block>.*?)\\\])\s*</(?P=tag)>', re.S
+)
 
 
 def _source(src_uri: str) -> tuple[str, str]:
@@ -141,3 +149,13 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         return f"{m['bang']}[{m['label']}]({target})"
 
     return "".join(_LINK.sub(fix, chunk) if prose else chunk for prose, chunk in _outside_code(markdown))
+
+
+def on_page_content(html_text: str, page: Any, config: Any, files: Files) -> str:
+    """Math as MathML, rendered by the browser itself (no script or font from anywhere)."""
+
+    def render(m: re.Match[str]) -> str:
+        tex = html.unescape(m["inline"] if m["inline"] is not None else m["block"])
+        return latex_to_mathml(tex.strip(), display="inline" if m["inline"] is not None else "block")
+
+    return _MATH.sub(render, html_text)

@@ -406,7 +406,9 @@ def quickstart(
         console.print(f"{env} server at {client.base_url}")
         client.reset(seed=seed)
         for a in actions:
-            if client.step(a, action_text=next(iter(a.values())) if len(a) == 1 else None).done:
+            # one plain-text field is shown as the agent's text, anything else (an empty message too) as its JSON
+            text = next(iter(a.values())) if len(a) == 1 else None
+            if client.step(a, action_text=text or None).done:
                 break
         assert client.trajectory is not None
         print_trajectory(client.trajectory, console)

@@ -31,6 +31,14 @@ ROLE_STYLES: dict[Role, str] = {
     Role.WARNING: "yellow",
 }
 
+# what each role means, for a reader of the printed episode (the legend)
+ROLE_MEANINGS: dict[Role, str] = {
+    Role.CONTEXT: "the task, prompts and chat scaffolding",
+    Role.ACTION: "what the agent sent",
+    Role.ENV_OUTPUT: "what the environment answered (ECHO's world-model target)",
+    Role.WARNING: "harness text around it, e.g. '[echo] ' (not an error)",
+}
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -59,14 +67,15 @@ def role_label(role: Role) -> str:
 
 
 def legend(colour: bool = True) -> Text:
-    """One line naming the roles in their colours (or their labels)."""
-    text = Text("roles: ")
+    """The roles, one line each: the name in its colour (or its label) and what it means."""
+    text = Text("roles (who wrote each piece of text below):\n")
+    width = max(len(role_label(r)) for r in ROLE_STYLES)
     for role, style in ROLE_STYLES.items():
-        if colour:
-            text.append(f" {role.value} ", style=f"reverse {style}")
-        else:
-            text.append(role_label(role))
-        text.append(" ")
+        name = f" {role.value} " if colour else role_label(role)
+        text.append("  ")
+        text.append(name, style=f"reverse {style}" if colour else "")
+        text.append(" " * (width - len(name) + 2) + ROLE_MEANINGS[role] + "\n")
+    text.rstrip()
     return text
 
 
@@ -133,14 +142,20 @@ def role_chars(traj: Trajectory) -> Counter[Role]:
     return counts
 
 
+def reward_text(traj: Trajectory) -> str:
+    """``reward=R`` with where R comes from: the sum of the steps' rewards (the first 8 shown)."""
+    rewards = [f"{s.observation.reward:g}" for s in traj.steps if s.observation.reward is not None]
+    if len(rewards) < 2:
+        return f"reward={traj.total_reward:g}"
+    shown = " + ".join(rewards[:8]) + (" + ..." if len(rewards) > 8 else "")
+    return f"reward={traj.total_reward:g} (sum of step rewards: {shown})"
+
+
 def summary_line(traj: Trajectory) -> str:
-    """``episode <id>  steps=N  reward=R  done=B  chars: context=.., action=.., ...``."""
+    """``episode <id>  steps=N  reward=R (sum of step rewards: ...)  done=B  chars: context=.., ...``."""
     counts = role_chars(traj)
     chars = ", ".join(f"{r.value}={counts[r]}" for r in Role)
-    return (
-        f"episode {traj.episode_id}  steps={len(traj.steps)}  reward={traj.total_reward:g}  done={traj.done}  "
-        f"chars: {chars}"
-    )
+    return f"episode {traj.episode_id}  steps={len(traj.steps)}  {reward_text(traj)}  done={traj.done}  chars: {chars}"
 
 
 def print_trajectory(traj: Trajectory, console: Console) -> Counter[Role]:

@@ -1,14 +1,14 @@
 """Converters from env rollouts to what each trainer consumes, one function per format.
 
-Input: :class:`openenv_echo.adapters.rollouts.Rollout` objects (prompt/completion split, per-token roles, sampler
-log-probs), e.g. from :func:`~openenv_echo.adapters.rollouts.run_rollouts`, or built from a tokenized trajectory
-with :func:`rollout_from_tokenized`. Trainer libraries are imported only by the converter that needs them.
+Input: ``openenv_echo.adapters.rollouts.Rollout`` objects (prompt/completion split, per-token roles, sampler
+log-probs), e.g. from ``run_rollouts``, or built from a tokenized trajectory
+with ``rollout_from_tokenized``. Trainer libraries are imported only by the converter that needs them.
 
-* :func:`to_trl` — a TRL ``rollout_func`` result (``env_mask`` = TRL's tool mask: 1 on action tokens only);
-* :func:`to_loss_weights` — prime-rl/verifiers-style named per-token loss-weight streams (``rl``, ``ce``);
-* :func:`to_tinker_datums` — ``tinker.types.Datum``s for ``echo_custom_loss`` (next-token aligned);
-* :func:`to_skyrl` — a SkyRL ``GeneratorOutput`` dict with the world masks;
-* :func:`to_hf_dataset` — a Hugging Face ``datasets.Dataset`` with the schema :data:`HF_FEATURES`.
+* ``to_trl`` — a TRL ``rollout_func`` result (``env_mask`` = TRL's tool mask: 1 on action tokens only);
+* ``to_loss_weights`` — prime-rl/verifiers-style named per-token loss-weight streams (``rl``, ``ce``);
+* ``to_tinker_datums`` — ``tinker.types.Datum``s for ``echo_custom_loss`` (next-token aligned);
+* ``to_skyrl`` — a SkyRL ``GeneratorOutput`` dict with the world masks;
+* ``to_hf_dataset`` — a Hugging Face ``datasets.Dataset`` with the schema ``HF_FEATURES``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ HF_SCHEMA: dict[str, str] = {
     "obs_count": "int64: observation tokens (env_output + warning) before any cut",
     "end": "string: done | max_turns | length | error: ...",
 }
-"""Column -> type and meaning of :func:`to_hf_dataset`'s dataset (the documented schema)."""
+"""Column -> type and meaning of ``to_hf_dataset``'s dataset (the documented schema)."""
 
 
 def rollout_from_tokenized(
@@ -45,7 +45,7 @@ def rollout_from_tokenized(
     logprobs: Sequence[float] | None = None,
     reset_options: dict[str, Any] | None = None,
 ) -> Rollout:
-    """A :class:`Rollout` from one ``TokenizedTrajectory`` (split at the first action, end rule applied).
+    """A ``Rollout`` from one ``TokenizedTrajectory`` (split at the first action, end rule applied).
     ``logprobs`` (one per token of the whole sequence) default to 0.0."""
     ids = [int(x) for x in tt.input_ids]
     roles = [int(x) for x in tt.role_ids]
@@ -101,7 +101,7 @@ def to_loss_weights(rollouts: Sequence[Rollout], cfg: EchoConfig, step: int = 0)
 def to_tinker_datums(
     rollouts: Sequence[Rollout], advantages: Sequence[float], cfg: EchoConfig, step: int = 0
 ) -> list[Any]:
-    """``tinker.types.Datum``s for :func:`openenv_echo.adapters.tinker.echo_custom_loss` (one per rollout:
+    """``tinker.types.Datum``s for ``openenv_echo.adapters.tinker.echo_custom_loss`` (one per rollout:
     ``target_tokens``, ``advantages``, ``sampling_logprobs``, ``env_weights``, shifted to next-token targets)."""
     from .tinker import build_custom_datums
 
@@ -115,7 +115,7 @@ def to_tinker_datums(
 def to_skyrl(rollouts: Sequence[Rollout], cfg: EchoConfig) -> dict[str, Any]:
     """A SkyRL ``GeneratorOutput`` (``prompt_token_ids``, ``response_ids``, ``rewards``, ``loss_masks`` = 1 on
     action tokens, ``stop_reasons``, ``rollout_logprobs``) with the world masks of
-    :func:`openenv_echo.adapters.skyrl.add_world_masks`."""
+    ``openenv_echo.adapters.skyrl.add_world_masks``."""
     from .skyrl import add_world_masks
 
     out = {
@@ -131,7 +131,7 @@ def to_skyrl(rollouts: Sequence[Rollout], cfg: EchoConfig) -> dict[str, Any]:
 
 
 def to_hf_dataset(rollouts: Sequence[Rollout]) -> Any:
-    """A ``datasets.Dataset``, one row per rollout, columns and types as :data:`HF_SCHEMA` documents."""
+    """A ``datasets.Dataset``, one row per rollout, columns and types as ``HF_SCHEMA`` documents."""
     import datasets
 
     features = datasets.Features(

@@ -4,19 +4,19 @@ the per-token ``ce`` loss-weight stream prime-rl's trainer consumes, the echo fi
 
 Works on verifiers' trace objects by attribute (``trace.nodes``, ``node.token_ids``/``mask``/``is_content``/
 ``loss_weights``, ``trace.branches``, ``trace.info``), so it imports without verifiers; the environment that fills
-them is :mod:`openenv_echo.adapters.verifiers`.
+them is ``openenv_echo.adapters.verifiers``.
 
 * **Roles.** An observation node's ``token_ids`` are its template scaffold and body as the renderer tokenized them.
-  The node's text is decoded with per-token offsets (:func:`token_offsets`), the body (the observation's segments
+  The node's text is decoded with per-token offsets (``token_offsets``), the body (the observation's segments
   joined) is located in it — at the renderer's ``is_content`` run when the body also occurs in the template text —
   and each token takes the role of the characters it covers; a token across a role boundary and every template
-  token is ``context`` (:func:`node_roles`; the straddle rule of :mod:`openenv_echo.tokenize`).
+  token is ``context`` (``node_roles``; the straddle rule of ``openenv_echo.tokenize``).
 * **The ce stream.** The selected tokens (``world_loss_target``, after the first action) of each observation node
-  get ``node.loss_weights["ce"] = λ·c_role`` (:func:`stamp_world_weights`). prime-rl ships a node's ``ce`` stream
+  get ``node.loss_weights["ce"] = λ·c_role`` (``stamp_world_weights``). prime-rl ships a node's ``ce`` stream
   as the sample's ``ce_weights`` whatever its algorithm, and its trainer adds ``Σ w·(-log p) / N_ce`` (masked NLL
   over the global count of ce tokens) to the RL term: ECHO with ``world_model_coeff = λ`` and ``token_mean``.
 * **prime-rl's echo.** ``algo.type = "echo"`` weights whole observation *messages* by message role (their
-  ``is_content`` tokens); :func:`keep_world_targets` as its ``filter`` narrows that to the selected *segments*.
+  ``is_content`` tokens); ``keep_world_targets`` as its ``filter`` narrows that to the selected *segments*.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ CE_STREAM = "ce"
 
 class WorldWeightsConfig(BaseModel):
     """Which observation tokens the ``ce`` stream trains, and with what weight: the token-selection part of
-    :class:`openenv_echo.objective.EchoConfig` (normalization is prime-rl's: each loss component is divided by its
+    ``openenv_echo.objective.EchoConfig`` (normalization is prime-rl's: each loss component is divided by its
     own global token count, i.e. ``token_mean``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -205,7 +205,7 @@ def _selected(codes: Sequence[int], target_roles: frozenset[Role]) -> list[bool]
 
 
 def recorded_roles(trace: Any) -> dict[int, list[int]]:
-    """The role codes :class:`EchoEnv` recorded for ``trace``'s observation nodes: ``{node index: codes}``."""
+    """The role codes ``EchoEnv`` recorded for ``trace``'s observation nodes: ``{node index: codes}``."""
     table = trace.info.get(INFO_KEY, {}).get("roles", {})
     return {int(k): [int(c) for c in v] for k, v in table.items()}
 
@@ -233,7 +233,7 @@ def _trainable_branches(trace: Any) -> list[tuple[Any, list[bool]]]:
 def keep_world_targets(trace: Any, *, world_loss_target: WorldLossTarget = "env_only") -> list[list[bool]]:
     """prime-rl's echo filter (``[orchestrator.algo.filter] import_path =
     "openenv_echo.adapters.prime_rl.keep_world_targets"``): one keep-mask per trainable branch over its
-    ``token_ids``, True exactly on the tokens ``world_loss_target`` selects (the roles :class:`EchoEnv` recorded).
+    ``token_ids``, True exactly on the tokens ``world_loss_target`` selects (the roles ``EchoEnv`` recorded).
     prime-rl's ``EchoAlgorithm`` weights whole observation messages by role; this narrows it to those segments."""
     target = EchoConfig(world_loss_target=world_loss_target).target_roles
     roles = recorded_roles(trace)

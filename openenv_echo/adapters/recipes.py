@@ -134,7 +134,7 @@ def write_metrics(path: str | None, world_model_coeff: float, rows: list[dict[st
 
 class RoleGradients:
     """Sums |∂loss/∂log p(token)| per role over the positions of a (B, T) log-prob tensor: how much of the loss's
-    gradient reaches the prediction of each kind of token. Attach with :meth:`watch` on a grad-enabled tensor."""
+    gradient reaches the prediction of each kind of token. Attach with ``watch`` on a grad-enabled tensor."""
 
     def __init__(self) -> None:
         self.totals: dict[str, float] = {}

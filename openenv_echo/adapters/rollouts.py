@@ -1,17 +1,17 @@
 """Concurrent env rollouts for trainers: one world per GRPO group, batched sampling, completion-length limits.
 
 Trainer-agnostic (torch + the client + token-in-token-out assembly); the TRL, torchrl, Tinker and SkyRL recipes
-all run their episodes through :func:`run_rollouts`:
+all run their episodes through ``run_rollouts``:
 
 * **One world per group.** Each episode is reset with its own ``reset_options`` (e.g. ``{"seed": 7, "incident":
   "disk_full"}``); a GRPO group is ``group_size`` consecutive episodes with *identical* options, so every
   completion of a group starts in the same world and the group-relative advantage compares like with like.
-  :func:`group_reset_options` builds such a list and :func:`check_groups` refuses one that is not.
+  ``group_reset_options`` builds such a list and ``check_groups`` refuses one that is not.
 * **Concurrent.** All episodes of a call run at once, one ``AsyncEnvClient`` session each; per turn the active
   episodes' prompts are sampled in one batch (``sampler``), then all env steps are sent concurrently.
 * **Length limits.** ``max_completion_length`` bounds everything after the prompt (actions, observations and
   their scaffolding): each turn samples at most the remaining budget, and an observation that overruns it is cut.
-* **The end-of-completion rule** (:func:`end_completion`): a completion ends on an end-of-turn token exactly when
+* **The end-of-completion rule** (``end_completion``): a completion ends on an end-of-turn token exactly when
   the episode ended cleanly, so a trainer's truncation check (``completion_ids[-1] in eos``) is true only for
   completions cut by a length limit.
 """
@@ -288,7 +288,7 @@ async def run_rollouts_async(
 
 
 def run_rollouts(*args: Any, **kwargs: Any) -> list[Rollout]:
-    """Synchronous front of :func:`run_rollouts_async` (runs its own event loop; call from plain code)."""
+    """Synchronous front of ``run_rollouts_async`` (runs its own event loop; call from plain code)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

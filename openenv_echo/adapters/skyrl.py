@@ -5,7 +5,7 @@ for auxiliary policy losses", the ECHO authors' upstreaming): a policy worker's
 ``get_aux_policy_loss_context(data)`` and ``compute_aux_policy_loss(*, action_log_probs, policy_loss, experience,
 loss_config, microbatch_weight, grad_sum_correction_factor, aux_policy_loss_context)``, with the masks carried as
 ``Experience.extras``. Released SkyRL (0.3.1/0.4.0) has no such hook: there a worker subclass must add
-:func:`compute_world_loss` to the loss inside its micro-batch step. Either way the worker step needs CUDA + Ray.
+``compute_world_loss`` to the loss inside its micro-batch step. Either way the worker step needs CUDA + Ray.
 
 Conventions (SkyRL ``convert_prompts_responses_to_batch_tensors``): per-response lists are aligned with
 ``response_ids``; batch tensors are ``(B, response_len)``, responses left-aligned and right-padded with zeros;
@@ -15,7 +15,7 @@ response's first token *is* a target).
 Generator keys (lists): ``world_role_ids`` (the per-token roles the loss reads) and, for tools written against
 the reference implementation, its masks ``world_loss_masks``, ``world_warning_masks``, ``world_env_masks``,
 ``world_full_observation_counts`` plus ``world_loss_weights`` (per-role coefficients). Batch keys (tensors): the
-same names in the singular. The loss itself is :func:`openenv_echo.objective.echo_loss` on ``world_role_id``.
+same names in the singular. The loss itself is ``openenv_echo.objective.echo_loss`` on ``world_role_id``.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _world_batch(
     env_keep: torch.Tensor | None = None,
     response_mask: torch.Tensor | None = None,
 ) -> EchoBatch:
-    """The :class:`EchoBatch` of SkyRL response rows (a response's first token is a target; rows whose
+    """The ``EchoBatch`` of SkyRL response rows (a response's first token is a target; rows whose
     ``response_mask`` is empty, e.g. SkyRL's zero-filled pad rows, are padding)."""
     rid = role_ids.long()
     if response_mask is not None:
@@ -176,7 +176,7 @@ def compute_world_loss(
     """``λ(step) · L_world`` of one micro-batch in SkyRL's conventions, and the seam's metrics.
 
     ``world_role_id`` (B, L): role codes aligned with ``action_log_probs`` (-1 on padding). ``token_denominator``
-    / ``sequence_denominator``: the global counts from :func:`get_aux_policy_loss_context` (default: this
+    / ``sequence_denominator``: the global counts from ``get_aux_policy_loss_context`` (default: this
     micro-batch's own). ``env_keep`` (B,) bool: rows whose world term is kept (rollout filters). Returns
     ``(None, metrics)`` when λ = 0 (nothing to add). ``logprobs_temperature``: the temperature SkyRL divided the
     logits by; refused with ``env_temperature="one"`` unless 1 (the function only sees log-probs).
@@ -246,7 +246,7 @@ def compute_aux_policy_loss(
 
 
 def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
-    """An :class:`EchoConfig` from the reference implementation's algorithm settings (``world_model_coeff``,
+    """An ``EchoConfig`` from the reference implementation's algorithm settings (``world_model_coeff``,
     ``world_loss_normalization`` ∈ {selected_tokens, full_observation_tokens}, ``loss_reduction``,
     ``max_seq_len``, ``world_loss_target``, ``world_model_coeff_schedule`` and its fields, ``wm_filter_*``)."""
     a = dict(algorithm)

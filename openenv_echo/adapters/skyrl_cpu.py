@@ -2,19 +2,19 @@
 
 ``CPUPolicyWorker`` is SkyRL 0.4's ``PolicyWorkerBase`` (``forward``, ``forward_backward``,
 ``_forward_backward_micro``, ``optim_step``: micro-batching, the registered policy loss called with SkyRL's
-``AlgorithmConfig``, the KL and entropy terms, metric reduction) with :class:`EchoPolicyWorkerMixin`. What is ours,
+``AlgorithmConfig``, the KL and entropy terms, metric reduction) with ``EchoPolicyWorkerMixin``. What is ours,
 and why:
 
-* **the model wrapper** (:class:`CPUModelWrapper`): SkyRL's ``HFModelWrapper`` imports ``flash_attn`` at module
+* **the model wrapper** (``CPUModelWrapper``): SkyRL's ``HFModelWrapper`` imports ``flash_attn`` at module
   level, which does not install without CUDA. Ours does what its padded path does (position ids from the
   attention mask, logits / temperature, SkyRL's own ``logprobs_from_logits`` and ``chunked_entropy_from_logits``,
   ``log_probs[:, -num_actions-1:-1]``);
-* **the strategy** (:class:`CPUStrategy`): FSDP/Megatron need CUDA + NCCL; ours is one process:
+* **the strategy** (``CPUStrategy``): FSDP/Megatron need CUDA + NCCL; ours is one process:
   ``loss.backward()``, gradient-norm clipping at ``max_grad_norm``, ``optimizer.step()``, scheduler step;
 * **the device**: SkyRL moves every micro-batch to ``torch.cuda.current_device()``; the worker answers ``"cpu"``
-  for the duration of its own calls (:func:`cpu_as_current_device`), and the Ray actor set-up is skipped.
+  for the duration of its own calls (``cpu_as_current_device``), and the Ray actor set-up is skipped.
 
-:func:`training_batch` builds the ``TrainingInputBatch`` with SkyRL's own functions
+``training_batch`` builds the ``TrainingInputBatch`` with SkyRL's own functions
 (``convert_prompts_responses_to_batch_tensors``, the registered advantage estimator,
 ``apply_loss_reduction_to_advantages_minibatch``) and the worker's own ``forward`` for the old log-probs.
 """
@@ -181,8 +181,8 @@ def training_batch(
     """A one-mini-batch ``TrainingInputBatch`` as SkyRL's trainer builds it: tensors (right-aligned responses),
     outcome rewards on each response's last token, advantages from the configured estimator grouped by ``uids``,
     old log-probs from the worker's ``forward``, and the loss reduction folded into the advantages.
-    ``world_weight`` (B, response_len), from :func:`openenv_echo.adapters.skyrl_loss.world_weights`, is added
-    under :data:`WORLD_WEIGHT_KEY`."""
+    ``world_weight`` (B, response_len), from ``openenv_echo.adapters.skyrl_loss.world_weights``, is added
+    under ``WORLD_WEIGHT_KEY``."""
     algo = worker.cfg.algorithm
     token_rewards = [[0.0] * (len(r) - 1) + [float(x)] for r, x in zip(responses, rewards)]
     sequences, attention_mask, response_mask, rew, loss_mask, logprobs, _, _ = (

@@ -28,7 +28,7 @@ from ..tokenize import TitoBuilder
 from .rollouts import Rollout, Sampler, _eos_ids, _Episode, _finish
 
 ENV_ID = "openenv_echo"
-"""The skyrl-gym id :func:`register_env` registers."""
+"""The skyrl-gym id ``register_env`` registers."""
 
 
 def observation_message(result: StepResult, role: str = "tool") -> dict[str, Any]:
@@ -94,7 +94,7 @@ class OpenEnvTextEnv(BaseTextEnv):  # type: ignore[misc]
 
 
 def register_env(env_id: str = ENV_ID) -> str:
-    """Register :class:`OpenEnvTextEnv` with skyrl-gym under ``env_id`` (idempotent); returns the id."""
+    """Register ``OpenEnvTextEnv`` with skyrl-gym under ``env_id`` (idempotent); returns the id."""
     if env_id not in skyrl_gym.registry:
         skyrl_gym.register(id=env_id, entry_point=f"{__name__}:OpenEnvTextEnv")
     return env_id

@@ -8,14 +8,14 @@ For a SkyRL user it is one line before the trainer starts, then a config value::
 
 ``echo_<base>`` calls SkyRL's registered ``<base>`` loss unchanged (same arguments, SkyRL's ``AlgorithmConfig``
 with ``policy_loss_type=<base>``) and adds the world-model term ``-Σ w_t · log p_t`` over the micro-batch, where
-``w`` holds ``λ · c_role / N`` on the selected observation tokens (:func:`world_weights`, from the project's core
-:func:`openenv_echo.objective.token_weights`). SkyRL 0.4 sums pre-scaled per-token losses (the reduction is
+``w`` holds ``λ · c_role / N`` on the selected observation tokens (``world_weights``, from the project's core
+``openenv_echo.objective.token_weights``). SkyRL 0.4 sums pre-scaled per-token losses (the reduction is
 folded into the advantages), so the world term is a pre-scaled sum too. When every weight is 0 (λ = 0) nothing
 is added: the loss and its gradient are SkyRL's own, bit for bit.
 
 SkyRL's loss signature carries no per-token roles (``loss_mask`` is 0 on observations *and* padding), so the
-weights reach the loss through a context that :class:`EchoPolicyWorkerMixin` sets for each micro-batch from the
-training batch's :data:`WORLD_WEIGHT_KEY` tensor. Mix it into SkyRL's policy worker (``class
+weights reach the loss through a context that ``EchoPolicyWorkerMixin`` sets for each micro-batch from the
+training batch's ``WORLD_WEIGHT_KEY`` tensor. Mix it into SkyRL's policy worker (``class
 EchoFSDPPolicyWorker(EchoPolicyWorkerMixin, FSDPPolicyWorkerBase)``) and add the key in the trainer's
 ``convert_to_training_input``. Without weights the ECHO loss refuses to run (never a silent λ = 0).
 """
@@ -129,7 +129,7 @@ def register_echo_policy_loss(base: str = "regular", name: str | None = None) ->
 
 class EchoPolicyWorkerMixin:
     """Mix into a SkyRL policy worker (before it in the bases): each micro-batch's ECHO loss call sees the rows of
-    the training batch's :data:`WORLD_WEIGHT_KEY` that belong to that micro-batch. A batch without the key runs
+    the training batch's ``WORLD_WEIGHT_KEY`` that belong to that micro-batch. A batch without the key runs
     SkyRL's step unchanged. Needs sample-based micro-batching (``max_tokens_per_microbatch <= 0``): token-based
     packing reorders rows, so the mixin refuses it rather than guess."""
 

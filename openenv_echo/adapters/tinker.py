@@ -7,8 +7,8 @@ per-token numbers here, computed by the same core code as every other trainer (g
   0 elsewhere, ``logprobs`` = the sampler's log-probs;
 * **env datums** (``cross_entropy``): ``weights[t] = λ · w_{i,t}`` on the selected observation targets, 0 elsewhere.
 
-:func:`echo_step` sends both ``forward_backward`` calls, then one ``optim_step`` (gradients accumulate; exact, one
-extra forward/backward). :func:`echo_datum_loss` is the same objective as one traced per-datum custom loss (for
+``echo_step`` sends both ``forward_backward`` calls, then one ``optim_step`` (gradients accumulate; exact, one
+extra forward/backward). ``echo_datum_loss`` is the same objective as one traced per-datum custom loss (for
 ``ServiceClient.create_custom_loss`` / ``forward_backward_custom``). Never put env tokens into the policy loss
 with a constant advantage λ: with a placeholder sampler log-prob of 0.0, importance sampling trains them at
 ``λ · p`` instead of ``λ`` (and PPO clips them), see ``rfcs/0004-echo-objective.md``.
@@ -151,7 +151,7 @@ def build_datums(
     ``advantages``: one per sequence (GRPO) or one per token. ``sampling_logprobs[i][t]`` is the sampler's
     log-prob of token t (any value on non-sampled tokens: it is only read on action targets). ``denominators``:
     global counts when one optimizer step spans several ``build_datums`` calls (``sum`` of
-    :func:`local_denominators` of each part). Rows without a policy (or env) term get no datum of that kind.
+    ``local_denominators`` of each part). Rows without a policy (or env) term get no datum of that kind.
     """
     p = _prepare(input_ids, role_ids, advantages, cfg, step, denominators, obs_count, verifier_free, env_keep)
     if sampling_logprobs is not None and len(sampling_logprobs) != len(p.ids):
@@ -203,7 +203,7 @@ def build_custom_datums(
     verifier_free: Sequence[bool] | None = None,
     env_keep: Sequence[bool] | None = None,
 ) -> list[types.Datum]:
-    """One datum per sequence for :func:`echo_datum_loss`: ``target_tokens``, ``advantages`` (A·u),
+    """One datum per sequence for ``echo_datum_loss``: ``target_tokens``, ``advantages`` (A·u),
     ``sampling_logprobs`` and ``env_weights`` (λ·w), all shifted to targets."""
     p = _prepare(input_ids, role_ids, advantages, cfg, step, denominators, obs_count, verifier_free, env_keep)
     if len(sampling_logprobs) != len(p.ids):
@@ -246,7 +246,7 @@ def echo_datum_loss(
 def echo_custom_loss(
     data: list[types.Datum], logprobs_list: list[torch.Tensor]
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """``forward_backward_custom`` callable: :func:`echo_datum_loss` summed over datums."""
+    """``forward_backward_custom`` callable: ``echo_datum_loss`` summed over datums."""
     total: torch.Tensor | None = None
     sums = {"custom/policy_loss:sum": 0.0, "custom/world_loss:sum": 0.0}
     for datum, lp in zip(data, logprobs_list, strict=True):
@@ -287,7 +287,7 @@ def echo_step(
 
 
 class TinkerSampler:
-    """The rollouts' :class:`~openenv_echo.adapters.rollouts.Sampler` over a Tinker ``SamplingClient``: one sample
+    """The rollouts' ``Sampler`` over a Tinker ``SamplingClient``: one sample
     request per prompt, all in flight at once, stopping at ``eos_ids``; returns the sampled ids as the server sent
     them, with their log-probs (token in, token out: nothing is re-tokenized)."""
 

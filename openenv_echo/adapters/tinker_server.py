@@ -1,12 +1,12 @@
 """SkyRL's local Tinker-API server (``skyrl.tinker``: FastAPI + a JAX engine, on CPU) for recipes and tests.
 
 ``LocalTinkerServer(model_dir)`` starts it in a child process on a free loopback port with a LoRA-capable JAX
-engine over ``model_dir`` (a Hugging Face Qwen3/Llama3 checkpoint; :func:`tiny_checkpoint` builds one offline),
+engine over ``model_dir`` (a Hugging Face Qwen3/Llama3 checkpoint; ``tiny_checkpoint`` builds one offline),
 waits until it answers, and stops the process group on exit. Point ``tinker.ServiceClient(base_url=...)`` at
 ``server.base_url``.
 
 One part is ours: the launch. ``python -m skyrl.tinker.api`` must itself be started by ``uv run`` and starts its
-engine with ``uv run --extra tinker --extra jax -m skyrl.tinker.engine <args>``. :func:`main` (``python -m
+engine with ``uv run --extra tinker --extra jax -m skyrl.tinker.engine <args>``. ``main`` (``python -m
 openenv_echo.adapters.tinker_server <same args>``) runs SkyRL's API app unchanged but starts the same engine
 module with the same arguments (SkyRL's ``config_to_argv``) by this interpreter, so no ``uv`` project is needed.
 

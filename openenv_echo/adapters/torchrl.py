@@ -46,7 +46,7 @@ class EchoGRPOLoss(GRPOLoss):  # type: ignore[misc]  # torchrl ships no type inf
         **kwargs: everything ``GRPOLoss`` takes.
 
     Set ``echo_step`` (the optimizer step, for λ schedules) and, when splitting an optimizer batch into several
-    calls, ``echo_denominators`` (from :func:`global_denominators`) so the env term is normalized over the whole
+    calls, ``echo_denominators`` (from ``global_denominators``) so the env term is normalized over the whole
     batch.
     """
 
@@ -85,7 +85,7 @@ class EchoGRPOLoss(GRPOLoss):  # type: ignore[misc]  # torchrl ships no type inf
         return log_prob, dist, composite
 
     def echo_batch(self, tensordict: TensorDictBase) -> EchoBatch | None:
-        """The role ids of ``tensordict`` as an :class:`EchoBatch` (``None`` if the key is absent)."""
+        """The role ids of ``tensordict`` as an ``EchoBatch`` (``None`` if the key is absent)."""
         if self.role_ids_key not in tensordict.keys(include_nested=True):
             return None
         role_ids = tensordict.get(

@@ -6,7 +6,7 @@ What it does, in TRL's own loop (``trl`` 1.16; written against the hooks, not a 
   wrapped and its result indexed, never unpacked: 2-tuple in 0.29, 3-tuple in 1.x) — no second forward;
 * carries the project's per-token roles under its own batch key (``echo_role_ids``), not TRL's binary
   ``tool_mask``, which swallows chat-template scaffolding. Roles come from ``rollout_func`` (key
-  ``echo_role_ids``, one role code per completion token; see :func:`rollout_output`) — this works for
+  ``echo_role_ids``, one role code per completion token; see ``rollout_output``) — this works for
   OpenEnv-style runs where ``self.tools`` is empty — or, for ``tools=``/``environment_factory=`` runs, are rebuilt
   from TRL's tool loop: the tool *body* of each inserted tool turn is ``env_output``, its scaffold ``context``;
 * normalizes the env term with global counts over the generation batch, scaled exactly like TRL's own
@@ -151,7 +151,7 @@ def rollout_output(
 
 
 def rollouts_output(rollouts: Sequence[Rollout]) -> dict[str, Any]:
-    """:func:`rollout_output` of env rollouts (``openenv_echo.adapters.rollouts.Rollout``), plus ``env_reward`` (the
+    """``rollout_output`` of env rollouts (``openenv_echo.adapters.rollouts.Rollout``), plus ``env_reward`` (the
     episode's summed reward) and ``env_world`` (its reset text) for reward functions."""
     return rollout_output(
         [r.prompt_ids for r in rollouts],
@@ -180,12 +180,12 @@ def env_rollout_func(
     max_new_tokens: int = 32,
     client_kwargs: dict[str, Any] | None = None,
 ) -> Callable[[list[Any], Any], dict[str, Any]]:
-    """A ready ``rollout_func`` for :class:`EchoGRPOTrainer`: multi-turn episodes on the env server at ``base_url``.
+    """A ready ``rollout_func`` for ``EchoGRPOTrainer``: multi-turn episodes on the env server at ``base_url``.
 
     All completions of a call run concurrently (one session each, sampling batched with ``trainer.model`` at
-    ``trainer.temperature``); each is reset with its dataset row's :data:`RESET_KEY` options, so a GRPO group
+    ``trainer.temperature``); each is reset with its dataset row's ``RESET_KEY`` options, so a GRPO group
     shares one world (checked). Completions respect ``args.max_completion_length`` and follow the
-    end-of-completion rule (:func:`openenv_echo.adapters.rollouts.end_completion`). The env's summed reward is
+    end-of-completion rule (``openenv_echo.adapters.rollouts.end_completion``). The env's summed reward is
     passed to reward functions as ``env_reward``; ``env_world`` holds each completion's reset text.
     """
 
@@ -284,7 +284,7 @@ class EchoGRPOTrainer(GRPOTrainer):
         self._echo_rewards: torch.Tensor | None = None
         self._echo_warned_empty = False
         self.echo_reset_options: list[dict[str, Any]] | None = None
-        """Reset options (dataset column :data:`RESET_KEY`) of the prompts ``rollout_func`` receives, in order."""
+        """Reset options (dataset column ``RESET_KEY``) of the prompts ``rollout_func`` receives, in order."""
         super().__init__(*args, **kwargs)
         if getattr(self.args, "use_liger_kernel", False):
             raise ValueError("EchoGRPOTrainer refuses use_liger_kernel=True (it bypasses _compute_loss)")

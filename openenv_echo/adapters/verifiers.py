@@ -3,13 +3,13 @@ that keeps each observation's role segments as separate message content and give
 loss weights for ECHO.
 
 verifiers' own OpenEnv taskset (``verifiers.v1.tasksets.openenv``) JSON-dumps each observation into the user
-turn, so which characters the world wrote and which the harness wrote is lost. :class:`EchoEnv` instead sends each
+turn, so which characters the world wrote and which the harness wrote is lost. ``EchoEnv`` instead sends each
 observation as one user message whose content is a list of text parts, one per role segment, in order (renderers
 join text parts with nothing in between: the model sees exactly the segments' text), and after the exchange
-stamps the trace with the roles of the renderer's tokens and the ``ce`` stream (:mod:`openenv_echo.adapters.prime_rl`).
+stamps the trace with the roles of the renderer's tokens and the ``ce`` stream (``openenv_echo.adapters.prime_rl``).
 
-The plugin id is ``openenv-echo-verifiers`` (the ``openenv_echo_verifiers`` package exports :class:`EchoTaskset`,
-:class:`EchoEnv` and :class:`InProcessChatHarness`, the taskset's default harness). Needs ``verifiers`` 0.4
+The plugin id is ``openenv-echo-verifiers`` (the ``openenv_echo_verifiers`` package exports ``EchoTaskset``,
+``EchoEnv`` and ``InProcessChatHarness``, the taskset's default harness). Needs ``verifiers`` 0.4
 (Python ≥ 3.11; ``pip install openenv-echo[verifiers]``, in an environment without ``openenv``: verifiers pins
 mcp 2.0.0, openenv's fastmcp needs mcp < 2).
 """
@@ -69,7 +69,7 @@ class EchoTaskData(vf.TaskData):  # type: ignore[misc]
 
 
 class EchoTask(vf.Task[EchoTaskData]):  # type: ignore[misc]
-    """A task of :class:`EchoTaskset` (no prompt: the reset observation opens the exchange)."""
+    """A task of ``EchoTaskset`` (no prompt: the reset observation opens the exchange)."""
 
 
 class EchoTaskset(vf.Taskset[EchoTask, EchoTasksetConfig]):  # type: ignore[misc]
@@ -163,7 +163,7 @@ QWEN3_RENDERER_TOKENS = ("<tool_call>", "</tool_call>")
 
 def offline_renderer_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> str:
     """A directory holding a real tokenizer for renderers' ``qwen3`` renderer, built offline: the ``qwen3``
-    family of :func:`openenv_echo.tokenize.build_tokenizer` plus :data:`QWEN3_RENDERER_TOKENS` (saved once under
+    family of ``openenv_echo.tokenize.build_tokenizer`` plus ``QWEN3_RENDERER_TOKENS`` (saved once under
     ``cache_dir``, default the tokenizer cache). Use it as ``TrainClientConfig.renderer_model_name`` with
     ``renderer=Qwen3RendererConfig(enable_thinking=False)``, and size the model's vocabulary to it."""
     from ..tokenize import build_tokenizer

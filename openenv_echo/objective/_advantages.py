@@ -1,7 +1,7 @@
 """Group-relative advantages (GRPO with/without std, RLOO, Dr.GRPO) and the zero-variance group mask.
 
 Advantages only ever scale the *policy* term. The world term's weights are built from role ids and counts alone
-(:mod:`.normalization`), so no advantage normalization, scaling or clipping can touch λ (pitfall P17).
+(``.normalization``), so no advantage normalization, scaling or clipping can touch λ (pitfall P17).
 """
 
 from __future__ import annotations

@@ -30,13 +30,13 @@ def _check_role_ids(role_ids: torch.Tensor) -> None:
 class EchoBatch:
     """Role ids plus the RL inputs of one (micro-)batch, all aligned with the ``logps`` tensor.
 
-    * ``role_ids`` (B, T) int: role of token t as a target, -1 on padding (:mod:`openenv_echo.roles`).
+    * ``role_ids`` (B, T) int: role of token t as a target, -1 on padding (``openenv_echo.roles``).
     * ``advantages`` (B,) or (B, T): policy advantages (may be ``None`` when the trainer owns the policy loss or
       the batch is verifier-free).
     * ``old_logps`` (B, T): log-probs of the policy that sampled (``None``: on-policy, the detached current ones).
     * ``ref_logps`` (B, T): reference log-probs for the KL term (needed when ``policy.kl_coeff > 0``).
     * ``obs_count`` (B,): |O_i| counted before truncation (``collate(...)["obs_count"]``); default: counted from
-      ``role_ids`` with the same rule (:func:`openenv_echo.roles.observation_count`). Never below the count of
+      ``role_ids`` with the same rule (``openenv_echo.roles.observation_count``). Never below the count of
       the observation tokens present.
     * ``verifier_free`` (B,) bool: rows without a reward signal; they get no policy term, only the env term.
     * ``env_keep`` (B,) bool: rows whose env term is kept (rollout filters, zero-variance rule); default all.

@@ -1,7 +1,7 @@
 """The seam every trainer calls: ``L = L_policy(action tokens) + λ · L_world(selected observation tokens)``.
 
-:func:`echo_loss` turns per-token log-probs, role ids and an :class:`EchoConfig` into the loss, its two terms and
-metrics; a trainer that owns its policy loss passes it in and gets the world term added. :func:`token_weights`
+``echo_loss`` turns per-token log-probs, role ids and an ``EchoConfig`` into the loss, its two terms and
+metrics; a trainer that owns its policy loss passes it in and gets the world term added. ``token_weights``
 gives the same objective as per-token weights, for trainers whose service computes the loss itself (Tinker).
 The world term is a plain weighted NLL ``L_world = -Σ w_{i,t} · ℓ_{i,t}``, so ``∂L/∂ℓ_{i,t} = -λ·w_{i,t}`` exactly.
 ``λ = 0`` adds nothing to the graph: the loss *is* the policy loss tensor.

@@ -24,8 +24,8 @@ class Denominators:
 
     ``policy_tokens``: action tokens of rows with a policy term; ``policy_sequences``: such rows;
     ``world_tokens``: selected world-model tokens (after filters); ``world_sequences``: real rows.
-    Sum the local ones of every micro-batch (:meth:`total`), all-reduce them over data-parallel ranks
-    (:meth:`all_reduce`) and rescale for rank-averaged gradients (:meth:`per_rank`).
+    Sum the local ones of every micro-batch (``total``), all-reduce them over data-parallel ranks
+    (``all_reduce``) and rescale for rank-averaged gradients (``per_rank``).
     """
 
     policy_tokens: float

@@ -1,5 +1,5 @@
 """Which tokens each term of the objective trains on, with what coefficient: the role rules of
-:mod:`openenv_echo.roles` applied to one batch under one :class:`EchoConfig`."""
+``openenv_echo.roles`` applied to one batch under one ``EchoConfig``."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Conventions (normative text: ``rfcs/0003-token-masks.md``):
   so every mask is False there. ``role_ids`` itself is not shifted.
 * ``obs_count`` is |O|, the number of observation *body* tokens (``env_output`` + ``warning``) after the first
   action, of the whole trajectory **before truncation** (the paper's per-sequence normalizer; one definition,
-  :func:`openenv_echo.roles.observation_count`); ``num_truncated`` counts the tokens cut from the tail. Masks only
+  ``openenv_echo.roles.observation_count``); ``num_truncated`` counts the tokens cut from the tail. Masks only
   ever cover tokens that are present.
 * Padding is carried by ``attention_mask`` and ``role_ids == -1``, never inferred from token values, so a pad
   id equal to the eos id cannot hide a real eos.

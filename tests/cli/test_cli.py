@@ -196,6 +196,36 @@ def test_quickstart_terminal_shows_the_verdict_line_exactly(tmp_path: Path) -> N
     assert "⟦warning⟧$ submit " in proc.stdout
 
 
+def test_quickstart_echo_reads_right_to_a_newcomer(tmp_path: Path) -> None:
+    """The legend says what each role means (warning is harness text, not an error), the first step is an ordinary
+    echo, the deliberately empty message is visibly one, and the summary says where its reward comes from."""
+    proc = cli("quickstart", "echo", "--out", str(tmp_path / "q.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    start = lines.index("roles (who wrote each piece of text below):")
+    legend = dict(ln.split(maxsplit=1) for ln in lines[start + 1 : start + 5])
+    assert list(legend) == ["⟦context⟧", "⟦action⟧", "⟦env_output⟧", "⟦warning⟧"]
+    assert "world-model target" in legend["⟦env_output⟧"] and "not an error" in legend["⟦warning⟧"]
+    body = lines[start + 5 :]
+    assert body[1:3] == ["⟦action⟧hello", "⟦warning⟧[echo] ⟦env_output⟧hello"]  # an ordinary step first
+    assert '⟦action⟧> {"message": ""}' in body  # the empty message, shown as what was sent
+    [summary] = [ln for ln in body if ln.startswith("episode ")]
+    rewards = re.search(r"reward=([\d.]+) \(sum of step rewards: ([^)]*)\)", summary)
+    assert rewards, summary
+    parts = [float(x) for x in rewards[2].split(" + ")]
+    assert len(parts) == 5 and abs(sum(parts) - float(rewards[1])) < 1e-9
+    assert parts[0] == len("hello") / 100  # echo's reward: the message length / 100
+
+
+def test_legend_in_colour_names_each_role_with_its_meaning(echo_url: str) -> None:
+    proc = cli("episode", echo_url, "-a", "hi", env={"FORCE_COLOR": "1", "TERM": "xterm"})
+    assert proc.returncode == 0, proc.stderr
+    plain = ANSI.sub("", proc.stdout).splitlines()
+    assert plain[0] == "roles (who wrote each piece of text below):"
+    assert plain[4].split()[0] == "warning" and plain[4].endswith("(not an error)")
+    assert "steps=1  reward=0.02  done=False" in plain[-1]  # one step: nothing to sum, no explanation
+
+
 def test_show_prints_text_by_label_and_the_counts_table(echo_url: str, tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     assert cli("episode", echo_url, "-a", "[b]hi[/b]", "-a", "bye", "--out", str(out)).returncode == 0

@@ -49,8 +49,24 @@ def test_setup_can_take_torch_from_the_cpu_index(tmp_path: Path) -> None:
     venv = tmp_path / "venv"  # a venv that does not exist yet: make shows the whole install
     args = ["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}", "TORCH_INDEX=https://download.pytorch.org/whl/cpu"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
-    assert "pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in out
+    assert "-qq --disable-pip-version-check torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in out
     assert "[make setup]" in out and "-e '.[all,test,docs]'" in out
+
+
+def test_quickstart_installs_the_project_alone_into_the_same_venv(tmp_path: Path) -> None:
+    """`make quickstart` on a fresh checkout: the project without torch or extras, pip's warnings off, then the
+    episode and what to run next; `make setup` afterwards installs the full stack into that same venv."""
+    venv = tmp_path / "venv"
+    args = ["make", "-n", "-C", str(ROOT), "quickstart", f"VENV={venv}"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60).stdout
+    install = [ln for ln in out.splitlines() if "pip install" in ln and "echo" not in ln.split("pip install")[0]]
+    assert any("pip install -qq --disable-pip-version-check -e . " in ln + " " for ln in out.splitlines()), out
+    assert "torch" not in " ".join(install) and "[all" not in out, install
+    assert f"{venv}/bin/openenv-echo quickstart echo" in out and "[make quickstart] next:" in out
+    setup = subprocess.run(
+        ["make", "-n", "-C", str(ROOT), "setup", f"VENV={venv}"], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert f"-m venv {venv}" in setup and f"{venv}/bin/pip install -qq" in setup and "-e '.[all,test,docs]'" in setup
 
 
 def _stub(bin_dir: Path, name: str, body: str) -> None:
@@ -91,3 +107,28 @@ def test_start_dockerd_records_the_pid_of_the_daemon_it_started(tmp_path: Path) 
     pidfile.write_text("")
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and pidfile.read_text() == "" and "already running" in proc.stderr
+
+
+def test_quickstart_for_real_is_light_quiet_and_runs_the_episode(tmp_path: Path) -> None:
+    """`make quickstart` into a fresh venv: no torch and no extras installed, under 150 MB, nothing printed but the
+    project's own lines (pip's warnings off) and the episode, then what to run next."""
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(ROOT), "quickstart", f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "WARNING" not in proc.stderr and "Location" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"[make quickstart] 1/2 creating {venv} with python3", lines[:3]
+    assert lines[1].startswith("[make quickstart] 2/2 pip install -e .")
+    assert "⟦warning⟧[echo] ⟦env_output⟧hello" in proc.stdout and "[make quickstart] next:" in proc.stdout
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert "fastapi" in installed and not installed & {"torch", "transformers", "mkdocs", "ray", "trl"}, installed
+    size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
+    assert size < 150 * 2**20, f"{size / 2**20:.0f} MB"
