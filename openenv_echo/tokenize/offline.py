@@ -7,10 +7,11 @@ who wrote each character) and tokenized as the tokenizer tokenizes the rendering
 ``action``: the model emits it. If the template rewrote content (dropped past ``<think>`` blocks, ``trim``),
 characters are aligned with ``difflib`` and ``stats["content_rewritten"]`` is set.
 
-**Straddle policy.** A token whose characters carry more than one role (BPE merged across a role boundary,
-e.g. a body's trailing newline with the template's newline) gets role ``context`` – the conservative choice, as
-``context`` is never a loss target – and is counted in ``stats["straddled"]``. Characters not covered by any
-token's offsets (trimmed whitespace) count for both neighbouring tokens. A control token (``<|im_end|>``…) only
+**Straddle policy.** A token's role is that of the UTF-8 bytes it stands for (the byte pieces of an unknown span
+divide its bytes; RFC 0003 §7.3, ``runs.token_roles``). A token whose bytes carry more than one role (BPE merged
+across a role boundary, e.g. a body's trailing newline with the template's newline) gets role ``context`` – the
+conservative choice, as ``context`` is never a loss target – and is counted once in ``stats["straddled"]``.
+Characters not covered by any token's offsets (trimmed whitespace) count for both neighbouring tokens. A control token (``<|im_end|>``…) only
 ever comes from the template: ``context``, except the assistant end-of-turn described above.
 """
 
