@@ -215,6 +215,26 @@ class FragmentCodec:
         self.token_bytes: np.ndarray | None = lengths[0] if lengths is not None and lengths[2] else None
         """``piece_bytes`` where it is exact for whole runs (a character-wise pipeline), else None."""
         self.space_symbol = lengths[1] if lengths is not None else ""
+        self.whole_bytes: np.ndarray | None = None
+        """``token_bytes`` with each added token's own length: a whole rendering's ids add up to its byte length.
+        None where one encoding of the whole text cannot stand for its runs' (``rendered.encode_whole``): no
+        exact table, an added token that strips or matches words, a model that spells control ids."""
+        plain_added = all(
+            not (t.lstrip or t.rstrip or t.single_word) and (not t.normalized or data.get("normalizer") is None)
+            for t in decoder.values()
+        )
+        self.same_start = all(mid.get(k) == data.get(k) for k in ("normalizer", "pre_tokenizer"))
+        """Whether a document's start is encoded like the middle of one (no dummy prefix)."""
+        if self.token_bytes is not None and plain_added and not can_spell:
+            whole = self.token_bytes.copy()
+            for i, t in decoder.items():
+                if 0 <= i < len(whole):
+                    whole[i] = len(t.content.encode("utf-8")) or -1
+            self.whole_bytes = whole
+        self.is_added = np.zeros(self.vocab_size, dtype=bool)
+        self.is_added[[i for i in decoder if 0 <= i < self.vocab_size]] = True
+        self.is_special = np.zeros(self.vocab_size, dtype=bool)
+        self.is_special[[i for i in self.special_ids if 0 <= i < self.vocab_size]] = True
         self.prefix_ids, self.suffix_ids = special_affixes(_tokenizer(json.loads(backend.to_str()), literal=None))
         self._splits: dict[tuple[str, bool], tuple[tuple[int, int, int], ...]] = {}
         self._runs: dict[tuple[str, None], list[int]] = {}

@@ -47,8 +47,9 @@ ACTION_BODY = 2
 
 _CTX = Role.CONTEXT.code
 _LOCK = threading.Lock()
-_PH_MEMO: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
-"""Placeholder renders by conversation shape (roles, extra keys, template): datasets repeat a few shapes."""
+_PH_MEMO: dict[tuple[Any, ...], tuple[weakref.ref[Any], tuple[list[int], list[str], list[str]]]] = {}
+"""Placeholder renders by conversation shape (roles, extra keys, template), cut at the placeholders: datasets
+repeat a few shapes."""
 _PH_MEMO_MAX = 512
 
 
@@ -126,7 +127,7 @@ def render_parts(
     with _LOCK:
         hit = _PH_MEMO.get(key)
     if hit is not None and hit[0]() is tokenizer:
-        ph_text = hit[1]
+        layout = hit[1]
     else:
         ph_text = render(
             tokenizer,
@@ -134,30 +135,32 @@ def render_parts(
             add_generation_prompt=add_generation_prompt,
             **kw,
         )
+        found = list(re.finditer(re.escape(mark) + r"(\d+)" + end, ph_text))
+        order = [int(f.group(1)) for f in found]
+        if order != sorted(set(order)) or any(i >= len(messages) for i in order):
+            raise ValueError(f"the chat template repeats or reorders message contents ({order}); cannot attribute them")
+        cuts = [0, *(x for f in found for x in (f.start(), f.end())), len(ph_text)]
+        layout = (order, [ph_text[a:b] for a, b in zip(cuts[::2], cuts[1::2])], [f.group(0) for f in found])
         with _LOCK, contextlib.suppress(TypeError):  # TypeError: not weak-referenceable, not memoized
             if len(_PH_MEMO) >= _PH_MEMO_MAX:
                 _PH_MEMO.clear()
-            _PH_MEMO[key] = (weakref.ref(tokenizer), ph_text)
-    found = list(re.finditer(re.escape(mark) + r"(\d+)" + end, ph_text))
-    order = [int(f.group(1)) for f in found]
-    if order != sorted(set(order)) or any(i >= len(messages) for i in order):
-        raise ValueError(f"the chat template repeats or reorders message contents ({order}); cannot attribute them")
+            _PH_MEMO[key] = (weakref.ref(tokenizer), layout)
+    order, between, holders = layout  # message order, the template's text around them, their placeholders
     pieces: list[str] = []
     role_runs: list[bytes] = []  # per piece: its characters' role codes
     kind_runs: list[bytes] = []
-    pos = 0
     n = 0
     after_action = False
     spans: list[tuple[int, int]] = []  # alternating scaffold and body spans in the substituted text
-    for i, f in zip(order, found):
-        n = _scaffold(pieces, role_runs, kind_runs, ph_text[pos : f.start()], eot if after_action else "", n, spans)
+    for i, scaffold_text, holder in zip(order, between, holders):
+        n = _scaffold(pieces, role_runs, kind_runs, scaffold_text, eot if after_action else "", n, spans)
         m = messages[i]
         start = n
         if m.ids is not None:  # stays a placeholder in both renders
-            pieces.append(f.group(0))
-            role_runs.append(_CTX_B * len(f.group(0)))
-            kind_runs.append(_KIND_B[SCAFFOLD] * len(f.group(0)))
-            n += len(f.group(0))
+            pieces.append(holder)
+            role_runs.append(_CTX_B * len(holder))
+            kind_runs.append(_KIND_B[SCAFFOLD] * len(holder))
+            n += len(holder)
             after_action = m.role == "assistant"
         else:
             after_action = m.is_action
@@ -169,8 +172,7 @@ def render_parts(
                 kind_runs.append(kind_b * k)
                 n += k
         spans.append((start, n))
-        pos = f.end()
-    _scaffold(pieces, role_runs, kind_runs, ph_text[pos:], eot if after_action else "", n, spans)
+    _scaffold(pieces, role_runs, kind_runs, between[-1], eot if after_action else "", n, spans)
     subst = "".join(pieces)
     roles = bytearray(b"".join(role_runs))
     kinds = bytearray(b"".join(kind_runs))
@@ -290,11 +292,18 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     """``(ids, role codes, straddled)`` for ``parts`` (module docstring). ``document_start``: the text starts
     a document (its first piece gets the tokenizer's start-of-document handling, e.g. a ``▁`` prefix).
 
+    Most renderings are encoded whole, in one call (``encode_whole``), when that is provably the same as
+    encoding their runs; the rest as follows.
+
     The text is cut at the added tokens written in template (and action) text and at opaque parts; what lies
     between is a literal run, encoded by ``runs.encode_runs``. A piece of template text between two bodies repeats
     every turn: its added tokens and the runs strictly between them (one role each) are looked up once per
     tokenizer (``_structure``), which is exact because an added token always ends a run."""
     text, croles, kinds = parts.text, parts.roles, parts.kinds
+    if not parts.opaque:
+        whole = encode_whole(codec, text, croles, kinds, document_start)
+        if whole is not None:
+            return whole
     n = len(text)
     kind_arr = np.frombuffer(bytes(kinds), dtype=np.int8)
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
@@ -377,6 +386,66 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     ids = np.fromiter(ids_out, dtype=np.int64, count=len(ids_out))
     role_ids = np.frombuffer(bytes(roles_out), dtype=np.int8).copy()
     return ids, role_ids, straddled
+
+
+def encode_whole(
+    codec: FragmentCodec, text: str, croles: bytearray, kinds: bytearray, document_start: bool
+) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``encode_parts`` in one encoding of the whole text with the template's added tokens recognized, or None
+    when that is not provably the same as encoding each run literally.
+
+    It is the same when the pipeline has an exact byte-length table (``codec.whole_bytes``: no added token that
+    strips or matches words, no control id the model can spell), a document's start needs no dummy prefix (the
+    pipeline has none, or the text starts with an added token: then no run is the first), every id has a
+    fixed length and together they spell the text's bytes, and every added token found lies in text where it
+    is recognized (template text; a non-special one in action text): then the added tokens are exactly those
+    the runs are cut at, and what lies between them is each run, encoded as ``encode_runs`` encodes it. Roles
+    follow from the byte lengths by the rule of ``runs.token_roles``."""
+    table = codec.whole_bytes
+    if table is None or not text or (codec.space_symbol and codec.space_symbol in text):
+        return None
+    raw = codec.scaffold.encode_batch_fast([text], add_special_tokens=False)[0].ids
+    ids = np.array(raw, dtype=np.int64)
+    if not len(ids) or ids.max() >= len(table):
+        return None
+    if document_start and not codec.same_start and not codec.is_added[ids[0]]:
+        return None
+    lens = table[ids]
+    ends = np.cumsum(lens)
+    if lens.min() <= 0 or int(ends[-1]) != (len(text) if text.isascii() else len(text.encode("utf-8"))):
+        return None
+    cr = np.frombuffer(croles, dtype=np.int8)
+    kd = np.frombuffer(kinds, dtype=np.int8)
+    r_at = np.flatnonzero(cr[1:] != cr[:-1]) + 1  # role boundaries (characters)
+    k_at = np.flatnonzero(kd[1:] != kd[:-1]) + 1  # kind boundaries
+    r_bytes, k_bytes = _byte_offsets(text, r_at), _byte_offsets(text, k_at)
+    starts = ends - lens
+    added = np.flatnonzero(codec.is_added[ids])
+    if len(added):  # each added token inside one piece of template text (or, non-special, of action text)
+        first = np.searchsorted(k_bytes, starts[added], side="right")
+        last = np.searchsorted(k_bytes, ends[added] - 1, side="right")
+        k = np.concatenate([kd[:1], kd[k_at]])[first]
+        ok = (first == last) & ((k == SCAFFOLD) | ((k == ACTION_BODY) & ~codec.is_special[ids[added]]))
+        if not ok.all():
+            return None
+    # roles by the rule of runs.token_roles: the role of the token's bytes, context (counted) across a boundary
+    codes = np.concatenate([cr[:1], cr[r_at]])
+    roles = codes[np.searchsorted(r_bytes, starts, side="right")]
+    at = np.searchsorted(ends, r_bytes, side="left")  # the token holding each boundary's last byte
+    inside = np.unique(at[ends[at] != r_bytes])  # a boundary inside a token: it straddles
+    roles[inside] = _CTX
+    roles[roles == EOT_CODE] = Role.ACTION.code
+    return ids, roles, len(inside)
+
+
+def _byte_offsets(text: str, at: np.ndarray) -> np.ndarray:
+    """UTF-8 byte offsets of the character positions ``at`` in ``text``."""
+    if text.isascii() or not len(at):
+        return at
+    cp = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    extra = np.cumsum((cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000))  # bytes beyond one, so far
+    out: np.ndarray = at + extra[at - 1]
+    return out
 
 
 _STRUCTURE_MAX = 4096

@@ -187,7 +187,7 @@ def _char_bytes(text: str) -> np.ndarray:
 
 def token_roles(
     n: int,
-    croles: bytearray,
+    croles: bytearray | np.ndarray,
     offsets: Sequence[tuple[int, int]] | np.ndarray,
     *,
     text: str | None = None,
@@ -206,7 +206,7 @@ def token_roles(
     t = len(offsets)
     if t == 0:
         return np.zeros(0, dtype=np.int8), 0
-    cr = np.frombuffer(bytes(croles), dtype=np.int8)
+    cr = croles if isinstance(croles, np.ndarray) else np.frombuffer(bytes(croles), dtype=np.int8)
     off = np.asarray(offsets, dtype=np.int64).reshape(t, 2)
     s, e = off[:, 0], off[:, 1]
     if t > 1 and text is not None and ids is not None and piece_bytes is not None and len(text) == n:

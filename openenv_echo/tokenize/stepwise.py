@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role, observation_count
+from ..roles import Role
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import ChatMessage, Trajectory
 from ..wire import Segment
@@ -33,7 +33,7 @@ from .fragment import fragment_codec
 from .rendered import Parts, TaggedMessage, encode_parts, render_parts
 from .template import assistant_eot_text
 from .tito import _check_segments, action_text, chat_messages, observation_parts
-from .tokenized import TokenizedTrajectory
+from .tokenized import TokenizedTrajectory, sequence_observation_count
 
 _CTX = Role.CONTEXT.code
 _ACT = Role.ACTION.code
@@ -190,7 +190,7 @@ class StepwiseBuilder:
             TokenizedTrajectory(
                 input_ids=ids,
                 role_ids=roles,
-                obs_count=int(observation_count(roles)),
+                obs_count=sequence_observation_count(roles),
                 method="stepwise",
                 tokenizer=self.identity,
                 stats={"straddled": straddled, "content_rewritten": int(parts.rewritten)},

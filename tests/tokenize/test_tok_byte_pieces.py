@@ -68,11 +68,14 @@ def repro_tokenizer() -> Any:
     return tok
 
 
-def _offsets_only(codec: Any) -> Any:
-    """The same codec without its byte-length table: every run with a role boundary goes through offsets."""
-    other = copy.copy(codec)
-    other.token_bytes = None
-    return other
+def _variants(codec: Any) -> list[Any]:
+    """The codec, then the same codec encoding run by run (no ``whole_bytes``), then without its byte-length
+    table either: every run with a role boundary goes through offsets. All three must agree."""
+    runs = copy.copy(codec)
+    runs.whole_bytes = None
+    offsets = copy.copy(runs)
+    offsets.token_bytes = None
+    return [codec, runs, offsets]
 
 
 def test_minimal_unigram_repro_offline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,6 +90,7 @@ def test_minimal_unigram_repro_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     assert tt.role_ids.tolist() == [0, 0, 0, 3, 3, 2, 2, 0]
     assert tt.stats["straddled"] == 0
     # the offsets path (no byte-length table) applies the same rule
+    monkeypatch.setattr(fragment_codec(tok), "whole_bytes", None)
     monkeypatch.setattr(fragment_codec(tok), "token_bytes", None)
     tt2 = tokenize_offline(msg, tok)
     assert tt2.input_ids.tolist() == tt.input_ids.tolist()
@@ -117,6 +121,7 @@ def test_minimal_unigram_repro_every_mode(mode: str, monkeypatch: pytest.MonkeyP
     of ``é`` are ``warning``, those of ``ü`` ``env_output``, nothing straddles."""
     tok = repro_tokenizer()
     if mode == "stepwise-offsets":
+        monkeypatch.setattr(fragment_codec(tok), "whole_bytes", None)
         monkeypatch.setattr(fragment_codec(tok), "token_bytes", None)
     if mode == "tito":
         tt = tokenize_trajectory(_repro_trajectory(True), tok)
@@ -257,19 +262,20 @@ def _messages(pairs: list[tuple[Role, str]]) -> list[TaggedMessage]:
 
 
 def _check(tok: Any, messages: list[TaggedMessage], chat_template: str | None) -> dict[str, int]:
-    """Offline assembly (table path, offsets path, ``tokenize_offline``) equals the oracle."""
+    """Offline assembly (whole text, runs with the byte-length table, runs with offsets, ``tokenize_offline``)
+    equals the oracle."""
     eot = assistant_eot_text(tok, chat_template=chat_template)
     parts = render_parts(tok, messages, add_generation_prompt=False, chat_template=chat_template, eot=eot)
     assert not parts.rewritten
     codec = fragment_codec(tok)
     results = []
-    for c in (codec, _offsets_only(codec)):
+    for c in _variants(codec):
         ids, roles, straddled = encode_parts(c, parts, document_start=True)
         want, want_straddled = expected_roles(Speller(tok), parts.text, bytes(parts.roles), ids.tolist())
         assert roles.tolist() == want
         assert straddled == want_straddled
         results.append(ids.tolist())
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
     tt = tokenize_offline(messages, tok, chat_template=chat_template, add_special_tokens=False)
     assert tt.input_ids.tolist() == results[0] and tt.role_ids.tolist() == want
     assert tt.stats["straddled"] == want_straddled
