@@ -300,10 +300,9 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     every turn: its added tokens and the runs strictly between them (one role each) are looked up once per
     tokenizer (``_structure``), which is exact because an added token always ends a run."""
     text, croles, kinds = parts.text, parts.roles, parts.kinds
-    if not parts.opaque:
-        whole = encode_whole(codec, text, croles, kinds, document_start)
-        if whole is not None:
-            return whole
+    whole = encode_whole(codec, parts, document_start)
+    if whole is not None:
+        return whole
     n = len(text)
     kind_arr = np.frombuffer(bytes(kinds), dtype=np.int8)
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
@@ -388,11 +387,9 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     return ids, role_ids, straddled
 
 
-def encode_whole(
-    codec: FragmentCodec, text: str, croles: bytearray, kinds: bytearray, document_start: bool
-) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """``encode_parts`` in one encoding of the whole text with the template's added tokens recognized, or None
-    when that is not provably the same as encoding each run literally.
+def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``encode_parts`` in one call: the text between opaque parts each encoded whole, with the template's added
+    tokens recognized; None when that is not provably the same as encoding each run literally.
 
     It is the same when the pipeline has an exact byte-length table (``codec.whole_bytes``: no added token that
     strips or matches words, no control id the model can spell), a document's start needs no dummy prefix (the
@@ -401,10 +398,43 @@ def encode_whole(
     is recognized (template text; a non-special one in action text): then the added tokens are exactly those
     the runs are cut at, and what lies between them is each run, encoded as ``encode_runs`` encodes it. Roles
     follow from the byte lengths by the rule of ``runs.token_roles``."""
-    table = codec.whole_bytes
+    text, table = parts.text, codec.whole_bytes
     if table is None or not text or (codec.space_symbol and codec.space_symbol in text):
         return None
-    raw = codec.scaffold.encode_batch_fast([text], add_special_tokens=False)[0].ids
+    cuts = [c for c, _, _ in parts.opaque]
+    bounds = list(zip([0, *cuts], [*cuts, len(text)]))
+    chunks = [text[a:b] for a, b in bounds if b > a]
+    encoded = codec.scaffold.encode_batch_fast(chunks, add_special_tokens=False) if chunks else []
+    out_ids: list[np.ndarray] = []
+    out_roles: list[np.ndarray] = []
+    straddled = 0
+    j = 0
+    for k, (a, b) in enumerate(bounds):
+        if b > a:
+            got = _whole_chunk(
+                codec, text[a:b], parts.roles[a:b], parts.kinds[a:b], encoded[j].ids, document_start and a == 0
+            )
+            j += 1
+            if got is None:
+                return None
+            out_ids.append(got[0])
+            out_roles.append(got[1])
+            straddled += got[2]
+        if k < len(parts.opaque):
+            _, o_ids, o_roles = parts.opaque[k]
+            out_ids.append(np.asarray(o_ids, dtype=np.int64))
+            out_roles.append(np.frombuffer(bytes(o_roles), dtype=np.int8))
+    if len(out_ids) == 1:
+        return out_ids[0], out_roles[0], straddled
+    return np.concatenate(out_ids), np.concatenate(out_roles).astype(np.int8), straddled
+
+
+def _whole_chunk(
+    codec: FragmentCodec, text: str, croles: bytearray, kinds: bytearray, raw: list[int], document_start: bool
+) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``encode_whole`` for one piece of text and its ids (``raw``)."""
+    table = codec.whole_bytes
+    assert table is not None
     ids = np.array(raw, dtype=np.int64)
     if not len(ids) or ids.max() >= len(table):
         return None
