@@ -1,7 +1,8 @@
 """A chat template's rendering of role-tagged messages, with who wrote each character, encoded to ids and roles.
 
-``render_parts`` renders the conversation once with placeholders as message contents and once with the real
-contents. Text between placeholders is the template's (``SCAFFOLD``); each placeholder is replaced by its
+``render_parts`` renders the conversation once with placeholders as message contents (memoized per conversation
+shape) and once with the real contents (skipped for templates that provably write contents verbatim:
+``verbatim.content_verbatim``). Text between placeholders is the template's (``SCAFFOLD``); each placeholder is replaced by its
 message's segments (``BODY``, or ``ACTION_BODY`` for the policy's text); an *opaque* message (pre-encoded ids,
 e.g. an observation body in token-in-token-out assembly) stays a placeholder and becomes an ids part. If the
 template rewrote a body (dropped ``<think>``, ``trim``), characters are aligned with ``difflib``.
@@ -37,6 +38,7 @@ from ..wire import Segment
 from .fragment import FragmentCodec
 from .runs import EOT_CODE, encode_runs
 from .template import _kwargs_key, _template_text, render, unused_marker
+from .verbatim import content_verbatim
 
 __all__ = ["Parts", "TaggedMessage", "encode_parts", "render_parts"]
 
@@ -47,7 +49,8 @@ ACTION_BODY = 2
 
 _CTX = Role.CONTEXT.code
 _LOCK = threading.Lock()
-_PH_MEMO: dict[tuple[Any, ...], tuple[weakref.ref[Any], tuple[list[int], list[str], list[str]]]] = {}
+_Layout = tuple[list[int], list[str], list[str], dict[str, list[tuple[bytes, bytes, bytes]]]]
+_PH_MEMO: dict[tuple[Any, ...], tuple[weakref.ref[Any], _Layout]] = {}
 """Placeholder renders by conversation shape (roles, extra keys, template), cut at the placeholders: datasets
 repeat a few shapes."""
 _PH_MEMO_MAX = 512
@@ -140,20 +143,27 @@ def render_parts(
         if order != sorted(set(order)) or any(i >= len(messages) for i in order):
             raise ValueError(f"the chat template repeats or reorders message contents ({order}); cannot attribute them")
         cuts = [0, *(x for f in found for x in (f.start(), f.end())), len(ph_text)]
-        layout = (order, [ph_text[a:b] for a, b in zip(cuts[::2], cuts[1::2])], [f.group(0) for f in found])
+        layout = (order, [ph_text[a:b] for a, b in zip(cuts[::2], cuts[1::2])], [f.group(0) for f in found], {})
         with _LOCK, contextlib.suppress(TypeError):  # TypeError: not weak-referenceable, not memoized
             if len(_PH_MEMO) >= _PH_MEMO_MAX:
                 _PH_MEMO.clear()
             _PH_MEMO[key] = (weakref.ref(tokenizer), layout)
-    order, between, holders = layout  # message order, the template's text around them, their placeholders
+    order, between, holders, coded = layout  # message order, the template's text around them, placeholders
+    codes = coded.get(eot)
+    if codes is None:  # per piece of template text: its role codes (plain, and after action text) and kinds
+        codes = coded[eot] = [_scaffold_codes(t, eot) for t in between]
     pieces: list[str] = []
     role_runs: list[bytes] = []  # per piece: its characters' role codes
     kind_runs: list[bytes] = []
     n = 0
     after_action = False
     spans: list[tuple[int, int]] = []  # alternating scaffold and body spans in the substituted text
-    for i, scaffold_text, holder in zip(order, between, holders):
-        n = _scaffold(pieces, role_runs, kind_runs, scaffold_text, eot if after_action else "", n, spans)
+    for i, scaffold_text, holder, (plain_codes, eot_codes, kind_codes) in zip(order, between, holders, codes):
+        pieces.append(scaffold_text)
+        role_runs.append(eot_codes if after_action else plain_codes)
+        kind_runs.append(kind_codes)
+        spans.append((n, n + len(scaffold_text)))
+        n += len(scaffold_text)
         m = messages[i]
         start = n
         if m.ids is not None:  # stays a placeholder in both renders
@@ -172,19 +182,26 @@ def render_parts(
                 kind_runs.append(kind_b * k)
                 n += k
         spans.append((start, n))
-    _scaffold(pieces, role_runs, kind_runs, between[-1], eot if after_action else "", n, spans)
+    plain_codes, eot_codes, kind_codes = codes[-1]
+    pieces.append(between[-1])
+    role_runs.append(eot_codes if after_action else plain_codes)
+    kind_runs.append(kind_codes)
+    spans.append((n, n + len(between[-1])))
     subst = "".join(pieces)
     roles = bytearray(b"".join(role_runs))
     kinds = bytearray(b"".join(kind_runs))
-    real = render(
-        tokenizer,
-        [
-            {**m.extra, "role": m.role, "content": ph[i] if m.ids is not None else m.content}
-            for i, m in enumerate(messages)
-        ],
-        add_generation_prompt=add_generation_prompt,
-        **kw,
-    )
+    if content_verbatim(inputs[-1]):  # the real render is the placeholder render with the contents in place
+        real = subst
+    else:
+        real = render(
+            tokenizer,
+            [
+                {**m.extra, "role": m.role, "content": ph[i] if m.ids is not None else m.content}
+                for i, m in enumerate(messages)
+            ],
+            add_generation_prompt=add_generation_prompt,
+            **kw,
+        )
     rewritten = real != subst
     anchored = _anchored(real, subst, roles, kinds, spans) if rewritten else None
     if anchored is not None:
@@ -270,22 +287,12 @@ _ROLE_B = {r: bytes((r.code,)) for r in Role}
 _KIND_B = {k: bytes((k,)) for k in (SCAFFOLD, BODY, ACTION_BODY)}
 
 
-def _scaffold(
-    pieces: list[str],
-    role_runs: list[bytes],
-    kind_runs: list[bytes],
-    text: str,
-    eot: str,
-    n: int,
-    spans: list[tuple[int, int]],
-) -> int:
-    """Append template text (its leading ``eot``, if any, is the model's end of turn); returns the new length."""
+def _scaffold_codes(text: str, eot: str) -> tuple[bytes, bytes, bytes]:
+    """Role codes of a piece of template text (plain, and after action text: its leading ``eot``, if any, is the
+    model's end of turn) and its kind codes."""
     n_act = len(eot) if eot and text.startswith(eot) else 0
-    pieces.append(text)
-    role_runs.append(bytes((EOT_CODE,)) * n_act + _CTX_B * (len(text) - n_act))
-    kind_runs.append(_KIND_B[SCAFFOLD] * len(text))
-    spans.append((n, n + len(text)))
-    return n + len(text)
+    plain = _CTX_B * len(text)
+    return plain, bytes((EOT_CODE,)) * n_act + _CTX_B * (len(text) - n_act), _KIND_B[SCAFFOLD] * len(text)
 
 
 def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) -> tuple[np.ndarray, np.ndarray, int]:
@@ -442,13 +449,18 @@ def _whole_chunk(
         return None
     lens = table[ids]
     ends = np.cumsum(lens)
-    if lens.min() <= 0 or int(ends[-1]) != (len(text) if text.isascii() else len(text.encode("utf-8"))):
+    utf8 = None if text.isascii() else text.encode("utf-8")
+    if lens.min() <= 0 or int(ends[-1]) != (len(text) if utf8 is None else len(utf8)):
         return None
     cr = np.frombuffer(croles, dtype=np.int8)
     kd = np.frombuffer(kinds, dtype=np.int8)
     r_at = np.flatnonzero(cr[1:] != cr[:-1]) + 1  # role boundaries (characters)
     k_at = np.flatnonzero(kd[1:] != kd[:-1]) + 1  # kind boundaries
-    r_bytes, k_bytes = _byte_offsets(text, r_at), _byte_offsets(text, k_at)
+    if utf8 is None:
+        r_bytes, k_bytes = r_at, k_at
+    else:  # byte offset of each character: the positions of the bytes that start one
+        char_at = np.flatnonzero((np.frombuffer(utf8, dtype=np.uint8) & 0xC0) != 0x80)
+        r_bytes, k_bytes = char_at[r_at], char_at[k_at]
     starts = ends - lens
     added = np.flatnonzero(codec.is_added[ids])
     if len(added):  # each added token inside one piece of template text (or, non-special, of action text)
@@ -466,16 +478,6 @@ def _whole_chunk(
     roles[inside] = _CTX
     roles[roles == EOT_CODE] = Role.ACTION.code
     return ids, roles, len(inside)
-
-
-def _byte_offsets(text: str, at: np.ndarray) -> np.ndarray:
-    """UTF-8 byte offsets of the character positions ``at`` in ``text``."""
-    if text.isascii() or not len(at):
-        return at
-    cp = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
-    extra = np.cumsum((cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000))  # bytes beyond one, so far
-    out: np.ndarray = at + extra[at - 1]
-    return out
 
 
 _STRUCTURE_MAX = 4096
