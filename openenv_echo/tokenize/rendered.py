@@ -2,7 +2,7 @@
 
 ``render_parts`` renders the conversation once with placeholders as message contents (memoized per conversation
 shape) and once with the real contents (skipped for templates that provably write contents verbatim:
-``verbatim.content_verbatim``). Text between placeholders is the template's (``SCAFFOLD``); each placeholder is replaced by its
+``verbatim.content_guards``). Text between placeholders is the template's (``SCAFFOLD``); each placeholder is replaced by its
 message's segments (``BODY``, or ``ACTION_BODY`` for the policy's text); an *opaque* message (pre-encoded ids,
 e.g. an observation body in token-in-token-out assembly) stays a placeholder and becomes an ids part. If the
 template rewrote a body (dropped ``<think>``, ``trim``), characters are aligned with ``difflib``.
@@ -38,7 +38,7 @@ from ..wire import Segment
 from .fragment import FragmentCodec
 from .runs import EOT_CODE, encode_runs
 from .template import _kwargs_key, _template_text, render, unused_marker
-from .verbatim import content_verbatim
+from .verbatim import content_guards
 
 __all__ = ["Parts", "TaggedMessage", "encode_parts", "render_parts"]
 
@@ -190,8 +190,11 @@ def render_parts(
     subst = "".join(pieces)
     roles = bytearray(b"".join(role_runs))
     kinds = bytearray(b"".join(kind_runs))
-    if content_verbatim(inputs[-1]):  # the real render is the placeholder render with the contents in place
-        real = subst
+    guards = content_guards(inputs[-1])
+    if guards is not None and not (
+        guards and any(g in t for g in guards for t in (*(m.content for m in messages), *holders))
+    ):
+        real = subst  # the real render is the placeholder render with the contents in place (verbatim.py)
     else:
         real = render(
             tokenizer,
