@@ -412,61 +412,37 @@ def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tu
     if table is None or not text or (codec.space_symbol and codec.space_symbol in text):
         return None
     cuts = [c for c, _, _ in parts.opaque]
-    bounds = list(zip([0, *cuts], [*cuts, len(text)]))
-    chunks = [text[a:b] for a, b in bounds if b > a]
-    encoded = codec.scaffold.encode_batch_fast(chunks, add_special_tokens=False) if chunks else []
-    out_ids: list[np.ndarray] = []
-    out_roles: list[np.ndarray] = []
-    straddled = 0
-    j = 0
-    for k, (a, b) in enumerate(bounds):
-        if b > a:
-            got = _whole_chunk(
-                codec, text[a:b], parts.roles[a:b], parts.kinds[a:b], encoded[j].ids, document_start and a == 0
-            )
-            j += 1
-            if got is None:
-                return None
-            out_ids.append(got[0])
-            out_roles.append(got[1])
-            straddled += got[2]
-        if k < len(parts.opaque):
-            _, o_ids, o_roles = parts.opaque[k]
-            out_ids.append(np.asarray(o_ids, dtype=np.int64))
-            out_roles.append(np.frombuffer(bytes(o_roles), dtype=np.int8))
-    if len(out_ids) == 1:
-        return out_ids[0], out_roles[0], straddled
-    return np.concatenate(out_ids), np.concatenate(out_roles).astype(np.int8), straddled
-
-
-def _whole_chunk(
-    codec: FragmentCodec, text: str, croles: bytearray, kinds: bytearray, raw: list[int], document_start: bool
-) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """``encode_whole`` for one piece of text and its ids (``raw``)."""
-    table = codec.whole_bytes
-    assert table is not None
+    bounds = [(a, b) for a, b in zip([0, *cuts], [*cuts, len(text)]) if b > a]
+    raw: list[int] = []
+    id_cuts = []  # where each piece's ids end
+    for e in codec.scaffold.encode_batch_fast([text[a:b] for a, b in bounds], add_special_tokens=False):
+        raw += e.ids
+        id_cuts.append(len(raw))
+    if not raw or len(id_cuts) != len(bounds) or len(set(id_cuts)) != len(id_cuts):
+        return None  # a piece without ids (nothing to place its characters on)
     ids = np.array(raw, dtype=np.int64)
-    if not len(ids) or ids.max() >= len(table):
-        return None
-    if document_start and not codec.same_start and not codec.is_added[ids[0]]:
+    if ids.max() >= len(table) or (
+        document_start and bounds[0][0] == 0 and not codec.same_start and not codec.is_added[ids[0]]
+    ):
         return None
     lens = table[ids]
     ends = np.cumsum(lens)
     utf8 = None if text.isascii() else text.encode("utf-8")
-    if lens.min() <= 0 or int(ends[-1]) != (len(text) if utf8 is None else len(utf8)):
+    char_at = None if utf8 is None else np.flatnonzero((np.frombuffer(utf8, dtype=np.uint8) & 0xC0) != 0x80)
+    # each piece's ids spell exactly its bytes
+    piece_ends = np.array([b for _, b in bounds], dtype=np.int64)
+    if char_at is not None:
+        piece_ends = np.append(char_at, len(utf8 or b""))[piece_ends]
+    if lens.min() <= 0 or not np.array_equal(ends[np.array(id_cuts) - 1], piece_ends):
         return None
-    cr = np.frombuffer(croles, dtype=np.int8)
-    kd = np.frombuffer(kinds, dtype=np.int8)
+    cr = np.frombuffer(parts.roles, dtype=np.int8)
+    kd = np.frombuffer(parts.kinds, dtype=np.int8)
     r_at = np.flatnonzero(cr[1:] != cr[:-1]) + 1  # role boundaries (characters)
     k_at = np.flatnonzero(kd[1:] != kd[:-1]) + 1  # kind boundaries
-    if utf8 is None:
-        r_bytes, k_bytes = r_at, k_at
-    else:  # byte offset of each character: the positions of the bytes that start one
-        char_at = np.flatnonzero((np.frombuffer(utf8, dtype=np.uint8) & 0xC0) != 0x80)
-        r_bytes, k_bytes = char_at[r_at], char_at[k_at]
+    r_bytes, k_bytes = (r_at, k_at) if char_at is None else (char_at[r_at], char_at[k_at])
     starts = ends - lens
     added = np.flatnonzero(codec.is_added[ids])
-    if len(added):  # each added token inside one piece of template text (or, non-special, of action text)
+    if len(added) and (len(k_bytes) or kd[0] != SCAFFOLD):  # each inside one piece of template (or action) text
         first = np.searchsorted(k_bytes, starts[added], side="right")
         last = np.searchsorted(k_bytes, ends[added] - 1, side="right")
         k = np.concatenate([kd[:1], kd[k_at]])[first]
@@ -474,13 +450,33 @@ def _whole_chunk(
         if not ok.all():
             return None
     # roles by the rule of runs.token_roles: the role of the token's bytes, context (counted) across a boundary
-    codes = np.concatenate([cr[:1], cr[r_at]])
-    roles = codes[np.searchsorted(r_bytes, starts, side="right")]
-    at = np.searchsorted(ends, r_bytes, side="left")  # the token holding each boundary's last byte
-    inside = np.unique(at[ends[at] != r_bytes])  # a boundary inside a token: it straddles
-    roles[inside] = _CTX
-    roles[roles == EOT_CODE] = Role.ACTION.code
-    return ids, roles, len(inside)
+    straddled = 0
+    if len(r_at):
+        codes = np.concatenate([cr[:1], cr[r_at]])
+        roles = codes[np.searchsorted(r_bytes, starts, side="right")]
+        at = np.searchsorted(ends, r_bytes, side="left")  # the token holding each boundary's last byte
+        inside = np.unique(at[ends[at] != r_bytes])  # a boundary inside a token: it straddles
+        roles[inside] = _CTX
+        roles[roles == EOT_CODE] = Role.ACTION.code
+        straddled = len(inside)
+    else:
+        code = int(cr[0])
+        roles = np.full(len(ids), Role.ACTION.code if code == EOT_CODE else code, dtype=np.int8)
+    if not parts.opaque:
+        return ids, roles, straddled
+    # the opaque parts' ids go where their text position is (the piece boundaries)
+    out_ids: list[np.ndarray] = []
+    out_roles: list[np.ndarray] = []
+    prev = 0
+    pos = dict(zip((b for _, b in bounds), id_cuts))
+    for cpos, o_ids, o_roles in parts.opaque:
+        t = pos.get(cpos, 0 if cpos == 0 else prev)
+        out_ids += [ids[prev:t], np.asarray(o_ids, dtype=np.int64)]
+        out_roles += [roles[prev:t], np.frombuffer(bytes(o_roles), dtype=np.int8)]
+        prev = t
+    out_ids.append(ids[prev:])
+    out_roles.append(roles[prev:])
+    return np.concatenate(out_ids), np.concatenate(out_roles).astype(np.int8), straddled
 
 
 _STRUCTURE_MAX = 4096
