@@ -230,6 +230,8 @@ class FragmentCodec:
             for i, t in decoder.items():
                 if 0 <= i < len(whole):
                     whole[i] = len(t.content.encode("utf-8")) or -1
+            if unk is not None and 0 <= unk < len(whole):
+                whole[unk] = -1  # stands for whatever text the vocabulary could not hold
             self.whole_bytes = whole
         self.is_added = np.zeros(self.vocab_size, dtype=bool)
         self.is_added[[i for i in decoder if 0 <= i < self.vocab_size]] = True

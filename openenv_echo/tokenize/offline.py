@@ -11,8 +11,9 @@ characters are aligned with ``difflib`` and ``stats["content_rewritten"]`` is se
 divide its bytes; RFC 0003 §7.3, ``runs.token_roles``). A token whose bytes carry more than one role (BPE merged
 across a role boundary, e.g. a body's trailing newline with the template's newline) gets role ``context`` – the
 conservative choice, as ``context`` is never a loss target – and is counted once in ``stats["straddled"]``.
-Characters not covered by any token's offsets (trimmed whitespace) count for both neighbouring tokens. A control token (``<|im_end|>``…) only
-ever comes from the template: ``context``, except the assistant end-of-turn described above.
+Characters not covered by any token's offsets (trimmed whitespace) count for both neighbouring tokens. A control
+token (``<|im_end|>``…) only ever comes from the template: ``context``, except the assistant end-of-turn
+described above.
 """
 
 from __future__ import annotations

@@ -67,9 +67,9 @@ def encode_runs(
     Runs are encoded without offsets in one call (a document's first run in document mode). A run with role
     boundaries inside must know which token holds each boundary: on a pipeline whose ids each stand for a fixed
     number of bytes of the text (``codec.token_bytes``), the running sum of those lengths says so, checked
-    against the run's own length. Otherwise (a re-spelled run, an unknown token,
-    other pipelines) the run is encoded again with offsets (``token_roles``). Both apply the byte
-    rule of ``token_roles``: a token whose bytes carry two roles is ``context`` (straddle)."""
+    against the run's own length. Otherwise (a re-spelled run, an unknown token, other pipelines) the run is
+    encoded again with offsets (``token_roles``). Both apply the byte rule of ``token_roles``: a token whose
+    bytes carry two roles is ``context`` (straddle)."""
     out: dict[int, tuple[list[int], bytes, int]] = {}
     if not batch:
         return out
@@ -187,7 +187,7 @@ def _char_bytes(text: str) -> np.ndarray:
 
 def token_roles(
     n: int,
-    croles: bytearray | np.ndarray,
+    croles: bytearray,
     offsets: Sequence[tuple[int, int]] | np.ndarray,
     *,
     text: str | None = None,
@@ -206,7 +206,7 @@ def token_roles(
     t = len(offsets)
     if t == 0:
         return np.zeros(0, dtype=np.int8), 0
-    cr = croles if isinstance(croles, np.ndarray) else np.frombuffer(bytes(croles), dtype=np.int8)
+    cr = np.frombuffer(bytes(croles), dtype=np.int8)
     off = np.asarray(offsets, dtype=np.int64).reshape(t, 2)
     s, e = off[:, 0], off[:, 1]
     if t > 1 and text is not None and ids is not None and piece_bytes is not None and len(text) == n:
