@@ -12,8 +12,9 @@ without any such constant (Qwen3's ``'</think>' in content``), which ``rendered`
 message (a loop variable over ``messages``, an item of ``messages``) may only be read through constant keys (not
 methods, not as a whole, not passed to a filter); ``messages`` itself only looped over, indexed (no slices) or
 counted; ``loop.previtem`` / ``loop.nextitem`` are not read; no macros, includes, imports, blocks, filter or call
-blocks; no autoescape or finalize. Anything else (``message.content | trim``, ``content.split(...)`` outside
-such a test, ``message | tojson``) makes it None, and the template is rendered as before.
+blocks, no autoescape (environment or block) or finalize. Anything else (``message.content | trim``,
+``content.split(...)`` outside such a test, ``message | tojson``) makes it None, and the template is rendered as
+before.
 """
 
 from __future__ import annotations
@@ -21,7 +22,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-_REJECT_STATEMENTS = ("Macro", "CallBlock", "FilterBlock", "Include", "Import", "FromImport", "Extends", "Block")
+_REJECT_STATEMENTS = (
+    "Macro",
+    "CallBlock",
+    "FilterBlock",
+    "Include",
+    "Import",
+    "FromImport",
+    "Extends",
+    "Block",
+    "ScopedEvalContextModifier",  # {% autoescape %}: would escape contents
+    "EvalContextModifier",
+)
 _COUNTERS = frozenset({"length", "count"})
 _DICT_METHODS = frozenset(dir(dict))
 

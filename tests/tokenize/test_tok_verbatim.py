@@ -47,6 +47,7 @@ NOT_VERBATIM = {
     "previtem": "{% for m in messages %}{{ loop.previtem }}{% endfor %}",
     "alias": "{% set ms = messages %}{% for m in ms %}{{ m.content }}{% endfor %}",
     "store": "{% for m in messages %}{% set m = 'x' %}{{ m }}{% endfor %}",
+    "autoescape block": "{% autoescape true %}{% for m in messages %}{{ m.content }}{% endfor %}{% endautoescape %}",
     "macro": "{% macro f(m) %}{{ m.content|trim }}{% endmacro %}{% for m in messages %}{{ f(m) }}{% endfor %}",
     "namespace": "{% set ns = namespace(m=none) %}{% for m in messages %}{% set ns.m = m %}{% endfor %}{{ ns.m }}",
 }
