@@ -2,10 +2,10 @@
 
 ``render_parts`` renders the conversation once with placeholders as message contents (memoized per conversation
 shape) and once with the real contents (skipped for templates that provably write contents verbatim:
-``verbatim.content_guards``). Text between placeholders is the template's (``SCAFFOLD``); each placeholder is replaced by its
-message's segments (``BODY``, or ``ACTION_BODY`` for the policy's text); an *opaque* message (pre-encoded ids,
-e.g. an observation body in token-in-token-out assembly) stays a placeholder and becomes an ids part. If the
-template rewrote a body (dropped ``<think>``, ``trim``), characters are aligned with ``difflib``.
+``verbatim.content_guards``). Text between placeholders is the template's (``SCAFFOLD``); each placeholder is
+replaced by its message's segments (``BODY``, or ``ACTION_BODY`` for the policy's text); an *opaque* message
+(pre-encoded ids, e.g. an observation body in token-in-token-out assembly) stays a placeholder and becomes an ids
+part. If the template rewrote a body (dropped ``<think>``, ``trim``), characters are aligned with ``difflib``.
 
 Placeholders use a marker that occurs in no message field and not in the template source (a run of private-use
 characters one longer than any such run in the input), so no valid input can collide with it.
@@ -13,8 +13,9 @@ characters one longer than any such run in the input), so no valid input can col
 ``encode_parts`` tokenizes the result the way the tokenizer tokenizes a rendered document, except that bodies
 are literal: the text is cut at the added tokens the template (and, in action text, the model) wrote, each run
 between them is encoded in one batched call (bodies and neighbouring scaffold text merge as in a full render),
-and each token takes the role of the characters it covers (boundaries from per-id byte lengths, or from offsets:
-``runs.encode_runs``). A token covering characters of more than one role (BPE merged across a role boundary) gets
+or the whole text in one encoding where that provably gives the same ids (``encode_whole``), and each token takes
+the role of the bytes it stands for (RFC 0003 §7.3: from per-id byte lengths, or from offsets,
+``runs.encode_runs``). A token whose bytes carry more than one role (BPE merged across a role boundary) gets
 ``context`` and is counted in ``stats["straddled"]``.
 """
 
