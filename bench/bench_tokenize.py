@@ -7,7 +7,8 @@ encode a batch on several), because the machine's cores are shared and wall time
 1. throughput, per local family: ``tokenize_trajectory`` (TITO, recorded ``action_token_ids``) and
    ``tokenize_offline`` over synthetic terminal episodes, versus ``tokenizer(text)`` on each episode's chat-template
    rendering (exactly the text offline assembly renders; same tokenizer object). Targets: TITO >= 1.0x and
-   offline >= 0.7x plain, for every family (``qwen3``'s template is not prefix-stable: offline only).
+   offline >= 0.9x plain, for every family (``qwen3``'s template is not prefix-stable: offline only). Offline
+   assembly renders the conversation with the chat template too, which the plain side is not charged for.
 2. scaling: time for a 100-turn episode / time for a 10-turn episode, TITO and offline. Target: <= 11x.
 
 The verdict line checks every target printed above it.
@@ -18,7 +19,7 @@ and offline would, and the pool's idle threads spin-wait, which this process is 
 amount that depends on the neighbours' load (runs spread by +-20 % with the pool on). With it off, both sides
 are the work done. ``TOKENIZERS_PARALLELISM=true python bench/bench_tokenize.py`` measures the pool's setting.
 
-Run: ``python bench/bench_tokenize.py [--episodes 40] [--turns 20] [--repeat 7]``
+Run: ``python bench/bench_tokenize.py [--episodes 40] [--turns 20] [--repeat 11]``
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def bench_family(family: str, episodes: int, turns: int, repeat: int) -> list[tu
             f"{label:<34}{t:>9.4f}{n_tokens / t:>12,.0f}{best['plain'] / t:>9.2f}x{sc[k + '100'] / sc[k + '10']:>13.2f}x"
         )
     targets = [
-        (f"{family} offline vs plain", best["plain"] / best["offline"], 0.7),
+        (f"{family} offline vs plain", best["plain"] / best["offline"], 0.9),
         (f"{family} offline 100/10", sc["off100"] / sc["off10"], -11.0),
     ]
     if tito_ok:
@@ -149,7 +150,7 @@ def main() -> None:
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated local families")
     ap.add_argument("--episodes", type=int, default=40)
     ap.add_argument("--turns", type=int, default=20)
-    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=11)
     args = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # read by the library at each call: see the docstring
     print(f"TOKENIZERS_PARALLELISM={os.environ['TOKENIZERS_PARALLELISM']}")

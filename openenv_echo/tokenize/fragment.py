@@ -119,18 +119,17 @@ def _pre_kind(node: Any) -> str | None:
     return None
 
 
-def token_byte_lengths(data: dict[str, Any], size: int, not_fixed: Sequence[int]) -> tuple[np.ndarray, str] | None:
-    """For a mid-sequence pipeline ``data`` whose tokens are substrings of the text with one character-wise
-    rewrite (no normalizer; ByteLevel, Metaspace or plain splits; a BPE or Unigram model without subword
-    affixes): an int32 array of how many UTF-8 bytes of the original text each id stands for (-1: not fixed,
-    e.g. the unknown token and ``not_fixed`` ids), and the character the pre-tokenizer writes for a space ("" if
-    none; text holding it is ambiguous). None for other pipelines. ``rendered`` finds role boundaries with it."""
+def piece_byte_lengths(
+    data: dict[str, Any], size: int, not_fixed: Sequence[int]
+) -> tuple[np.ndarray, str, bool] | None:
+    """For a mid-sequence pipeline ``data`` with a BPE or Unigram vocabulary: an int32 array of how many UTF-8
+    bytes of text each id spells (a byte-fallback piece ``<0xNN>`` one byte, a ByteLevel token one per symbol;
+    -1: not fixed, e.g. the unknown token and ``not_fixed`` ids), the character the pre-tokenizer writes for a
+    space ("" if none), and whether the table is *exact*: the pipeline rewrites text one character at a time and
+    drops nothing (no normalizer; ByteLevel, Metaspace or plain splits; no subword affixes), so a run's ids add
+    up to its own byte length. None for other models. ``runs`` places role boundaries with it (RFC 0003 §7.3)."""
     pre = _pre_kind(data.get("pre_tokenizer"))
     model = data.get("model") or {}
-    if data.get("normalizer") is not None or pre is None:
-        return None
-    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-        return None
     vocab = model.get("vocab")
     if model.get("type") == "BPE" and isinstance(vocab, dict):
         pieces: Any = vocab.items()
@@ -138,6 +137,9 @@ def token_byte_lengths(data: dict[str, Any], size: int, not_fixed: Sequence[int]
         pieces = ((v[0], i) for i, v in enumerate(vocab))
     else:
         return None
+    affixes = bool(model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"))
+    exact = data.get("normalizer") is None and pre is not None and not affixes
+    pre = pre or "plain"
     space = pre.split(":", 1)[1] if pre.startswith("metaspace:") else ""
     byte_fallback = bool(model.get("byte_fallback"))
     out = np.full(size, -1, dtype=np.int32)
@@ -152,7 +154,7 @@ def token_byte_lengths(data: dict[str, Any], size: int, not_fixed: Sequence[int]
             n = len((piece.replace(space, " ") if space else piece).encode("utf-8"))
         out[i] = n if n > 0 else -1
     out[[i for i in not_fixed if 0 <= i < size]] = -1
-    return out, space
+    return out, space, exact
 
 
 def _model_can_spell(model: dict[str, Any], pieces: dict[int, str]) -> frozenset[int]:
@@ -206,10 +208,35 @@ class FragmentCodec:
         can_spell = _model_can_spell(model, {i: t.content for i, t in decoder.items()})
         self._guard_body = can_spell  # added ids the model can spell: re-encode when they show up
         self._guard_action = can_spell & self.special_ids
-        lengths = token_byte_lengths(mid, self.vocab_size, [*decoder, *([] if unk is None else [unk])])
-        self.token_bytes: np.ndarray | None = lengths[0] if lengths is not None else None
+        lengths = piece_byte_lengths(mid, self.vocab_size, [*decoder, *([] if unk is None else [unk])])
+        self.piece_bytes: np.ndarray | None = lengths[0] if lengths is not None else None
+        """Bytes of text each id spells (``piece_byte_lengths``; -1 unknown), for any BPE or Unigram vocabulary:
+        tokens that share one span of offsets (byte pieces of an unknown span) divide its bytes with it."""
+        self.token_bytes: np.ndarray | None = lengths[0] if lengths is not None and lengths[2] else None
+        """``piece_bytes`` where it is exact for whole runs (a character-wise pipeline), else None."""
         self.space_symbol = lengths[1] if lengths is not None else ""
-        """Bytes of text per id on a character-wise pipeline (``token_byte_lengths``), else None."""
+        self.whole_bytes: np.ndarray | None = None
+        """``token_bytes`` with each added token's own length: a whole rendering's ids add up to its byte length.
+        None where one encoding of the whole text cannot stand for its runs' (``rendered.encode_whole``): no
+        exact table, an added token that strips or matches words, a model that spells control ids."""
+        plain_added = all(
+            not (t.lstrip or t.rstrip or t.single_word) and (not t.normalized or data.get("normalizer") is None)
+            for t in decoder.values()
+        )
+        self.same_start = all(mid.get(k) == data.get(k) for k in ("normalizer", "pre_tokenizer"))
+        """Whether a document's start is encoded like the middle of one (no dummy prefix)."""
+        if self.token_bytes is not None and plain_added and not can_spell:
+            whole = self.token_bytes.copy()
+            for i, t in decoder.items():
+                if 0 <= i < len(whole):
+                    whole[i] = len(t.content.encode("utf-8")) or -1
+            if unk is not None and 0 <= unk < len(whole):
+                whole[unk] = -1  # stands for whatever text the vocabulary could not hold
+            self.whole_bytes = whole
+        self.is_added = np.zeros(self.vocab_size, dtype=bool)
+        self.is_added[[i for i in decoder if 0 <= i < self.vocab_size]] = True
+        self.is_special = np.zeros(self.vocab_size, dtype=bool)
+        self.is_special[[i for i in self.special_ids if 0 <= i < self.vocab_size]] = True
         self.prefix_ids, self.suffix_ids = special_affixes(_tokenizer(json.loads(backend.to_str()), literal=None))
         self._splits: dict[tuple[str, bool], tuple[tuple[int, int, int], ...]] = {}
         self._runs: dict[tuple[str, None], list[int]] = {}

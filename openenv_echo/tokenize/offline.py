@@ -7,11 +7,13 @@ who wrote each character) and tokenized as the tokenizer tokenizes the rendering
 ``action``: the model emits it. If the template rewrote content (dropped past ``<think>`` blocks, ``trim``),
 characters are aligned with ``difflib`` and ``stats["content_rewritten"]`` is set.
 
-**Straddle policy.** A token whose characters carry more than one role (BPE merged across a role boundary,
-e.g. a body's trailing newline with the template's newline) gets role ``context`` – the conservative choice, as
-``context`` is never a loss target – and is counted in ``stats["straddled"]``. Characters not covered by any
-token's offsets (trimmed whitespace) count for both neighbouring tokens. A control token (``<|im_end|>``…) only
-ever comes from the template: ``context``, except the assistant end-of-turn described above.
+**Straddle policy.** A token's role is that of the UTF-8 bytes it stands for (the byte pieces of an unknown span
+divide its bytes; RFC 0003 §7.3, ``runs.token_roles``). A token whose bytes carry more than one role (BPE merged
+across a role boundary, e.g. a body's trailing newline with the template's newline) gets role ``context`` – the
+conservative choice, as ``context`` is never a loss target – and is counted once in ``stats["straddled"]``.
+Characters not covered by any token's offsets (trimmed whitespace) count for both neighbouring tokens. A control
+token (``<|im_end|>``…) only ever comes from the template: ``context``, except the assistant end-of-turn
+described above.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role, observation_count
+from ..roles import Role
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import Trajectory
 from ..wire import Segment
@@ -30,7 +32,7 @@ from .fragment import fragment_codec
 from .rendered import TaggedMessage, encode_parts, render_parts
 from .template import assistant_eot_text
 from .tito import action_text as _action_text
-from .tokenized import TokenizedTrajectory
+from .tokenized import TokenizedTrajectory, sequence_observation_count
 
 STRADDLE_ROLE = Role.CONTEXT
 """Role given to a token whose characters belong to more than one role (see the module docstring)."""
@@ -57,9 +59,9 @@ def conversation_from_trajectory(
         out.append(TaggedMessage(m.role, [Segment(role=Role.CONTEXT, text=m.content)], extra))
     if traj.reset is not None and traj.reset.segments:
         out.append(TaggedMessage(observation_role, list(traj.reset.segments)))
-    codec = fragment_codec(tokenizer) if tokenizer is not None else None
     for step in traj.steps:
-        if step.action_text is None and step.action_token_ids is not None and codec is not None:
+        if step.action_text is None and step.action_token_ids is not None and tokenizer is not None:
+            codec = fragment_codec(tokenizer)
             ids = list(step.action_token_ids)
             while ids and ids[-1] in codec.special_ids:
                 ids.pop()
@@ -122,7 +124,7 @@ def tokenize_offline(
     if add_special_tokens and suffix and ids[len(ids) - len(suffix) :].tolist() != suffix:
         ids = np.concatenate([ids, np.asarray(suffix, dtype=np.int64)])
         role_ids = np.concatenate([role_ids, np.full(len(suffix), Role.CONTEXT.code, dtype=np.int8)])
-    obs_count = int(observation_count(role_ids))  # |O|: bodies after the first action (roles.observation_count)
+    obs_count = sequence_observation_count(role_ids)  # |O|: bodies after the first action (roles.observation_count)
     return TokenizedTrajectory(
         input_ids=ids,
         role_ids=role_ids,

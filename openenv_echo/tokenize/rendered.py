@@ -1,10 +1,11 @@
 """A chat template's rendering of role-tagged messages, with who wrote each character, encoded to ids and roles.
 
-``render_parts`` renders the conversation once with placeholders as message contents and once with the real
-contents. Text between placeholders is the template's (``SCAFFOLD``); each placeholder is replaced by its
-message's segments (``BODY``, or ``ACTION_BODY`` for the policy's text); an *opaque* message (pre-encoded ids,
-e.g. an observation body in token-in-token-out assembly) stays a placeholder and becomes an ids part. If the
-template rewrote a body (dropped ``<think>``, ``trim``), characters are aligned with ``difflib``.
+``render_parts`` renders the conversation once with placeholders as message contents (memoized per conversation
+shape) and once with the real contents (skipped for templates that provably write contents verbatim:
+``verbatim.content_guards``). Text between placeholders is the template's (``SCAFFOLD``); each placeholder is
+replaced by its message's segments (``BODY``, or ``ACTION_BODY`` for the policy's text); an *opaque* message
+(pre-encoded ids, e.g. an observation body in token-in-token-out assembly) stays a placeholder and becomes an ids
+part. If the template rewrote a body (dropped ``<think>``, ``trim``), characters are aligned with ``difflib``.
 
 Placeholders use a marker that occurs in no message field and not in the template source (a run of private-use
 characters one longer than any such run in the input), so no valid input can collide with it.
@@ -12,8 +13,9 @@ characters one longer than any such run in the input), so no valid input can col
 ``encode_parts`` tokenizes the result the way the tokenizer tokenizes a rendered document, except that bodies
 are literal: the text is cut at the added tokens the template (and, in action text, the model) wrote, each run
 between them is encoded in one batched call (bodies and neighbouring scaffold text merge as in a full render),
-and each token takes the role of the characters it covers (boundaries from per-id byte lengths, or from offsets:
-``runs.encode_runs``). A token covering characters of more than one role (BPE merged across a role boundary) gets
+or the whole text in one encoding where that provably gives the same ids (``encode_whole``), and each token takes
+the role of the bytes it stands for (RFC 0003 §7.3: from per-id byte lengths, or from offsets,
+``runs.encode_runs``). A token whose bytes carry more than one role (BPE merged across a role boundary) gets
 ``context`` and is counted in ``stats["straddled"]``.
 """
 
@@ -37,6 +39,7 @@ from ..wire import Segment
 from .fragment import FragmentCodec
 from .runs import EOT_CODE, encode_runs
 from .template import _kwargs_key, _template_text, render, unused_marker
+from .verbatim import content_guards
 
 __all__ = ["Parts", "TaggedMessage", "encode_parts", "render_parts"]
 
@@ -47,8 +50,10 @@ ACTION_BODY = 2
 
 _CTX = Role.CONTEXT.code
 _LOCK = threading.Lock()
-_PH_MEMO: dict[tuple[Any, ...], tuple[weakref.ref[Any], str]] = {}
-"""Placeholder renders by conversation shape (roles, extra keys, template): datasets repeat a few shapes."""
+_Layout = tuple[list[int], list[str], list[str], dict[str, list[tuple[bytes, bytes, bytes]]]]
+_PH_MEMO: dict[tuple[Any, ...], tuple[weakref.ref[Any], _Layout]] = {}
+"""Placeholder renders by conversation shape (roles, extra keys, template), cut at the placeholders: datasets
+repeat a few shapes."""
 _PH_MEMO_MAX = 512
 
 
@@ -126,7 +131,7 @@ def render_parts(
     with _LOCK:
         hit = _PH_MEMO.get(key)
     if hit is not None and hit[0]() is tokenizer:
-        ph_text = hit[1]
+        layout = hit[1]
     else:
         ph_text = render(
             tokenizer,
@@ -134,30 +139,39 @@ def render_parts(
             add_generation_prompt=add_generation_prompt,
             **kw,
         )
+        found = list(re.finditer(re.escape(mark) + r"(\d+)" + end, ph_text))
+        order = [int(f.group(1)) for f in found]
+        if order != sorted(set(order)) or any(i >= len(messages) for i in order):
+            raise ValueError(f"the chat template repeats or reorders message contents ({order}); cannot attribute them")
+        cuts = [0, *(x for f in found for x in (f.start(), f.end())), len(ph_text)]
+        layout = (order, [ph_text[a:b] for a, b in zip(cuts[::2], cuts[1::2])], [f.group(0) for f in found], {})
         with _LOCK, contextlib.suppress(TypeError):  # TypeError: not weak-referenceable, not memoized
             if len(_PH_MEMO) >= _PH_MEMO_MAX:
                 _PH_MEMO.clear()
-            _PH_MEMO[key] = (weakref.ref(tokenizer), ph_text)
-    found = list(re.finditer(re.escape(mark) + r"(\d+)" + end, ph_text))
-    order = [int(f.group(1)) for f in found]
-    if order != sorted(set(order)) or any(i >= len(messages) for i in order):
-        raise ValueError(f"the chat template repeats or reorders message contents ({order}); cannot attribute them")
+            _PH_MEMO[key] = (weakref.ref(tokenizer), layout)
+    order, between, holders, coded = layout  # message order, the template's text around them, placeholders
+    codes = coded.get(eot)
+    if codes is None:  # per piece of template text: its role codes (plain, and after action text) and kinds
+        codes = coded[eot] = [_scaffold_codes(t, eot) for t in between]
     pieces: list[str] = []
     role_runs: list[bytes] = []  # per piece: its characters' role codes
     kind_runs: list[bytes] = []
-    pos = 0
     n = 0
     after_action = False
     spans: list[tuple[int, int]] = []  # alternating scaffold and body spans in the substituted text
-    for i, f in zip(order, found):
-        n = _scaffold(pieces, role_runs, kind_runs, ph_text[pos : f.start()], eot if after_action else "", n, spans)
+    for i, scaffold_text, holder, (plain_codes, eot_codes, kind_codes) in zip(order, between, holders, codes):
+        pieces.append(scaffold_text)
+        role_runs.append(eot_codes if after_action else plain_codes)
+        kind_runs.append(kind_codes)
+        spans.append((n, n + len(scaffold_text)))
+        n += len(scaffold_text)
         m = messages[i]
         start = n
         if m.ids is not None:  # stays a placeholder in both renders
-            pieces.append(f.group(0))
-            role_runs.append(_CTX_B * len(f.group(0)))
-            kind_runs.append(_KIND_B[SCAFFOLD] * len(f.group(0)))
-            n += len(f.group(0))
+            pieces.append(holder)
+            role_runs.append(_CTX_B * len(holder))
+            kind_runs.append(_KIND_B[SCAFFOLD] * len(holder))
+            n += len(holder)
             after_action = m.role == "assistant"
         else:
             after_action = m.is_action
@@ -169,20 +183,29 @@ def render_parts(
                 kind_runs.append(kind_b * k)
                 n += k
         spans.append((start, n))
-        pos = f.end()
-    _scaffold(pieces, role_runs, kind_runs, ph_text[pos:], eot if after_action else "", n, spans)
+    plain_codes, eot_codes, kind_codes = codes[-1]
+    pieces.append(between[-1])
+    role_runs.append(eot_codes if after_action else plain_codes)
+    kind_runs.append(kind_codes)
+    spans.append((n, n + len(between[-1])))
     subst = "".join(pieces)
     roles = bytearray(b"".join(role_runs))
     kinds = bytearray(b"".join(kind_runs))
-    real = render(
-        tokenizer,
-        [
-            {**m.extra, "role": m.role, "content": ph[i] if m.ids is not None else m.content}
-            for i, m in enumerate(messages)
-        ],
-        add_generation_prompt=add_generation_prompt,
-        **kw,
-    )
+    guards = content_guards(inputs[-1])
+    if guards is not None and not (
+        guards and any(g in t for g in guards for t in (*(m.content for m in messages), *holders))
+    ):
+        real = subst  # the real render is the placeholder render with the contents in place (verbatim.py)
+    else:
+        real = render(
+            tokenizer,
+            [
+                {**m.extra, "role": m.role, "content": ph[i] if m.ids is not None else m.content}
+                for i, m in enumerate(messages)
+            ],
+            add_generation_prompt=add_generation_prompt,
+            **kw,
+        )
     rewritten = real != subst
     anchored = _anchored(real, subst, roles, kinds, spans) if rewritten else None
     if anchored is not None:
@@ -268,33 +291,29 @@ _ROLE_B = {r: bytes((r.code,)) for r in Role}
 _KIND_B = {k: bytes((k,)) for k in (SCAFFOLD, BODY, ACTION_BODY)}
 
 
-def _scaffold(
-    pieces: list[str],
-    role_runs: list[bytes],
-    kind_runs: list[bytes],
-    text: str,
-    eot: str,
-    n: int,
-    spans: list[tuple[int, int]],
-) -> int:
-    """Append template text (its leading ``eot``, if any, is the model's end of turn); returns the new length."""
+def _scaffold_codes(text: str, eot: str) -> tuple[bytes, bytes, bytes]:
+    """Role codes of a piece of template text (plain, and after action text: its leading ``eot``, if any, is the
+    model's end of turn) and its kind codes."""
     n_act = len(eot) if eot and text.startswith(eot) else 0
-    pieces.append(text)
-    role_runs.append(bytes((EOT_CODE,)) * n_act + _CTX_B * (len(text) - n_act))
-    kind_runs.append(_KIND_B[SCAFFOLD] * len(text))
-    spans.append((n, n + len(text)))
-    return n + len(text)
+    plain = _CTX_B * len(text)
+    return plain, bytes((EOT_CODE,)) * n_act + _CTX_B * (len(text) - n_act), _KIND_B[SCAFFOLD] * len(text)
 
 
 def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) -> tuple[np.ndarray, np.ndarray, int]:
     """``(ids, role codes, straddled)`` for ``parts`` (module docstring). ``document_start``: the text starts
     a document (its first piece gets the tokenizer's start-of-document handling, e.g. a ``▁`` prefix).
 
+    Most renderings are encoded whole, in one call (``encode_whole``), when that is provably the same as
+    encoding their runs; the rest as follows.
+
     The text is cut at the added tokens written in template (and action) text and at opaque parts; what lies
     between is a literal run, encoded by ``runs.encode_runs``. A piece of template text between two bodies repeats
     every turn: its added tokens and the runs strictly between them (one role each) are looked up once per
     tokenizer (``_structure``), which is exact because an added token always ends a run."""
     text, croles, kinds = parts.text, parts.roles, parts.kinds
+    whole = encode_whole(codec, parts, document_start)
+    if whole is not None:
+        return whole
     n = len(text)
     kind_arr = np.frombuffer(bytes(kinds), dtype=np.int8)
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
@@ -377,6 +396,88 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     ids = np.fromiter(ids_out, dtype=np.int64, count=len(ids_out))
     role_ids = np.frombuffer(bytes(roles_out), dtype=np.int8).copy()
     return ids, role_ids, straddled
+
+
+def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """``encode_parts`` in one call: the text between opaque parts each encoded whole, with the template's added
+    tokens recognized; None when that is not provably the same as encoding each run literally.
+
+    It is the same when the pipeline has an exact byte-length table (``codec.whole_bytes``: no added token that
+    strips or matches words, no control id the model can spell), a document's start needs no dummy prefix (the
+    pipeline has none, or the text starts with an added token: then no run is the first), every id has a
+    fixed length and together they spell the text's bytes, and every added token found lies in text where it
+    is recognized (template text; a non-special one in action text): then the added tokens are exactly those
+    the runs are cut at, and what lies between them is each run, encoded as ``encode_runs`` encodes it. Roles
+    follow from the byte lengths by the rule of ``runs.token_roles``."""
+    text, table = parts.text, codec.whole_bytes
+    if table is None or not text or (codec.space_symbol and codec.space_symbol in text):
+        return None
+    cuts = [c for c, _, _ in parts.opaque]
+    bounds = [(a, b) for a, b in zip([0, *cuts], [*cuts, len(text)]) if b > a]
+    raw: list[int] = []
+    id_cuts = []  # where each piece's ids end
+    for e in codec.scaffold.encode_batch_fast([text[a:b] for a, b in bounds], add_special_tokens=False):
+        raw += e.ids
+        id_cuts.append(len(raw))
+    if not raw or len(id_cuts) != len(bounds) or len(set(id_cuts)) != len(id_cuts):
+        return None  # a piece without ids (nothing to place its characters on)
+    ids = np.array(raw, dtype=np.int64)
+    if ids.max() >= len(table) or (
+        document_start and bounds[0][0] == 0 and not codec.same_start and not codec.is_added[ids[0]]
+    ):
+        return None
+    lens = table[ids]
+    ends = np.cumsum(lens)
+    utf8 = None if text.isascii() else text.encode("utf-8")
+    char_at = None if utf8 is None else np.flatnonzero((np.frombuffer(utf8, dtype=np.uint8) & 0xC0) != 0x80)
+    # each piece's ids spell exactly its bytes
+    piece_ends = np.array([b for _, b in bounds], dtype=np.int64)
+    if char_at is not None:
+        piece_ends = np.append(char_at, len(utf8 or b""))[piece_ends]
+    if lens.min() <= 0 or not np.array_equal(ends[np.array(id_cuts) - 1], piece_ends):
+        return None
+    cr = np.frombuffer(parts.roles, dtype=np.int8)
+    kd = np.frombuffer(parts.kinds, dtype=np.int8)
+    r_at = np.flatnonzero(cr[1:] != cr[:-1]) + 1  # role boundaries (characters)
+    k_at = np.flatnonzero(kd[1:] != kd[:-1]) + 1  # kind boundaries
+    r_bytes, k_bytes = (r_at, k_at) if char_at is None else (char_at[r_at], char_at[k_at])
+    starts = ends - lens
+    added = np.flatnonzero(codec.is_added[ids])
+    if len(added) and (len(k_bytes) or kd[0] != SCAFFOLD):  # each inside one piece of template (or action) text
+        first = np.searchsorted(k_bytes, starts[added], side="right")
+        last = np.searchsorted(k_bytes, ends[added] - 1, side="right")
+        k = np.concatenate([kd[:1], kd[k_at]])[first]
+        ok = (first == last) & ((k == SCAFFOLD) | ((k == ACTION_BODY) & ~codec.is_special[ids[added]]))
+        if not ok.all():
+            return None
+    # roles by the rule of runs.token_roles: the role of the token's bytes, context (counted) across a boundary
+    straddled = 0
+    if len(r_at):
+        codes = np.concatenate([cr[:1], cr[r_at]])
+        roles = codes[np.searchsorted(r_bytes, starts, side="right")]
+        at = np.searchsorted(ends, r_bytes, side="left")  # the token holding each boundary's last byte
+        inside = np.unique(at[ends[at] != r_bytes])  # a boundary inside a token: it straddles
+        roles[inside] = _CTX
+        roles[roles == EOT_CODE] = Role.ACTION.code
+        straddled = len(inside)
+    else:
+        code = int(cr[0])
+        roles = np.full(len(ids), Role.ACTION.code if code == EOT_CODE else code, dtype=np.int8)
+    if not parts.opaque:
+        return ids, roles, straddled
+    # the opaque parts' ids go where their text position is (the piece boundaries)
+    out_ids: list[np.ndarray] = []
+    out_roles: list[np.ndarray] = []
+    prev = 0
+    pos = dict(zip((b for _, b in bounds), id_cuts))
+    for cpos, o_ids, o_roles in parts.opaque:
+        t = pos.get(cpos, 0 if cpos == 0 else prev)
+        out_ids += [ids[prev:t], np.asarray(o_ids, dtype=np.int64)]
+        out_roles += [roles[prev:t], np.frombuffer(bytes(o_roles), dtype=np.int8)]
+        prev = t
+    out_ids.append(ids[prev:])
+    out_roles.append(roles[prev:])
+    return np.concatenate(out_ids), np.concatenate(out_roles).astype(np.int8), straddled
 
 
 _STRUCTURE_MAX = 4096

@@ -1,9 +1,12 @@
 """Literal text runs to token ids and role codes: which token holds each role boundary inside a run.
 
 A run is text between two added tokens of a rendering (``rendered.encode_parts``); its characters carry role
-codes and it is encoded literally in one batched call. Role boundaries inside a run are found from per-id byte
-lengths where the tokenizer's pipeline allows it (``fragment.token_byte_lengths``), else from the encoding's
-offsets; both give the same ids, roles and straddle count (``tests/tokenize``).
+codes and it is encoded literally in one batched call. One rule gives every token its role (RFC 0003 §7.3): a
+token stands for UTF-8 bytes of the run, a byte has the role of the character it belongs to, and a token whose
+bytes carry more than one role is ``context`` (straddle, counted once per token). Which bytes a token stands
+for is found from per-id byte lengths where the tokenizer's pipeline allows it (``fragment.piece_byte_lengths``),
+else from the encoding's offsets (``token_roles``); both give the same ids, roles and straddle count
+(``tests/tokenize``).
 """
 
 from __future__ import annotations
@@ -24,29 +27,15 @@ it), but told apart from body characters so it is recognized as the template's t
 _CTX = Role.CONTEXT.code
 
 
-def _run_roles(ids: list[int], enc: Any, croles: bytearray, s: int, e: int, changes: list[int]) -> tuple[bytes, int]:
-    """Role codes of the tokens of the run ``[s, e)`` from its characters' roles (``changes``: positions where
-    the role changes inside it): a token inside one role's characters takes it, a token across a role boundary
-    is ``context`` (straddle). Uses the encoding's char-to-token map at the few boundaries; ``enc`` may instead
-    be the run's offsets (re-spelled runs)."""
-    n_t = len(ids)
+def _run_roles(
+    ids: list[int], offsets: Any, croles: bytearray, text: str, s: int, e: int, changes: list[int], piece: Any
+) -> tuple[bytes, int]:
+    """Role codes of the tokens of the run ``text[s:e]`` from their offsets (``changes``: positions where the
+    character role changes inside it), by the byte rule of ``token_roles``."""
     if not changes:
         code = croles[s] if e > s else _CTX
-        return bytes((Role.ACTION.code if code == EOT_CODE else code,)) * n_t, 0
-    if not isinstance(enc, list) and all(
-        enc.char_to_token(p - s) is not None and enc.char_to_token(p - s - 1) is not None for p in changes
-    ):
-        tok_bounds = [0]
-        straddles: set[int] = set()
-        for p in changes:
-            tp, tq = enc.char_to_token(p - s), enc.char_to_token(p - s - 1)
-            if tp == tq:
-                straddles.add(tp)
-            tok_bounds.append(tp)
-        tok_bounds.append(n_t)
-        return _bounded_roles(croles, [s, *changes, e], tok_bounds, straddles, n_t)
-    # re-spelled runs, or characters no token covers (a normalizer dropped them): use the offsets
-    roles, st = token_roles(e - s, croles[s:e], enc if isinstance(enc, list) else enc.offsets)
+        return bytes((Role.ACTION.code if code == EOT_CODE else code,)) * len(ids), 0
+    roles, st = token_roles(e - s, croles[s:e], offsets, text=text[s:e], ids=ids, piece_bytes=piece)
     return roles.tobytes(), st
 
 
@@ -78,9 +67,9 @@ def encode_runs(
     Runs are encoded without offsets in one call (a document's first run in document mode). A run with role
     boundaries inside must know which token holds each boundary: on a pipeline whose ids each stand for a fixed
     number of bytes of the text (``codec.token_bytes``), the running sum of those lengths says so, checked
-    against the run's own length. Otherwise (a re-spelled run, an unknown token, a multi-byte character next to
-    a boundary, other pipelines) the run is encoded again with offsets (``_run_roles``). Both give a token that
-    covers characters of two roles ``context`` (straddle)."""
+    against the run's own length. Otherwise (a re-spelled run, an unknown token, other pipelines) the run is
+    encoded again with offsets (``token_roles``). Both apply the byte rule of ``token_roles``: a token whose
+    bytes carry two roles is ``context`` (straddle)."""
     out: dict[int, tuple[list[int], bytes, int]] = {}
     if not batch:
         return out
@@ -118,9 +107,9 @@ def encode_runs(
     if slow:
         slow.sort()
         runs = _encode_runs(codec, [texts[j] for j in slow], [j == doc for j in slow])
-        for j, (r_ids, r_enc) in zip(slow, runs):
+        for j, (r_ids, r_offsets) in zip(slow, runs):
             s, e = batch[j]
-            out[s] = (r_ids, *_run_roles(r_ids, r_enc, croles, s, e, inners[j]))
+            out[s] = (r_ids, *_run_roles(r_ids, r_offsets, croles, text, s, e, inners[j], codec.piece_bytes))
     return out
 
 
@@ -156,9 +145,6 @@ def _locate(
         if not n_t or cum[t1 - 1] - base != size or (bad is not None and bad[t1 - 1] != (bad[t0 - 1] if t0 else 0)):
             failed.append(tag)
             continue
-        if not ascii_run and not all(text[p - 1].isascii() and text[p].isascii() for p in inner):
-            failed.append(tag)  # a multi-byte character at a boundary: offsets decide, as for any other
-            continue
         tok_bounds = [0]
         straddles: set[int] = set()
         for p in inner:
@@ -175,8 +161,7 @@ def _locate(
 
 
 def _encode_runs(codec: FragmentCodec, texts: list[str], first: list[bool]) -> list[tuple[list[int], Any]]:
-    """Each run literally (no added token): ``(ids, encoding)``, or ``(ids, offsets)`` for a re-spelled run; a
-    document's first run in document mode."""
+    """Each run literally (no added token): ``(ids, offsets)``; a document's first run in document mode."""
     out: list[tuple[list[int], Any]] = []
     if not texts:
         return out
@@ -190,20 +175,45 @@ def _encode_runs(codec: FragmentCodec, texts: list[str], first: list[bool]) -> l
         if guard and not guard.isdisjoint(ids):
             out.append(codec.respell(codec.body, texts[i], guard, first=codec.body_document if first[i] else None))
         else:
-            out.append((ids, e))
+            out.append((ids, e.offsets))
     return out
 
 
-def token_roles(n: int, croles: bytearray, offsets: Sequence[tuple[int, int]] | np.ndarray) -> tuple[np.ndarray, int]:
-    """One role per token from per-character roles and token offsets (vectorized). Characters not covered by
-    any token (trimmed whitespace) count for both neighbours; a token whose characters carry more than one role
-    is ``context`` (straddle policy); end-of-turn characters are ``action``."""
+def _char_bytes(text: str) -> np.ndarray:
+    """UTF-8 length of each character of ``text``."""
+    cp = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    return 1 + (cp >= 0x80).astype(np.int64) + (cp >= 0x800) + (cp >= 0x10000)
+
+
+def token_roles(
+    n: int,
+    croles: bytearray,
+    offsets: Sequence[tuple[int, int]] | np.ndarray,
+    *,
+    text: str | None = None,
+    ids: Sequence[int] | None = None,
+    piece_bytes: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """One role per token from per-character roles and token offsets (vectorized): the rule of RFC 0003 §7.3.
+
+    A token stands for the UTF-8 bytes of the characters its offsets cover, except that consecutive tokens with
+    the same offsets (the byte pieces of one unknown span, the pieces of one character) divide that span's bytes
+    in order, each taking as many as it spells (``piece_bytes``: a byte piece one), when those add up to the
+    span's byte length (needs ``text`` and ``ids``; otherwise each stands for the whole span). A byte has the
+    role of its character. Characters no token covers (trimmed whitespace) count for both neighbours. A token
+    whose bytes carry more than one role is ``context`` (straddle policy) and counted; end-of-turn characters
+    are ``action``."""
     t = len(offsets)
     if t == 0:
         return np.zeros(0, dtype=np.int8), 0
     cr = np.frombuffer(bytes(croles), dtype=np.int8)
     off = np.asarray(offsets, dtype=np.int64).reshape(t, 2)
     s, e = off[:, 0], off[:, 1]
+    if t > 1 and text is not None and ids is not None and piece_bytes is not None and len(text) == n:
+        same = np.zeros(t, dtype=bool)
+        same[1:] = (s[1:] == s[:-1]) & (e[1:] == e[:-1])
+        if same.any():
+            s, e, cr, n = _split_shared(s, e, cr, text, ids, piece_bytes, same)
     prev_e = np.concatenate([[0], e[:-1]])
     next_s = np.concatenate([s[1:], [n]])
     a = np.minimum(s, prev_e)
@@ -224,3 +234,36 @@ def token_roles(n: int, croles: bytearray, offsets: Sequence[tuple[int, int]] | 
     straddled = int((nonempty & ~uniform).sum())
     role = np.where(role == EOT_CODE, Role.ACTION.code, role).astype(np.int8)
     return role, straddled
+
+
+def _split_shared(
+    s: np.ndarray,
+    e: np.ndarray,
+    cr: np.ndarray,
+    text: str,
+    ids: Sequence[int],
+    piece_bytes: np.ndarray,
+    same: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """``token_roles`` in bytes: token spans as byte offsets (tokens sharing offsets divide their span's bytes
+    when their lengths add up to it), per-byte roles, and the byte length."""
+    widths = _char_bytes(text)
+    cb = np.concatenate([[0], np.cumsum(widths)])
+    bs, be = cb[s], cb[e]
+    id_arr = np.asarray(ids, dtype=np.int64)
+    lens = np.where(
+        (id_arr >= 0) & (id_arr < len(piece_bytes)), piece_bytes[np.clip(id_arr, 0, len(piece_bytes) - 1)], -1
+    )
+    lens = lens.astype(np.int64)
+    gid = np.cumsum(~same) - 1  # group of tokens sharing offsets
+    gstart = np.flatnonzero(~same)
+    pos = np.where(lens > 0, lens, 0)
+    gsum = np.bincount(gid, weights=pos).astype(np.int64)
+    gbad = np.bincount(gid, weights=(lens <= 0)).astype(np.int64)
+    gsize = np.bincount(gid)
+    ok = ((gsize > 1) & (gbad == 0) & (gsum == (be - bs)[gstart]))[gid]
+    before = np.cumsum(pos) - pos
+    start = bs + before - before[gstart][gid]
+    bs = np.where(ok, start, bs)
+    be = np.where(ok, start + pos, be)
+    return bs, be, np.repeat(cr, widths), int(cb[-1])

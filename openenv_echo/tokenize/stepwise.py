@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..roles import Role, observation_count
+from ..roles import Role
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import ChatMessage, Trajectory
 from ..wire import Segment
@@ -33,7 +33,7 @@ from .fragment import fragment_codec
 from .rendered import Parts, TaggedMessage, encode_parts, render_parts
 from .template import assistant_eot_text
 from .tito import _check_segments, action_text, chat_messages, observation_parts
-from .tokenized import TokenizedTrajectory
+from .tokenized import TokenizedTrajectory, sequence_observation_count
 
 _CTX = Role.CONTEXT.code
 _ACT = Role.ACTION.code
@@ -63,7 +63,7 @@ class StepwiseBuilder:
         self._eot = assistant_eot_text(tokenizer, **self._kw)
         self._eot_ids = self.codec.encode_scaffold(self._eot)
         self._history: list[TaggedMessage] = []
-        self._prompt: tuple[np.ndarray, np.ndarray] | None = None
+        self._prompt: tuple[np.ndarray, np.ndarray, int] | None = None
         self._action: tuple[list[int], list[float] | None] | None = None
         self._action_text: str = ""
         self._sequences: list[TokenizedTrajectory] = []
@@ -75,14 +75,15 @@ class StepwiseBuilder:
             order = "start() -> (add_action() -> add_observation())* -> finish()"
             raise RuntimeError(f"{call} is not allowed now (state {self._state!r}); call order: {order}")
 
-    def _encode(self, messages: list[TaggedMessage], *, gen: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _encode(self, messages: list[TaggedMessage], *, gen: bool) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(ids, role codes, straddled)`` of the rendering of ``messages``."""
         parts = render_parts(self.tokenizer, messages, add_generation_prompt=gen, eot=self._eot, **self._kw)
-        ids, roles, _ = encode_parts(self.codec, parts, document_start=True)
+        ids, roles, straddled = encode_parts(self.codec, parts, document_start=True)
         prefix = self.codec.prefix_ids
         if self.add_special_tokens and prefix and ids[: len(prefix)].tolist() != prefix:
             ids = np.concatenate([np.asarray(prefix, dtype=np.int64), ids])
             roles = np.concatenate([np.zeros(len(prefix), dtype=np.int8), roles])
-        return ids, roles
+        return ids, roles, straddled
 
     def start(self, messages: Sequence[ChatMessage | Mapping[str, Any]] = (), reset: Any = None) -> list[int]:
         """The first prompt: ``messages`` and the reset observation rendered with the generation prompt."""
@@ -149,10 +150,11 @@ class StepwiseBuilder:
     def _close_sequence(self, obs_segments: list[Segment] | None) -> None:
         """Sequence k: prompt_k + action_k + the template's text after action_k (through observation k)."""
         assert self._prompt is not None and self._action is not None
-        p_ids, p_roles = self._prompt
+        p_ids, p_roles, straddled = self._prompt
         turn = len(self._sequences)
         if turn > 0:
             p_roles = np.zeros_like(p_roles)  # earlier turns were trained in their own sequences
+            straddled = 0
         a_ids, a_logp = self._action
         opaque = TaggedMessage("assistant", [], ids=a_ids, id_roles=bytes([_ACT]) * len(a_ids))
         msgs = [*self._history, opaque]
@@ -161,7 +163,8 @@ class StepwiseBuilder:
         parts = render_parts(self.tokenizer, msgs, add_generation_prompt=False, eot=self._eot, **self._kw)
         cpos = parts.opaque[-1][0]
         tail = Parts(parts.text[cpos:], parts.roles[cpos:], parts.kinds[cpos:], [], parts.rewritten)
-        t_ids, t_roles, _ = encode_parts(self.codec, tail, document_start=False)
+        t_ids, t_roles, t_straddled = encode_parts(self.codec, tail, document_start=False)
+        straddled += t_straddled
         # the template's end-of-turn after the action: skip what the model already emitted; if it was cut off,
         # the template's end-of-turn is context (the model did not emit it)
         k = 0
@@ -187,10 +190,10 @@ class StepwiseBuilder:
             TokenizedTrajectory(
                 input_ids=ids,
                 role_ids=roles,
-                obs_count=int(observation_count(roles)),
+                obs_count=sequence_observation_count(roles),
                 method="stepwise",
                 tokenizer=self.identity,
-                stats={"content_rewritten": int(parts.rewritten)},
+                stats={"straddled": straddled, "content_rewritten": int(parts.rewritten)},
                 sampler_logprobs=logp,
                 sampling_temperature=self._temperature,
                 turn=turn,

@@ -36,25 +36,16 @@ from ..wire import ObservationTokens, Segment
 from .fragment import backend_of, fragment_codec
 from .rendered import Parts, TaggedMessage, encode_parts, render_parts
 from .template import TemplateNotPrefixStable, probe_template
-from .tokenized import TokenizedTrajectory
+from .tokenized import TokenizedTrajectory, sequence_observation_count
 
 _CTX = Role.CONTEXT.code
 _ACT = Role.ACTION.code
 _CTX_B = bytes((_CTX,))
-_ACT_B = bytes((_ACT,))
 _ROLE_B = {r: bytes((r.code,)) for r in Role}
 
 ObsParts = tuple[list[Segment] | None, ObservationTokens | None]
 _Prepared = tuple[ObsParts, list[list[int]] | None]
 """An observation already read (``observation_parts``) and its bodies already encoded (None: not yet)."""
-
-
-def _observation_count(roles: bytearray) -> int:
-    """``roles.observation_count`` of one sequence's role codes, counted on the bytes (C speed)."""
-    first = roles.find(_ACT_B)
-    if first < 0:
-        return 0
-    return roles.count(_ROLE_B[Role.ENV_OUTPUT], first + 1) + roles.count(_ROLE_B[Role.WARNING], first + 1)
 
 
 def chat_messages(messages: Sequence[ChatMessage | Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -337,7 +328,7 @@ class TitoBuilder:
         return TokenizedTrajectory(
             input_ids=np.fromiter(self._ids, dtype=np.int64, count=len(self._ids)),
             role_ids=role_ids,
-            obs_count=_observation_count(self._roles),  # |O| of the whole, untruncated sequence
+            obs_count=sequence_observation_count(self._roles),  # |O| of the whole, untruncated sequence
             method="tito",
             tokenizer=self.identity,
             episode_id=episode_id,

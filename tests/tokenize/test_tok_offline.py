@@ -135,23 +135,30 @@ def test_token_roles_policy_directly() -> None:
 
 @pytest.mark.filterwarnings("ignore:the chat template rewrote message content")
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(conv=conversations, document_start=st.booleans(), gen=st.booleans())
+@given(conv=conversations, document_start=st.booleans(), gen=st.booleans(), opaque=st.booleans())
 def test_boundaries_from_byte_lengths_equal_offsets(
-    every_tok: Any, conv: dict[str, Any], document_start: bool, gen: bool
+    every_tok: Any, conv: dict[str, Any], document_start: bool, gen: bool, opaque: bool
 ) -> None:
-    """Role boundaries found from per-id byte lengths are exactly those the tokenizer's offsets give (the
-    offsets path is the same codec without its byte-length table)."""
+    """Role boundaries found from per-id byte lengths are exactly those the tokenizer's offsets give, and one
+    encoding of the whole rendering is exactly its runs' encodings (the runs path is the same codec without
+    ``whole_bytes``, the offsets path without ``token_bytes`` either)."""
     codec = fragment_codec(every_tok)
     assert codec.token_bytes is not None, "every test tokenizer has a character-wise pipeline"
-    offsets_only = copy.copy(codec)
+    runs_only = copy.copy(codec)
+    runs_only.whole_bytes = None
+    offsets_only = copy.copy(runs_only)
     offsets_only.token_bytes = None
     messages = conversation_from_trajectory(make_trajectory(conv), tokenizer=every_tok)
+    if opaque:  # pre-encoded ids (a TITO reset body, a step-wise action) cut the text
+        body = codec.encode_body("ok\n")
+        messages.insert(1, TaggedMessage("tool", [], ids=body, id_roles=bytes([Role.ENV_OUTPUT.code]) * len(body)))
     parts = render_parts(every_tok, messages, add_generation_prompt=gen, eot=assistant_eot_text(every_tok))
     ids, roles, straddled = encode_parts(codec, parts, document_start=document_start)
-    ids2, roles2, straddled2 = encode_parts(offsets_only, parts, document_start=document_start)
-    assert ids.tolist() == ids2.tolist()
-    assert roles.tolist() == roles2.tolist()
-    assert straddled == straddled2
+    for other in (runs_only, offsets_only):
+        ids2, roles2, straddled2 = encode_parts(other, parts, document_start=document_start)
+        assert ids.tolist() == ids2.tolist()
+        assert roles.tolist() == roles2.tolist()
+        assert straddled == straddled2
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

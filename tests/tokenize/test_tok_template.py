@@ -6,9 +6,13 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from openenv_echo.tokenize import TemplateError, TemplateNotPrefixStable, TitoBuilder, probe_template
+from openenv_echo.tokenize import TemplateError, TemplateNotPrefixStable, TitoBuilder, probe_template, template
 from openenv_echo.tokenize.template import assistant_eot_text
+
+from .tokhelp import texts
 
 
 def test_chatml_scaffold(toks: dict[str, Any]) -> None:
@@ -105,3 +109,30 @@ def test_missing_template_and_bad_role(toks: dict[str, Any]) -> None:
         probe_template(tok)
     with pytest.raises(ValueError, match="observation_role"):
         probe_template(toks["qwen"], "")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contents=st.lists(texts, min_size=1, max_size=5), gen=st.booleans())
+def test_direct_render_is_apply_chat_template(every_tok: Any, contents: list[str], gen: bool) -> None:
+    """Plain messages are rendered by the compiled template directly: the same text as apply_chat_template."""
+    roles = ["system", "user", "assistant", "tool", "assistant"]
+    msgs = [{"role": r, "content": c} for r, c in zip(roles, contents)]
+    assert template._direct(every_tok, msgs, None) is not None
+    want = every_tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
+    assert template.render(every_tok, msgs, add_generation_prompt=gen) == want
+
+
+def test_direct_render_only_for_plain_messages(toks: dict[str, Any]) -> None:
+    """Extra keys, non-str values or template kwargs go through apply_chat_template; a renderer whose first
+    render differs from apply_chat_template is never used again for that tokenizer and template."""
+    tok = copy.copy(toks["qwen"])
+    assert template._direct(tok, [{"role": "user", "content": "x", "name": "n"}], None) is None
+    assert template._direct(tok, [{"role": "user", "content": None}], None) is None
+    tok.chat_template = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"
+    msgs = [{"role": "user", "content": "hi"}]
+    direct = template._direct(tok, msgs, None)
+    assert direct is not None and direct(msgs, False) == tok.apply_chat_template(msgs, tokenize=False)
+    key = (id(tok), template._sha(tok.chat_template))
+    template._DIRECT[key] = (template._DIRECT[key][0], False)  # as if the first render had differed
+    assert template._direct(tok, msgs, None) is None
+    assert template.render(tok, msgs, add_generation_prompt=False) == tok.apply_chat_template(msgs, tokenize=False)
