@@ -4,9 +4,21 @@ import subprocess
 from pathlib import Path
 
 APP = Path("/app")
+# Programs the agent wrote or controls run as its unprivileged uid: whatever they do, they cannot write the reward.
+AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+GIT = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null"]
+SCRATCH = Path("/tests/scratch")  # root's: the agent can neither fill nor change it
+SCRATCH.mkdir(exist_ok=True)
+
+
+def as_agent(argv, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return subprocess.run([*AGENT, *argv], capture_output=True, text=True, env=AGENT_ENV, **kwargs)
+
 probe = [34, 9, 7, 29, 36, 46]
 for values in ([81, 64, 70, 59, 84, 31, 86, 80, 33, 16, 32], probe):
-    path = Path('/tmp/check-values.txt')
+    path = SCRATCH / 'values.txt'
     path.write_text(''.join(f'{v}\n' for v in values))
-    out = subprocess.run(['python3', str(APP / 'stats.py'), str(path)], capture_output=True, text=True, timeout=10)
+    out = as_agent(['python3', str(APP / 'stats.py'), str(path)])
     assert out.stdout.strip() == f'{sum(values) / len(values):.2f}', out.stdout

@@ -4,6 +4,18 @@ import subprocess
 from pathlib import Path
 
 APP = Path("/app")
+# Programs the agent wrote or controls run as its unprivileged uid: whatever they do, they cannot write the reward.
+AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+GIT = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null"]
+SCRATCH = Path("/tests/scratch")  # root's: the agent can neither fill nor change it
+SCRATCH.mkdir(exist_ok=True)
+
+
+def as_agent(argv, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return subprocess.run([*AGENT, *argv], capture_output=True, text=True, env=AGENT_ENV, **kwargs)
+
 for n, want in {4: 4, 12: 24, 57: 420, 100: 1300}.items():
-    out = subprocess.run(['bash', str(APP / 'series.sh'), str(n)], capture_output=True, text=True, timeout=10)
+    out = as_agent(['bash', str(APP / 'series.sh'), str(n)])
     assert out.stdout.strip() == str(want), (n, out.stdout)

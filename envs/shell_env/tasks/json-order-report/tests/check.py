@@ -4,4 +4,16 @@ import subprocess
 from pathlib import Path
 
 APP = Path("/app")
-assert json.loads((APP / 'report.json').read_text()) == {'cedar': 1, 'willow': 1, 'krypton': 2, 'nickel': 5, 'amber': 5}
+# Programs the agent wrote or controls run as its unprivileged uid: whatever they do, they cannot write the reward.
+AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+GIT = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null"]
+SCRATCH = Path("/tests/scratch")  # root's: the agent can neither fill nor change it
+SCRATCH.mkdir(exist_ok=True)
+
+
+def as_agent(argv, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return subprocess.run([*AGENT, *argv], capture_output=True, text=True, env=AGENT_ENV, **kwargs)
+
+assert json.loads((APP / 'report.json').read_text()) == {'cedar': 3, 'willow': 5, 'krypton': 0, 'nickel': 2, 'amber': 5}

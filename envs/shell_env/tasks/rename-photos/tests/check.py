@@ -4,6 +4,18 @@ import subprocess
 from pathlib import Path
 
 APP = Path("/app")
+# Programs the agent wrote or controls run as its unprivileged uid: whatever they do, they cannot write the reward.
+AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+GIT = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null"]
+SCRATCH = Path("/tests/scratch")  # root's: the agent can neither fill nor change it
+SCRATCH.mkdir(exist_ok=True)
+
+
+def as_agent(argv, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return subprocess.run([*AGENT, *argv], capture_output=True, text=True, env=AGENT_ENV, **kwargs)
+
 want = {'photo-1229.jpg': 'jpeg 1229\n', 'photo-4060.jpg': 'jpeg 4060\n', 'photo-4484.jpg': 'jpeg 4484\n', 'photo-6742.jpg': 'jpeg 6742\n', 'photo-6828.jpg': 'jpeg 6828\n', 'photo-7899.jpg': 'jpeg 7899\n', 'photo-8881.jpg': 'jpeg 8881\n', 'photo-8919.jpg': 'jpeg 8919\n', 'photo-9833.jpg': 'jpeg 9833\n', 'notes.txt': 'keep me\n'}
 got = {p.name: p.read_text() for p in (APP / 'photos').iterdir()}
 assert got == want, got

@@ -4,6 +4,18 @@ import subprocess
 from pathlib import Path
 
 APP = Path("/app")
+# Programs the agent wrote or controls run as its unprivileged uid: whatever they do, they cannot write the reward.
+AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+GIT = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null"]
+SCRATCH = Path("/tests/scratch")  # root's: the agent can neither fill nor change it
+SCRATCH.mkdir(exist_ok=True)
+
+
+def as_agent(argv, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return subprocess.run([*AGENT, *argv], capture_output=True, text=True, env=AGENT_ENV, **kwargs)
+
 EXPECTED = {"etc/app/ember3.conf": "xenon = 8\n", "home/ops/juniper7.conf": "cedar = 9\n", "home/ops/tundra1.conf": "indigo = 4\n", "var/lib/nickel6.conf": "harbor = 4\n"}
 got = {p.relative_to(APP / 'restored').as_posix(): p.read_text() for p in (APP / 'restored').rglob('*') if p.is_file()}
 assert got == EXPECTED, got

@@ -4,6 +4,18 @@ import subprocess
 from pathlib import Path
 
 APP = Path("/app")
+# Programs the agent wrote or controls run as its unprivileged uid: whatever they do, they cannot write the reward.
+AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+GIT = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null"]
+SCRATCH = Path("/tests/scratch")  # root's: the agent can neither fill nor change it
+SCRATCH.mkdir(exist_ok=True)
+
+
+def as_agent(argv, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return subprocess.run([*AGENT, *argv], capture_output=True, text=True, env=AGENT_ENV, **kwargs)
+
 EXPECTED = {"sorted/csv/garnet-7.csv": "zephyr\n", "sorted/csv/harbor-2.csv": "pepper\n", "sorted/log/onyx-6.log": "lagoon\n", "sorted/md/garnet-5.md": "cedar\n", "sorted/md/krypton-8.md": "umber\n", "sorted/md/onyx-0.md": "violet\n", "sorted/md/onyx-4.md": "indigo\n", "sorted/md/quartz-1.md": "tundra\n", "sorted/md/willow-3.md": "krypton\n"}
 for rel, text in EXPECTED.items():
     assert (APP / rel).read_text() == text, rel
