@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,9 +43,7 @@ SUITE = task_suite()
 
 @pytest.fixture(scope="module")
 def url(shell_task_images: dict[str, str]) -> Iterator[str]:
-    server = BackgroundServer(
-        create_app(ShellEnvironment, limits=ServerLimits(max_sessions=4, step_timeout_s=600.0))
-    )
+    server = BackgroundServer(create_app(ShellEnvironment, limits=ServerLimits(max_sessions=4, step_timeout_s=600.0)))
     yield server.start()
     server.stop()
 
@@ -239,9 +236,7 @@ def test_a_server_killed_while_each_kind_of_container_exists_leaves_nothing(
 
         def kill_on_create(proc: subprocess.Popen[bytes] = proc, events: Any = events) -> None:
             for event in events:
-                if event.get("Actor", {}).get("Attributes", {}).get(OWNER_LABEL, "").split("/")[1:2] == [
-                    str(proc.pid)
-                ]:
+                if event.get("Actor", {}).get("Attributes", {}).get(OWNER_LABEL, "").split("/")[1:2] == [str(proc.pid)]:
                     proc.send_signal(signal.SIGKILL)
                     return
 
