@@ -93,7 +93,7 @@ def _files_sort(r: random.Random) -> Spec:
 
 def _word_count(r: random.Random) -> Spec:
     target = r.choice(WORDS)
-    lines = []
+    lines: list[str] = []
     for _ in range(r.randint(30, 45)):
         words = [r.choice(WORDS[:8] + [target]) for _ in range(r.randint(4, 9))]
         words = [w.capitalize() if r.random() < 0.3 else w for w in words]
