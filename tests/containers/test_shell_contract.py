@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,6 +109,42 @@ def test_filling_the_agents_logs_and_tmp_does_not_cost_a_correct_answer_its_rewa
         for action in solution_actions(task):
             final = client.step(action)
     assert final.done and final.reward == 1.0, final.text
+
+
+def _verify_with(test_sh: str, tmp_path: Path, commands: tuple[str, ...] = ()) -> Any:
+    """A fresh count-word sandbox: run ``commands`` as the agent, then a ``test.sh`` of ours as the verifier."""
+    tests = tmp_path / "tests"
+    tests.mkdir(exist_ok=True)
+    (tests / "test.sh").write_text(test_sh)
+    rt = ShellRuntime(pool_size=0)
+    try:
+        sandbox = rt.acquire(SUITE.by_name("count-word"))
+        for command in commands:
+            assert sandbox.run(command, 10, 4096).ending == "exited"
+        return sandbox.verify(tests, 60, {}, "/app")
+    finally:
+        rt.close()
+
+
+def test_every_agent_process_is_gone_before_the_tests_start(shell_task_images: dict[str, str], tmp_path: Path) -> None:
+    count = 'n=0; for d in /proc/[0-9]*; do [ "$(stat -c %u $d)" = 1000 ] && n=$((n + 1)); done; '
+    result = _verify_with(
+        count + "echo $((n == 0)) > /logs/verifier/reward.txt\n",
+        tmp_path,
+        ("(while :; do sleep 1; done) & disown; nohup sleep 1000 >/dev/null 2>&1 & setsid sleep 1000 &",),
+    )
+    assert result.reward == 1.0 and result.problem is None, result
+
+
+def test_a_reward_txt_that_is_not_a_regular_file_scores_0_never_the_json_fallback(
+    shell_task_images: dict[str, str], tmp_path: Path
+) -> None:
+    json_reward = "echo '{\"reward\": 0.5}' > /logs/verifier/reward.json\n"
+    forged = _verify_with("mkdir -p /logs/verifier/reward.txt\n" + json_reward, tmp_path)
+    assert forged.reward == 0.0 and "reward.txt is not a regular file" in str(forged.problem), forged
+    linked = _verify_with("ln -s /logs/verifier/reward.json /logs/verifier/reward.txt\n" + json_reward, tmp_path)
+    assert linked.reward == 0.0 and "not a regular file" in str(linked.problem), linked
+    assert _verify_with(json_reward, tmp_path).reward == 0.5  # no reward.txt at all: reward.json, as Harbor reads it
 
 
 def test_the_verifiers_output_is_in_the_state_never_in_an_observation(url: str) -> None:

@@ -3,9 +3,11 @@
 The container (``Sandbox.create``) runs the task's image with no network, a read-only root filesystem, every
 capability dropped but the few its root processes need (``ROOT_CAPABILITIES``: the agent's uid holds none, and
 ``no-new-privileges`` keeps it so), the task's pids, memory (swap included) and CPU limits, and writable tmpfs
-mounts only: the working directory (``storage_mb``, owned by the agent, filled with what the image holds there),
-``/tmp`` (64 MB), ``/logs`` and ``/tests`` (root's: the agent cannot plant a reward or a test). Its main process is
-the supervisor of ``scripts``; the agent's shell is a ``docker exec`` of bash as ``AGENT_UID``.
+mounts only (each its own, so filling one fills no other): the working directory (``storage_mb``, owned by the
+agent, filled with what the image holds there), ``/tmp`` (64 MB), ``/logs/agent`` (the agent's), ``/logs/verifier``
+and ``/tests`` (root's: the agent can plant neither a reward nor a test, nor fill their room). Its main process is
+the supervisor of ``scripts``; the agent's shell is a ``docker exec`` of the ``driver`` as ``AGENT_UID``, which runs
+bash (``link``).
 
 Every call here blocks (Docker's API): the runtime calls them on its threads, never on the event loop.
 """
@@ -212,6 +214,7 @@ class Sandbox:
             sandbox._supervisor = _Channel(
                 container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1, "logs": 0})
             )
+            sandbox.supervise("status -1")  # answered once the supervisor has set up the log mounts
             if spec.workdir_tar is not None:
                 code, out, _ = sandbox.exec(
                     ["tar", "-x", "-m", "-C", spec.workdir, "--strip-components=1"],
