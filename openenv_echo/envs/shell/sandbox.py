@@ -209,12 +209,14 @@ class Sandbox:
             log_config={"type": "json-file", "config": {"max-size": "256k", "max-file": "1"}},
         )
         sandbox = cls(client, container, spec)
+        shell: ShellLink | None = None
         try:
             container.start()
             sandbox._supervisor = _Channel(
                 container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1, "logs": 0})
             )
             sandbox.supervise("status -1")  # answered once the supervisor has set up the log mounts
+            shell = sandbox._spawn_shell()  # the driver's Python starts while the work directory is filled
             if spec.workdir_tar is not None:
                 code, out, _ = sandbox.exec(
                     ["tar", "-x", "-m", "-C", spec.workdir, "--strip-components=1"],
@@ -224,8 +226,10 @@ class Sandbox:
                 )
                 if code != 0:
                     raise RuntimeError(f"could not fill {spec.workdir}: {out.decode(errors='replace')[-500:]}")
-            sandbox.start_shell()
+            sandbox._adopt_shell(shell)
         except BaseException:
+            if shell is not None:
+                shell.close()
             sandbox.remove()
             raise
         return sandbox
@@ -339,20 +343,32 @@ class Sandbox:
     def start_shell(self) -> None:
         """A new agent shell (under its driver, ``link``) in the last known directory, else the task's working
         directory, else ``/`` (a notice says so): a restart never fails on a directory that is gone."""
+        self._adopt_shell(self._spawn_shell())
+
+    def _spawn_shell(self) -> ShellLink:
+        """Start the driver's exec (it starts bash on its own; ``_adopt_shell`` waits for it)."""
         import docker.errors
 
         if self._shell is not None:
             self._shell.close()
             self._shell = None
-        wanted = self.cwd_bytes
-        argv = [*DRIVER_ARGV, os.fsdecode(wanted), self.spec.workdir]
+        argv = [*DRIVER_ARGV, os.fsdecode(self.cwd_bytes), self.spec.workdir]
         try:
             exec_id = self.client.api.exec_create(
                 self.container.id, argv, stdin=True, user=_AGENT, workdir="/", environment=_SHELL_ENV
             )["Id"]
-            link = ShellLink(_Channel(self.client.api.exec_start(exec_id, socket=True)))
+            return ShellLink(_Channel(self.client.api.exec_start(exec_id, socket=True)))
+        except (docker.errors.APIError, OSError) as e:
+            if self.status() != "running":
+                raise self.lost("(while starting the agent's shell)") from e
+            raise RuntimeError(f"could not start the agent's shell: {e}") from e
+
+    def _adopt_shell(self, link: ShellLink) -> None:
+        wanted = self.cwd_bytes
+        try:
             link.start()
-        except (docker.errors.APIError, ShellStartError, OSError) as e:
+        except (ShellStartError, OSError) as e:
+            link.close()
             if self.status() != "running":
                 raise self.lost("(while starting the agent's shell)") from e
             raise RuntimeError(f"could not start the agent's shell: {e}") from e
