@@ -29,9 +29,8 @@ import time
 
 CONTROL_FD = 99
 """bash's descriptor for the harness's end report (closed for the agent's commands)."""
-REPORT_FIELDS = 5
-"""NUL-terminated fields of one end report: status, flags, cwd, whether stdout/stderr are still ours, DEBUG trap."""
-SETTLED_FIELD = 3
+REPORT_FIELDS = 4
+"""NUL-terminated fields of one end report: status, flags, cwd, DEBUG trap."""
 SETTLE_GAP_S = 0.02
 """When the shell's stdout or stderr no longer is the driver's pipe (``exec > >(tee log)``), output may trail the
 report through another process: it is waited for until this long a pause (at most ``SETTLE_MAX_S``)."""
@@ -99,6 +98,25 @@ def _start(cwds: list[bytes]) -> tuple[int, bytes, int, int, int, int]:
     return pid, used, cmd_w, out_r, err_r, ctl_r
 
 
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def settled(pid: int, ours: set[tuple[int, int] | None]) -> bool:
+    """Whether the shell's stdout and stderr are still the driver's pipes (or /dev/null): then nothing can trail its
+    report. While the report runs they are on fds 97 and 98 (``scripts.command_line``); once it is over, bash has
+    put them back on 1 and 2 before it closes 97 and 98, so looking at 97, then 1, never misses both."""
+    for saved, fd in ((97, 1), (98, 2)):
+        found = _inode(f"/proc/{pid}/fd/{saved}") or _inode(f"/proc/{pid}/fd/{fd}")
+        if found not in ours:
+            return False
+    return True
+
+
 def main() -> None:
     try:
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
@@ -108,6 +126,7 @@ def main() -> None:
     pid, used, cmd_w, out_r, err_r, ctl_r = _start([os.fsencode(a) for a in sys.argv[1:]])
     _send(b"r", str(pid).encode() + b"\0" + used)
     kinds = {out_r: b"o", err_r: b"e"}
+    ours = {_inode(f"/proc/self/fd/{out_r}"), _inode(f"/proc/self/fd/{err_r}"), _inode("/dev/null")}
     pending = b""  # for bash's stdin
     inbox = b""  # the harness's records
     report = b""
@@ -165,8 +184,7 @@ def main() -> None:
                     at = -1
                     for _ in range(REPORT_FIELDS):
                         at = report.index(b"\0", at + 1)
-                    fields = report[: at + 1].split(b"\0")
-                    drain(settle=fields[SETTLED_FIELD] != b"1")
+                    drain(settle=not settled(pid, ours))
                     _send(b"m", report[: at + 1])
                     report = report[at + 1 :]
             elif data:

@@ -58,15 +58,15 @@ while IFS= read -r req; do
       out=""
       for d in /proc/[0-9]*; do
         p=${d#/proc/}
-        [[ $p == "$2" ]] && continue
-        uid=""
-        while read -r k v _; do [[ $k == Uid: ]] && { uid=$v; break; }; done < "$d/status" 2>/dev/null
-        [[ $uid == AGENT_UID ]] || continue
+        [[ $p == "$2" || $p == "$$" || $p == 1 ]] && continue
         read -r s < "$d/stat" 2>/dev/null || continue
         s=${s##*) }
         state=${s%% *} s=${s#* }
         [[ $state == Z ]] && continue
-        [[ ${s%% *} == 1 || ${s%% *} == "$2" ]] || continue
+        [[ ${s%% *} == 1 || ${s%% *} == "$2" ]] || continue  # (the driver and other execs have parent 0)
+        uid=""
+        while read -r k v _; do [[ $k == Uid: ]] && { uid=$v; break; }; done < "$d/status" 2>/dev/null
+        [[ $uid == AGENT_UID ]] || continue
         read -r comm < "$d/comm" 2>/dev/null
         out+=" $p:${comm// /_}"
       done
@@ -102,41 +102,37 @@ def ansi_c_quote(text: str | bytes) -> str:
     return "".join(out)
 
 
-SHELL_INIT = b"exec 95>&1 96>&2\n"
-"""Run once when the shell starts: keeps a copy of the driver's stdout and stderr pipes (fds 95, 96; closed for the
-agent's commands), so the end report can say whether the shell still writes to them (``command_line``)."""
-
-_REPORT = (
-    "{ __oe_s=$? __oe_o=$SHELLOPTS __oe_f=$- POSIXLY_CORRECT=y; \\set +vx; \\unset -f builtin printf; "
-    "__oe_p=1; for __oe_d in 97 98; do [[ /dev/fd/$__oe_d -ef /dev/fd/95 || /dev/fd/$__oe_d -ef /dev/fd/96 "
-    "|| /dev/fd/$__oe_d -ef /dev/null ]] || __oe_p=0; done; "
-    '\\builtin printf \'%s\\0%s\\0%s\\0%s\\0\' "$__oe_s" "$__oe_f" "$PWD" "$__oe_p" >&99 '
-    "&& \\trap -p DEBUG >&99 && \\builtin printf '\\0' >&99 || \\exit 97; \\trap - DEBUG; "
-    "[[ :$__oe_o: == *:posix:* ]] || \\unset POSIXLY_CORRECT; } 97>&1 98>&2 >/dev/null 2>&1"
+SHELL_INIT = (
+    b"__oe_end() { __oe_s=$? __oe_o=$SHELLOPTS __oe_f=$- POSIXLY_CORRECT=y; \\set +vx; \\unset -f builtin printf; "
+    b'\\builtin printf \'%s\\0%s\\0%s\\0\' "$__oe_s" "$__oe_f" "$PWD" >&99 && \\trap -p DEBUG >&99 '
+    b"&& \\builtin printf '\\0' >&99 || \\exit 97; \\trap - DEBUG; "
+    b"[[ :$__oe_o: == *:posix:* ]] || \\unset POSIXLY_CORRECT; }; declare -ft __oe_end\n"
 )
-"""The harness's end of every step, run right after the agent's command at the shell's top level.
+"""The harness's end-of-step function, defined once when the shell starts; ``command_line`` calls it right after the
+agent's command, with its stdout and stderr on /dev/null (so neither an agent's DEBUG trap nor ``set -x`` shows
+any of it: the trap fires into /dev/null, the trace goes there).
 
-Its stdout and stderr are /dev/null (so neither an agent's DEBUG trap nor ``set -x`` shows any of it: the trap
-fires into /dev/null, the trace goes there). Its first command is assignments only (syntax, which no function or
-alias can replace) and switches on POSIX mode, where the special builtins it uses (``set``, ``unset``, ``trap``,
-``exit``) are found before any function; every command word is quoted (``\\set``) so no alias applies, and
-functions named ``builtin`` or ``printf`` are removed (they would take over the report). It writes the report on
-fd 99 only: status, ``$-``, ``$PWD``, whether stdout and stderr still are the driver's pipes or /dev/null (else output may trail
-the report through another process, e.g. ``exec > >(tee log)``, and the driver waits for it to settle) and the
-agent's DEBUG trap; then it sets the agent's ``set -v``/``-x`` and DEBUG trap aside (``command_line`` puts them
-back inside the next ``eval``, so they see only the agent's commands) and leaves POSIX mode unless the agent was in
-it. A shell where the report cannot be written exits (97): the harness restarts it."""
+It has the trace attribute (``declare -ft``), so it sees the agent's DEBUG trap and can set it aside. Its first
+command is assignments only (syntax, which no function or alias can replace) and switches on POSIX mode, where the
+special builtins it uses (``set``, ``unset``, ``trap``, ``exit``) are found before any function; every command word
+is quoted (``\\set``) so no alias applies, and functions named ``builtin`` or ``printf`` are removed (they would take
+over the report). It writes the report on fd 99 only: status, ``$-``, ``$PWD`` and the agent's DEBUG trap; then it
+sets the agent's ``set -v``/``-x`` and DEBUG trap aside (``command_line`` puts them back inside the next ``eval``,
+so they see only the agent's commands) and leaves POSIX mode unless the agent was in it. A shell where the report
+cannot be written exits (97): the harness restarts it. The step line stays short on purpose: bash reads a pipe one
+byte at a time."""
 
 
 def command_line(command: str, flags: str = "", debug_trap: bytes = b"") -> bytes:
-    """The one input line that runs ``command`` in the agent's shell and then reports (``_REPORT``).
+    """The one input line that runs ``command`` in the agent's shell and then reports (``SHELL_INIT``).
 
     ``flags`` (the agent's ``v``/``x`` options) and ``debug_trap`` (its ``trap -p DEBUG`` line) come from the
     previous report: they are put back first thing inside the ``eval``, so the agent's tracing starts at its own
-    command. The ``eval`` runs with stdin from /dev/null and the harness's descriptors closed."""
+    command. The ``eval`` runs with stdin from /dev/null and the control descriptor closed; fds 97 and 98 keep the
+    shell's stdout and stderr while the report runs (the driver looks at them: ``driver.settled``)."""
     restore = debug_trap.rstrip(b"\n") + b"\n" if debug_trap else b""
     shell_flags = "".join(f for f in "vx" if f in flags)
     if shell_flags:
         restore += f"set -{shell_flags}\n".encode()
     body = ansi_c_quote(restore + command.encode("utf-8", "surrogatepass"))
-    return f"\\eval {body} </dev/null 99>&- 95>&- 96>&-; {_REPORT}\n".encode()
+    return f"\\eval {body} </dev/null 99>&-; {{ \\__oe_end; }} 97>&1 98>&2 >/dev/null 2>&1\n".encode()

@@ -71,14 +71,12 @@ class Report:
     flags: str
     """The shell's ``$-`` (the harness keeps ``v`` and ``x`` for the next command)."""
     cwd: bytes
-    settled: bool
-    """Whether the shell's stdout and stderr still were the driver's pipes."""
     debug_trap: bytes
     """The agent's ``trap -p DEBUG`` line (empty when it set none)."""
 
 
 _FLAGS = re.compile(rb"[A-Za-z]*")
-REPORT_FIELDS = 5
+REPORT_FIELDS = 4
 NO_TRAP = b"trap -- - DEBUG\n"
 """What ``trap -p DEBUG`` prints in POSIX mode when no DEBUG trap is set."""
 
@@ -88,14 +86,14 @@ def parse_report(data: bytes) -> Report | None:
     fields = data.split(b"\0")
     if len(fields) != REPORT_FIELDS + 1 or fields[-1]:
         return None
-    status, flags, cwd, settled, trap = fields[:REPORT_FIELDS]
+    status, flags, cwd, trap = fields[:REPORT_FIELDS]
     if not (status.isdigit() and int(status) <= 255 and _FLAGS.fullmatch(flags) and cwd.startswith(b"/")):
         return None
-    if settled not in (b"0", b"1") or (trap and not (trap.startswith(b"trap -- ") and trap.endswith(b" DEBUG\n"))):
+    if trap and not (trap.startswith(b"trap -- ") and trap.endswith(b" DEBUG\n")):
         return None
     if trap == NO_TRAP:
         trap = b""
-    return Report(int(status), flags.decode(), cwd, settled == b"1", trap)
+    return Report(int(status), flags.decode(), cwd, trap)
 
 
 def shown(data: bytes) -> str:
