@@ -5,7 +5,9 @@
   ``env_output``, one segment per run of one stream in the order the frames arrived, stderr runs marked
   ``metadata={"stream": "stderr"}``; then, each a ``warning`` segment: the newline the harness adds when the output
   did not end with one, the truncation notice, the kill notice (wall time, output flood), the shell-exit notice, the
-  OOM notice, the background-process notice, and the exit status line ``[exit status N]``;
+  foreign-report notice, what the driver or the engine complained of, the OOM notice, the process-limit notices,
+  the restart notices (a working directory that is gone), the background-process notice, and the exit status line
+  ``[exit status N]``;
 * submit (and the step limit): the echo, the verdict and the reward are ``warning``.
 
 Nothing here touches Docker: the tests render hand-made results.
