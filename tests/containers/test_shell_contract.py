@@ -199,6 +199,15 @@ def test_shell_idioms_keep_steps_whole_and_output_the_programs_own(url: str) -> 
         ]
 
 
+def test_the_driver_runs_as_the_agent_without_capabilities_and_cannot_be_traced(url: str) -> None:
+    with EnvClient(url) as client:
+        client.reset(task="count-word")
+        status = client.step({"command": "grep -E '^(Uid|CapEff)' /proc/$PPID/status"}).observation["output"]
+        assert status.split() == ["Uid:", *["1000"] * 4, "CapEff:", "0" * 16], status
+        memory = client.step({"command": "head -c 1 /proc/$PPID/environ; head -c 1 /proc/$PPID/mem"})
+        assert memory.text.count("Permission denied") == 2, memory.text  # not dumpable: no peeking, no ptrace
+
+
 def test_the_engines_complaints_are_never_output(shell_task_images: dict[str, str]) -> None:
     """An exec the runtime cannot start ("OCI runtime exec failed": no such program) is the harness's error."""
     rt = ShellRuntime(pool_size=0)

@@ -116,7 +116,7 @@ class LocalTransport:
 
     def __init__(self, cwd: str) -> None:
         self.proc = subprocess.Popen(
-            [*DRIVER_ARGV, cwd, "/"],
+            [*DRIVER_ARGV, "-", cwd, "/"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

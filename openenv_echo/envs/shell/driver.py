@@ -1,4 +1,4 @@
-"""The agent's shell driver: runs inside the sandbox (``python3 -I -S -c <this file>``), as the agent's uid.
+"""The agent's shell driver: runs inside the sandbox (``python3 -I -S -c <this file>``) as the agent's uid.
 
 It starts one ``bash --noprofile --norc`` and owns every descriptor the shell's output and the harness's control
 data travel on, so nothing the agent does inside its shell can make the two look alike:
@@ -13,13 +13,13 @@ data travel on, so nothing the agent does inside its shell can make the two look
   overtakes its report); ``x``: the shell ended (its wait status). The harness sends ``c`` records (bytes to
   write to bash's stdin) on the driver's stdin.
 
-The driver makes itself non-dumpable, so the agent's processes (same uid) cannot trace it or write its memory.
+The driver starts as root and drops to the agent's uid itself, which leaves it non-dumpable: the agent's processes
+(same uid) cannot trace it or write its memory.
 Standard library only: it runs on whatever ``python3`` the task's image has (the project's base image's).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import select
@@ -117,13 +117,22 @@ def settled(pid: int, ours: set[tuple[int, int] | None]) -> bool:
     return True
 
 
+def _become(uid: int) -> None:
+    """Drop from root to ``uid`` (and its gid, no groups): the change of credentials also makes the kernel mark
+    the driver non-dumpable, so the agent's processes (same uid) cannot trace it or write its memory; bash, exec'd
+    afterwards, is an ordinary process of the agent's."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
 def main() -> None:
-    try:
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-    except (OSError, AttributeError):
-        pass
+    """``driver UID CWD...``: ``UID`` is the agent's (``-``: stay as started, for the tests), then the directories
+    to try, in order."""
+    if sys.argv[1] != "-":
+        _become(int(sys.argv[1]))
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    pid, used, cmd_w, out_r, err_r, ctl_r = _start([os.fsencode(a) for a in sys.argv[1:]])
+    pid, used, cmd_w, out_r, err_r, ctl_r = _start([os.fsencode(a) for a in sys.argv[2:]])
     _send(b"r", str(pid).encode() + b"\0" + used)
     kinds = {out_r: b"o", err_r: b"e"}
     ours = {_inode(f"/proc/self/fd/{out_r}"), _inode(f"/proc/self/fd/{err_r}"), _inode("/dev/null")}

@@ -21,7 +21,8 @@ from .streams import STDERR, STDOUT, CommandOutput, RecordDecoder, Report, parse
 
 DRIVER_SOURCE = Path(driver_module.__file__).read_text(encoding="utf-8")
 DRIVER_ARGV = ["python3", "-I", "-S", "-c", DRIVER_SOURCE]
-"""The driver's command line (its cwd candidates follow): isolated mode, so nothing of the agent's is imported."""
+"""The driver's command line (the agent's uid, then the directories to try, follow): isolated mode, so nothing of the
+agent's is imported."""
 START_S = 30.0
 """How long a new shell may take to report that it started (a loaded machine, a container at its pids limit)."""
 

@@ -352,10 +352,10 @@ class Sandbox:
         if self._shell is not None:
             self._shell.close()
             self._shell = None
-        argv = [*DRIVER_ARGV, os.fsdecode(self.cwd_bytes), self.spec.workdir]
-        try:
+        argv = [*DRIVER_ARGV, str(AGENT_UID), os.fsdecode(self.cwd_bytes), self.spec.workdir]
+        try:  # started as root: the driver drops to the agent's uid itself (see ``driver._become``)
             exec_id = self.client.api.exec_create(
-                self.container.id, argv, stdin=True, user=_AGENT, workdir="/", environment=_SHELL_ENV
+                self.container.id, argv, stdin=True, user="0:0", workdir="/", environment=_SHELL_ENV
             )["Id"]
             return ShellLink(_Channel(self.client.api.exec_start(exec_id, socket=True)))
         except (docker.errors.APIError, OSError) as e:
