@@ -272,7 +272,7 @@ def _service(r: random.Random) -> Spec:
         solve="sed -i 's|^data_dir = .*|data_dir = /app/service/data|' /app/service/service.ini\n",
         check="import time, urllib.request\nassert 'sys.exit' in (APP / 'service/server.py').read_text()\n"
         "proc = subprocess.Popen([*AGENT, 'bash', str(APP / 'service/start.sh')], env=AGENT_ENV)\ntry:\n"
-        "    for _ in range(50):\n        try:\n"
+        "    for _ in range(300):  # up to 30 s: a loaded machine starts it slowly\n        try:\n"
         f"            body = urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=1).read().decode()\n"
         "            break\n        except OSError:\n            assert proc.poll() is None, 'service exited'\n"
         "            time.sleep(0.1)\n    else:\n        raise AssertionError('no answer')\n"

@@ -23,7 +23,7 @@ import time, urllib.request
 assert 'sys.exit' in (APP / 'service/server.py').read_text()
 proc = subprocess.Popen([*AGENT, 'bash', str(APP / 'service/start.sh')], env=AGENT_ENV)
 try:
-    for _ in range(50):
+    for _ in range(300):  # up to 30 s: a loaded machine starts it slowly
         try:
             body = urllib.request.urlopen('http://127.0.0.1:8490/', timeout=1).read().decode()
             break
