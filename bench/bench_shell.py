@@ -4,8 +4,8 @@
   (the default, 4: a container of the task waits, started while the last episode ran), one server process each,
   alternating rounds; between resets the client pauses ``--episode-s`` (the episode an agent would play), so the
   pool has the time a real rollout gives it;
-* step latency of a trivial command (``true``: one round trip into the container's bash and back, the output
-  reader and the supervisor's status check), against the echo env's step on the same kind of server (the protocol's
+* step latency of a trivial command (``true``: one round trip through the shell's driver into the container's bash
+  and back, the output and end-report reader and the supervisor's status check), against the echo env's step on the same kind of server (the protocol's
   own cost) measured in the same rounds.
 
 Medians and 90th percentiles of per-call wall time seen by the client; the load average is printed before and after

@@ -2,8 +2,8 @@
 
 Env text is written exactly as received: never through rich markup (``[echo] `` stays), never re-wrapped,
 tabs kept. Colour is used only on a colour terminal; with ``--plain``, ``NO_COLOR``, a pipe or a log file each
-segment is preceded by its label instead, e.g. ``⟦warning⟧[echo] ⟦env_output⟧hi``. On a colour terminal,
-control characters other than newline and tab are shown escaped (``\\x1b``) so env text cannot restyle it.
+segment is preceded by its label instead, e.g. ``⟦warning⟧[echo] ⟦env_output⟧hi``. Either way, control characters
+other than newline and tab are shown escaped (``\\x1b``) so env text can neither restyle nor erase its label.
 """
 
 from __future__ import annotations
@@ -79,6 +79,11 @@ def legend(colour: bool = True) -> Text:
     return text
 
 
+def _escaped(text: str) -> str:
+    """``text`` with its control characters (other than newline and tab) as Python escapes, e.g. ``\\x1b``."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class _Exact:
     """A renderable of pre-styled pieces that rich passes through untouched (no markup, wrap or tab expansion)."""
 
@@ -99,14 +104,14 @@ def write_segments(console: Console, segments: Iterable[tuple[Role, str]], *, en
             continue
         if colour:
             style = Style.parse(ROLE_STYLES[role])
-            shown = _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+            shown = _escaped(text)
             for line in shown.splitlines(True):
                 body = line.rstrip("\n")
                 pieces.append(RichSegment(body, style))
                 if len(body) < len(line):
                     pieces.append(RichSegment(line[len(body) :]))
         else:
-            pieces.append(RichSegment(role_label(role) + text))
+            pieces.append(RichSegment(role_label(role) + _escaped(text)))
     if end_line and pieces and not pieces[-1].text.endswith("\n"):
         pieces.append(RichSegment("\n"))
     console.print(_Exact(pieces), end="")

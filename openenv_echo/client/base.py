@@ -18,7 +18,7 @@ class ClientBase:
         base_url: str,
         *,
         connect_timeout_s: float = 10.0,
-        message_timeout_s: float = 60.0,
+        message_timeout_s: float = 300.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         segment_rule: SegmentRule = PlainTextRule(),
         writer: TrajectoryWriter | str | Path | None = None,

@@ -168,6 +168,13 @@ def test_no_color_and_plain_give_labels_on_a_colour_terminal(echo_url: str, colo
     assert "⟦warning⟧[echo] ⟦env_output⟧[x] hi\n" in proc.stdout
 
 
+def test_plain_output_escapes_control_characters_so_env_text_cannot_erase_its_label(echo_url: str) -> None:
+    proc = cli("episode", echo_url, "-a", "hi\x1b[2K\r\x7f", "--plain")
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\r" not in proc.stdout and "\x7f" not in proc.stdout
+    assert "⟦env_output⟧hi\\x1b[2K\\r\\x7f\n" in proc.stdout
+
+
 def test_colour_terminal_styles_roles_and_keeps_text_exact(echo_url: str) -> None:
     proc = cli("episode", echo_url, "-a", "[x] hi\x1b[31m", "-a", "bye", env={"FORCE_COLOR": "1", "TERM": "xterm"})
     assert proc.returncode == 0, proc.stderr

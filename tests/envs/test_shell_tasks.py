@@ -206,13 +206,22 @@ def _tree(root: Path) -> dict[str, tuple[bytes, bool]]:
     }
 
 
-def test_shipped_suite_is_valid_and_split() -> None:
+def test_shipped_suite_is_valid_and_split_by_family_and_by_seed() -> None:
     suite = load_suite()
-    assert len(suite.tasks) >= 12
-    for split in ("train", "validation", "test"):
-        assert suite.split(split), split
+    assert len(suite.tasks) >= 40
+    family = {t.name: t.config["metadata"]["openenv_echo"]["family"] for t in suite.tasks}
+    assert len(set(family.values())) >= 8
+    splits = {name: {family[t.name] for t in suite.split(name)} for name in ("train", "validation", "test")}
+    assert all(splits.values())
+    # whole families no training task comes from, in validation and in test ...
+    assert splits["validation"] - splits["train"] and splits["test"] - splits["train"]
+    # ... and new seeds (new inputs, new answers) of training families, in both
+    assert splits["validation"] & splits["train"] and splits["test"] & splits["train"]
+    seeds = [t.config["metadata"]["openenv_echo"]["seed"] for t in suite.tasks]
+    assert len(set(seeds)) == len(seeds)
     for task in suite.tasks:
         assert task.solution is not None and task.dockerfile is not None, task.name
+        assert (task.path / "solution" / "near_miss.sh").is_file(), task.name
         assert "network_mode" not in task.config["environment"]  # unset: Harbor's docker env runs it as is
         assert task.config["metadata"]["openenv_echo"]["seed"] in [e.seed for e in SUITE if e.name == task.name]
 

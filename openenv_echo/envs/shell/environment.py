@@ -126,6 +126,9 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
         self.seed: int | None = None
         self.max_steps = DEFAULT_MAX_STEPS
         self.command_timeout_s = 0.0
+        self.verifier_output: str | None = None
+        """The end of what the last episode's tests printed (``GET /state``'s ``verifier_output``; never in an
+        observation: it often reveals the expected answer)."""
         self._closed = False
 
     # -- server life cycle ---------------------------------------------------------------------------------
@@ -211,7 +214,7 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
                 ErrorCode.VALIDATION_ERROR,
             )
         self._drop_sandbox()
-        self.task, self.seed, self.max_steps = chosen, seed, max_steps
+        self.task, self.seed, self.max_steps, self.verifier_output = chosen, seed, max_steps, None
         self.command_timeout_s = command_timeout_s or chosen.limits.command_timeout_s
         self.sandbox = await self._acquire(chosen)
         limits = chosen.limits
@@ -320,12 +323,13 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
         )
         self._drop_sandbox()
         reason = why if verdict.problem is None else f"{why}; {verdict.problem}"
-        metadata: dict[str, Any] = {
-            **(last.metadata if last is not None else {}),
-            "verifier": {"reward": verdict.reward, "seconds": round(verdict.seconds, 3), "output": verdict.output},
-        }
+        summary: dict[str, Any] = {"reward": verdict.reward, "seconds": round(verdict.seconds, 3)}
         if verdict.problem is not None:
-            metadata["verifier"]["problem"] = verdict.problem
+            summary["problem"] = verdict.problem
+        metadata: dict[str, Any] = {**(last.metadata if last is not None else {}), "verifier": summary}
+        # what the tests printed often names the expected answer: kept off the observation (which trainers feed
+        # the policy and trajectories save), in the session's state only (``verifier_output``)
+        self.verifier_output = verdict.output
         base = last.model_dump(exclude={"segments", "text", "reward", "done", "metadata", "tokens"}) if last else {}
         base.setdefault("task", task.name)
         base.setdefault("cwd", sandbox.cwd)
@@ -359,4 +363,5 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
             "max_steps": self.max_steps,
             "cwd": self.sandbox.cwd if self.sandbox is not None else None,
             "container": self.sandbox.container.id[:12] if self.sandbox is not None else None,
+            "verifier_output": self.verifier_output,
         }

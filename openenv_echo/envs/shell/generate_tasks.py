@@ -66,6 +66,9 @@ class Spec:
     check: str
     """Body of ``tests/check.py``: exits 0 iff the end state is correct."""
     category: str
+    near_miss: str
+    """Body of ``solution/near_miss.sh`` (runs in ``/app``): a plausible, almost-right end state the check must score
+    0 (the container tier runs it in place of the solution; our env never uploads ``solution/``)."""
     setup: str | None = None
     """A build-time script (``environment/setup.sh``, run as root after ``apt-get install git``, then deleted):
     only for tasks that need git, the one package the base image lacks (the build then needs Debian's mirror)."""
@@ -84,16 +87,17 @@ def _files_sort(r: random.Random) -> Spec:
         "for rel, text in EXPECTED.items():\n    assert (APP / rel).read_text() == text, rel\n"
         "assert not any((APP / 'inbox').iterdir())\n",
         category="files",
+        near_miss='cd /app\nfor f in inbox/*; do ext="${f##*.}"; mkdir -p "sorted/$ext"; cp "$f" "sorted/$ext/"; done\n',
     )
 
 
 def _word_count(r: random.Random) -> Spec:
     target = r.choice(WORDS)
-    lines = []
+    lines: list[str] = []
     for _ in range(r.randint(30, 45)):
         words = [r.choice(WORDS[:8] + [target]) for _ in range(r.randint(4, 9))]
         words = [w.capitalize() if r.random() < 0.3 else w for w in words]
-        if r.random() < 0.2:
+        if r.random() < 0.2 or not lines:
             words.append(target + "s")  # a longer word holding the target: not a match
         lines.append(" ".join(words) + r.choice([".", ",", "!", ""]))
     text = "\n".join(lines) + "\n"
@@ -105,6 +109,7 @@ def _word_count(r: random.Random) -> Spec:
         solve=f"grep -oiw '{target}' /app/notes.txt | wc -l > /app/answer.txt\n",
         check=f"assert (APP / 'answer.txt').read_text().strip() == '{count}'\n",
         category="text processing",
+        near_miss=f"grep -oi '{target}' /app/notes.txt | wc -l > /app/answer.txt\n",
     )
 
 
@@ -125,6 +130,7 @@ def _log_errors(r: random.Random) -> Spec:
         solve="grep ' ERROR ' /app/app.log | grep -o 'code=E[0-9]*' | cut -d= -f2 | sort -u > /app/errors.txt\n",
         check=f"assert (APP / 'errors.txt').read_text().split() == {codes!r}\n",
         category="text processing",
+        near_miss="grep -o 'code=E[0-9]*' /app/app.log | cut -d= -f2 | sort -u > /app/errors.txt\n",
     )
 
 
@@ -143,12 +149,17 @@ def _csv_totals(r: random.Random) -> Spec:
         "awk -F, '{t[$1]+=$2} END {for (k in t) print k\",\"t[k]}' | sort; } > /app/totals.csv\n",
         check=f"assert (APP / 'totals.csv').read_text() == {expected!r}\n",
         category="data wrangling",
+        near_miss="{ echo region,total; "
+        "awk -F, '{t[$1]+=$2} END {for (k in t) print k\",\"t[k]}' /app/sales.csv | sort; } > /app/totals.csv\n",
     )
 
 
 def _json_join(r: random.Random) -> Spec:
     users = [{"id": i, "name": n} for i, n in enumerate(r.sample(WORDS, 5), start=1)]
-    orders = [{"order": 100 + k, "user_id": r.randint(1, 5)} for k in range(r.randint(10, 18))]
+    idle = r.randint(1, 5)  # one user has no order: the "0 included" clause is tested
+    orders = [
+        {"order": 100 + k, "user_id": r.choice([i for i in range(1, 6) if i != idle])} for k in range(r.randint(10, 18))
+    ]
     counts = {u["name"]: sum(o["user_id"] == u["id"] for o in orders) for u in users}
     return Spec(
         instruction="/app/users.json lists users (id, name) and /app/orders.json lists orders (order, user_id). "
@@ -160,6 +171,9 @@ def _json_join(r: random.Random) -> Spec:
         "json.dump(report, open('/app/report.json', 'w'))\nPY\n",
         check=f"assert json.loads((APP / 'report.json').read_text()) == {counts!r}\n",
         category="data wrangling",
+        near_miss="python3 - <<'PY'\nimport json, collections\nusers = {u['id']: u['name'] for u in json.load(open('/app/users.json'))}\n"
+        "counts = collections.Counter(users[o['user_id']] for o in json.load(open('/app/orders.json')))\n"
+        "json.dump(dict(counts), open('/app/report.json', 'w'))\nPY\n",
     )
 
 
@@ -177,30 +191,36 @@ def _fix_bash(r: random.Random) -> Spec:
         app={"series.sh": script},
         solve="sed -i 's/i<n;/i<=n;/' /app/series.sh\n",
         check=f"for n, want in {cases!r}.items():\n"
-        "    out = subprocess.run(['bash', str(APP / 'series.sh'), str(n)], capture_output=True, text=True, "
-        "timeout=10)\n    assert out.stdout.strip() == str(want), (n, out.stdout)\n",
+        "    out = as_agent(['bash', str(APP / 'series.sh'), str(n)])\n"
+        "    assert out.stdout.strip() == str(want), (n, out.stdout)\n",
         category="script to fix",
+        near_miss=f"sed -i 's/i={step}; i<n;/i=0; i<n;/' /app/series.sh\n",
     )
 
 
 def _fix_python(r: random.Random) -> Spec:
     data = [r.randint(1, 99) for _ in range(r.randint(8, 14))]
+    if sum(data) % len(data) == 0:  # a mean with decimals, so integer division is wrong
+        data[0] += 1
     program = (
         "import sys\n\n\ndef mean(values):\n    return sum(values) / (len(values) - 1)\n\n\n"
         "values = [float(line) for line in open(sys.argv[1]) if line.strip()]\n"
         "print(f'{mean(values):.2f}')\n"
     )
     probe = [r.randint(1, 50) for _ in range(6)]
+    if sum(probe) % len(probe) == 0:
+        probe[0] += 1
     return Spec(
         instruction="`python3 /app/stats.py /app/values.txt` should print the mean of the numbers in the file "
         "with two decimals, but the result is wrong. Fix /app/stats.py.",
         app={"stats.py": program, "values.txt": "".join(f"{v}\n" for v in data)},
         solve="sed -i 's|(len(values) - 1)|len(values)|' /app/stats.py\n",
         check=f"probe = {probe!r}\nfor values in ({data!r}, probe):\n"
-        "    path = Path('/tmp/check-values.txt')\n    path.write_text(''.join(f'{v}\\n' for v in values))\n"
-        "    out = subprocess.run(['python3', str(APP / 'stats.py'), str(path)], capture_output=True, text=True, "
-        "timeout=10)\n    assert out.stdout.strip() == f'{sum(values) / len(values):.2f}', out.stdout\n",
+        "    path = SCRATCH / 'values.txt'\n    path.write_text(''.join(f'{v}\\n' for v in values))\n"
+        "    out = as_agent(['python3', str(APP / 'stats.py'), str(path)])\n"
+        "    assert out.stdout.strip() == f'{sum(values) / len(values):.2f}', out.stdout\n",
         category="script to fix",
+        near_miss="sed -i 's|sum(values) / (len(values) - 1)|sum(values) // len(values)|' /app/stats.py\n",
     )
 
 
@@ -251,13 +271,14 @@ def _service(r: random.Random) -> Spec:
         },
         solve="sed -i 's|^data_dir = .*|data_dir = /app/service/data|' /app/service/service.ini\n",
         check="import time, urllib.request\nassert 'sys.exit' in (APP / 'service/server.py').read_text()\n"
-        "proc = subprocess.Popen(['bash', str(APP / 'service/start.sh')])\ntry:\n"
-        "    for _ in range(50):\n        try:\n"
+        "proc = subprocess.Popen([*AGENT, 'bash', str(APP / 'service/start.sh')], env=AGENT_ENV)\ntry:\n"
+        "    for _ in range(300):  # up to 30 s: a loaded machine starts it slowly\n        try:\n"
         f"            body = urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=1).read().decode()\n"
         "            break\n        except OSError:\n            assert proc.poll() is None, 'service exited'\n"
         "            time.sleep(0.1)\n    else:\n        raise AssertionError('no answer')\n"
         f"    assert body == {greeting!r}, body\nfinally:\n    proc.kill()\n",
         category="failing service",
+        near_miss="sed -i 's|^data_dir = .*|data_dir = /app/service|' /app/service/service.ini\n",
     )
 
 
@@ -281,6 +302,7 @@ def _archive(r: random.Random) -> Spec:
         folder = r.choice(["etc", "etc/app", "var/lib", "home/ops"])
         ext = r.choice(["conf", "conf", "txt", "bak"])
         files[f"{folder}/{r.choice(WORDS)}{i}.{ext}"] = f"{r.choice(WORDS)} = {r.randint(0, 9)}\n"
+    files[f"etc/{r.choice(WORDS)}.bak"] = "old\n"  # at least one file that must stay in the archive
     confs = {k: v for k, v in files.items() if k.endswith(".conf")}
     return Spec(
         instruction="/app/backup.tar.gz is a backup. Restore only its *.conf files into /app/restored/, keeping "
@@ -288,6 +310,7 @@ def _archive(r: random.Random) -> Spec:
         "extracted there.",
         app={"backup.tar.gz": _tarball(files)},
         solve="mkdir -p /app/restored && tar -xzf /app/backup.tar.gz -C /app/restored --wildcards '*.conf'\n",
+        near_miss="mkdir -p /app/restored && tar -xzf /app/backup.tar.gz -C /app/restored\n",
         check=f"EXPECTED = {json.dumps(confs, sort_keys=True)}\n"
         "got = {p.relative_to(APP / 'restored').as_posix(): p.read_text() "
         "for p in (APP / 'restored').rglob('*') if p.is_file()}\nassert got == EXPECTED, got\n",
@@ -300,13 +323,14 @@ def _large_files(r: random.Random) -> Spec:
     files = {}
     for i in range(r.randint(10, 14)):
         size = r.choice([limit - 1, limit, limit + 1, r.randint(10, 3 * limit)])
-        files[f"data/{r.choice(['a', 'b', 'b/c'])}/{r.choice(WORDS)}{i}.bin"] = "x" * size
+        files[f"data/{r.choice(['a', 'b', 'b/c'])}/{r.choice(WORDS)}{i}.bin"] = "x" * (limit if i == 0 else size)
     big = sorted(k.removeprefix("data/") for k, v in files.items() if len(v) > limit)
     return Spec(
         instruction=f"List every file under /app/data larger than {limit} bytes (strictly) in /app/large.txt: "
         "one path per line, relative to /app/data (e.g. a/x.bin), sorted.",
         app=files,
         solve=f"cd /app/data && find . -type f -size +{limit}c | sed 's|^./||' | sort > /app/large.txt\n",
+        near_miss=f"cd /app/data && find . -type f -size +{limit - 1}c | sed 's|^./||' | sort > /app/large.txt\n",
         check=f"assert (APP / 'large.txt').read_text().split() == {big!r}\n",
         category="files",
     )
@@ -329,6 +353,7 @@ def _env_edit(r: random.Random) -> Spec:
         app={"app.env": text},
         solve=f"sed -i -e 's/^{change}=.*/{change}={new}/' -e '/^{drop}=/d' /app/app.env\n"
         "echo DEBUG=false >> /app/app.env\n",
+        near_miss=f"sed -i -e 's/^{change}=.*/{change}={new}/' /app/app.env\necho DEBUG=false >> /app/app.env\n",
         check=f"assert (APP / 'app.env').read_text() == {want!r}\n",
         category="text processing",
     )
@@ -340,6 +365,7 @@ def _dedupe(r: random.Random) -> Spec:
     for p in people:
         for _ in range(r.randint(1, 3)):
             lines.append(r.choice([p, p.upper(), p.capitalize(), f"  {p} "]))
+    lines.append(f"  {people[0]} ")  # surrounding spaces that must go
     r.shuffle(lines)
     want = sorted({p.lower() for p in people})
     return Spec(
@@ -347,6 +373,7 @@ def _dedupe(r: random.Random) -> Spec:
         "spaces. Write /app/unique.txt: each address once, lower case, trimmed, sorted.",
         app={"emails.txt": "\n".join(lines) + "\n"},
         solve="tr 'A-Z' 'a-z' < /app/emails.txt | sed 's/^ *//; s/ *$//' | LC_ALL=C sort -u > /app/unique.txt\n",
+        near_miss="tr 'A-Z' 'a-z' < /app/emails.txt | LC_ALL=C sort -u > /app/unique.txt\n",
         check=f"assert (APP / 'unique.txt').read_text().splitlines() == {want!r}\n",
         category="text processing",
     )
@@ -362,6 +389,7 @@ def _rename(r: random.Random) -> Spec:
         "in the same directory. Leave other files alone.",
         app=files,
         solve='cd /app/photos && for f in IMG_*.JPG; do n="${f#IMG_}"; mv "$f" "photo-${n%.JPG}.jpg"; done\n',
+        near_miss='cd /app/photos && for f in IMG_*.JPG; do n="${f#IMG_}"; mv "$f" "photo-$n"; done\n',
         check=f"want = {want!r}\n"
         "got = {p.name: p.read_text() for p in (APP / 'photos').iterdir()}\nassert got == want, got\n",
         category="files",
@@ -395,50 +423,98 @@ def _git_revert(r: random.Random) -> Spec:
         app={},
         setup="\n".join(lines) + "\n",
         solve="cd /app/repo && git revert --no-edit HEAD\n",
-        check=f"def git(*args):\n    return subprocess.run(['git', '-C', str(APP / 'repo'), *args], capture_output=True, "
-        "text=True, check=True).stdout.strip()\n\n\n"
+        check="def git(*args):\n    # as the agent's uid, with no hook or fsmonitor: the repository's own config runs nothing of ours\n"
+        "    return as_agent([*GIT, '-C', str(APP / 'repo'), *args], check=True).stdout.strip()\n\n\n"
         f"assert git('rev-list', '--count', 'HEAD') == '{len(steps) + 1}'\n"
         f"assert git('log', '-1', '--format=%s', 'HEAD~1') == {subject!r}\n"
         "assert git('rev-parse', 'HEAD^{tree}') == git('rev-parse', 'HEAD~2^{tree}')\n"
         "assert git('status', '--porcelain') == ''\n"
         f"assert (APP / 'repo' / 'VERSION').read_text() == {files['VERSION']!r}\n",
         category="git repository to repair",
+        near_miss="cd /app/repo && git reset -q --hard HEAD~1\n",
     )
 
 
 @dataclass(frozen=True)
 class Entry:
     name: str
+    family: str
     seed: int
     split: str
     build: Callable[[random.Random], Spec]
 
 
-SUITE: tuple[Entry, ...] = (
-    Entry("sort-inbox", 101, "train", _files_sort),
-    Entry("count-word", 102, "train", _word_count),
-    Entry("log-error-codes", 103, "train", _log_errors),
-    Entry("csv-region-totals", 104, "train", _csv_totals),
-    Entry("fix-series-script", 105, "train", _fix_bash),
-    Entry("broken-service", 106, "train", _service),
-    Entry("restore-configs", 107, "train", _archive),
-    Entry("edit-env-file", 108, "train", _env_edit),
-    Entry("revert-bad-commit", 109, "train", _git_revert),
-    Entry("rename-photos", 110, "train", _rename),
-    Entry("json-order-report", 201, "validation", _json_join),
-    Entry("large-files", 202, "validation", _large_files),
-    Entry("fix-mean-program", 301, "test", _fix_python),
-    Entry("dedupe-emails", 302, "test", _dedupe),
+@dataclass(frozen=True)
+class Family:
+    """One generator and the seeds of its instances; ``held_out`` families are all ``validation`` or all ``test``
+    (new kinds of task), the others give their first two seeds to ``train`` and hold the third out (new inputs)."""
+
+    name: str
+    build: Callable[[random.Random], Spec]
+    seed: int
+    held_out: str | None = None
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("sort-inbox", _files_sort, 101),
+    Family("count-word", _word_count, 102),
+    Family("log-error-codes", _log_errors, 103),
+    Family("csv-region-totals", _csv_totals, 104),
+    Family("fix-series-script", _fix_bash, 105),
+    Family("broken-service", _service, 106),
+    Family("restore-configs", _archive, 107),
+    Family("edit-env-file", _env_edit, 108),
+    Family("revert-bad-commit", _git_revert, 109),
+    Family("rename-photos", _rename, 110),
+    Family("json-order-report", _json_join, 201, held_out="validation"),
+    Family("large-files", _large_files, 202, held_out="validation"),
+    Family("fix-mean-program", _fix_python, 301, held_out="test"),
+    Family("dedupe-emails", _dedupe, 302, held_out="test"),
 )
-"""The shipped suite: name, seed, split, generator. Add a task by adding an entry (and regenerating)."""
+"""The task families. Add one by adding an entry (and regenerating)."""
+INSTANCES = 3
+"""Instances (seeds) per family: ``<family>``, ``<family>-2``, ``<family>-3`` (seeds ``seed``, ``seed + 1000``,
+``seed + 2000``)."""
+
+
+def _entries() -> tuple[Entry, ...]:
+    entries = []
+    for index, family in enumerate(FAMILIES):
+        for k in range(INSTANCES):
+            if family.held_out is not None:
+                split = family.held_out
+            else:  # held-out seeds of the training families alternate between validation and test
+                split = "train" if k < INSTANCES - 1 else ("validation" if index % 2 == 0 else "test")
+            name = family.name if k == 0 else f"{family.name}-{k + 1}"
+            entries.append(Entry(name, family.name, family.seed + 1000 * k, split, family.build))
+    return tuple(entries)
+
+
+SUITE: tuple[Entry, ...] = _entries()
+"""The shipped suite: every instance of every family, with its split."""
 
 _CHECK_HEAD = """\
 # Generated by openenv_echo.envs.shell.generate_tasks: exits 0 iff the end state is correct.
 import json
+import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 APP = Path("/app")
+# Programs the agent wrote or controls run as its unprivileged uid: whatever they do, they cannot write the reward
+# (when the tests themselves run unprivileged, they run as they are).
+AGENT = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"] if os.geteuid() == 0 else []
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+GIT = ["git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null"]
+SCRATCH = Path("/tests/scratch") if AGENT else Path(tempfile.mkdtemp())  # root's: the agent cannot fill or change it
+SCRATCH.mkdir(exist_ok=True)
+
+
+def as_agent(argv, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return subprocess.run([*AGENT, *argv], capture_output=True, text=True, env=AGENT_ENV, **kwargs)
+
 """
 
 _TEST_SH = f"""\
@@ -482,6 +558,7 @@ def _toml(entry: Entry, spec: Spec) -> str:
         f'category = "{spec.category}"\n'
         'difficulty = "easy"\n\n'
         "[metadata.openenv_echo]\n"
+        f'family = "{entry.family}"\n'
         f'split = "{entry.split}"\n'
         f"seed = {entry.seed}\n"
         "pids = 128\n"
@@ -519,6 +596,9 @@ def write_task(entry: Entry, out: Path) -> Path:
     for rel, content in sorted(spec.app.items()):
         _write(task / "environment" / "app" / rel, content, executable=rel.endswith(".sh"))
     _write(task / "solution" / "solve.sh", "#!/bin/bash\nset -euo pipefail\ncd /app\n" + spec.solve, executable=True)
+    _write(
+        task / "solution" / "near_miss.sh", "#!/bin/bash\nset -uo pipefail\ncd /app\n" + spec.near_miss, executable=True
+    )
     _write(task / "tests" / "test.sh", _TEST_SH, executable=True)
     _write(task / "tests" / "check.py", _CHECK_HEAD + spec.check)
     return task

@@ -5,7 +5,9 @@
   ``env_output``, one segment per run of one stream in the order the frames arrived, stderr runs marked
   ``metadata={"stream": "stderr"}``; then, each a ``warning`` segment: the newline the harness adds when the output
   did not end with one, the truncation notice, the kill notice (wall time, output flood), the shell-exit notice, the
-  OOM notice, the background-process notice, and the exit status line ``[exit status N]``;
+  foreign-report notice, what the driver or the engine complained of, the OOM notice, the process-limit notices,
+  the restart notices (a working directory that is gone), the background-process notice, and the exit status line
+  ``[exit status N]``;
 * submit (and the step limit): the echo, the verdict and the reward are ``warning``.
 
 Nothing here touches Docker: the tests render hand-made results.
@@ -22,7 +24,7 @@ from .streams import STDERR
 ECHO_CHARS = 512
 """Longer commands are shortened in the echo (the agent's own text is in its action)."""
 
-Ending = Literal["exited", "timeout", "flood", "shell_exit"]
+Ending = Literal["exited", "timeout", "flood", "shell_exit", "bad_report"]
 
 
 @dataclass
@@ -35,7 +37,8 @@ class CommandResult:
     cap_bytes: int
     ending: Ending
     """``exited``: the command finished; ``timeout``/``flood``: the harness killed it; ``shell_exit``: the shell
-    itself exited (``exit``, ``set -e``, a signal)."""
+    itself exited (``exit``, ``set -e``, a signal); ``bad_report``: the end-of-step report was not the harness's
+    (something wrote on its descriptor), so the harness killed everything and restarted the shell."""
     exit_status: int | None
     """The command's status (``exited``) or the shell's (``shell_exit``); None when the harness killed it."""
     cwd: str
@@ -49,6 +52,12 @@ class CommandResult:
     forks_refused: int = 0
     """New processes the kernel refused during the step: the container was at its pids limit."""
     pids_max: int = 0
+    pids_reset: bool = False
+    """The step hit the pids limit: every agent process was stopped and the shell restarted (the rule)."""
+    problems: list[str] = field(default_factory=list)
+    """Harness-side text of the step (the driver's or the engine's complaints): shown as ``warning``."""
+    notices: list[str] = field(default_factory=list)
+    """Notices of the shell's restart (e.g. its directory was gone)."""
 
     @property
     def output(self) -> str:
@@ -102,6 +111,14 @@ def step_segments(cwd_before: str, command: str, result: CommandResult) -> list[
             f"[harness: the shell exited with status {result.exit_status}; a new shell starts in {result.cwd}, "
             "variables reset]"
         )
+    elif result.ending == "bad_report":
+        notices.append(
+            "[harness: the shell's end-of-step report was not the harness's (something wrote on its descriptor): "
+            f"every process of the agent was stopped; a new shell starts in {result.cwd}, variables reset]"
+        )
+    for problem in result.problems:
+        text = " ".join(problem.split())
+        notices.append(f"[harness: {text[:300]}{'…' if len(text) > 300 else ''}]")
     if result.oom_kills:
         notices.append(
             f"[harness: the kernel's OOM killer stopped {result.oom_kills} process(es): the container's memory "
@@ -112,6 +129,12 @@ def step_segments(cwd_before: str, command: str, result: CommandResult) -> list[
             f"[harness: the container reached its process limit ({result.pids_max}): {result.forks_refused} new "
             "process(es) were refused]"
         )
+    if result.pids_reset:
+        notices.append(
+            "[harness: so that what is left cannot slow later steps, every process of the agent was stopped; a new "
+            f"shell starts in {result.cwd}, variables reset]"
+        )
+    notices += result.notices
     if result.background and result.ending == "exited":
         shown = ", ".join(f"{name} (pid {pid})" for pid, name in result.background[:8])
         more = f" and {len(result.background) - 8} more" if len(result.background) > 8 else ""

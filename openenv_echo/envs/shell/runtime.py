@@ -6,8 +6,9 @@
 * **Pool**: after a session takes a container for a task, a replacement for that task is started in the background,
   so the next reset of that task finds one ready; at most ``OPENENV_ECHO_SHELL_POOL`` (default 4) wait, the least
   recently used task's first to go.
-* **Ownership**: every container carries the label ``io.openenv-echo.shell=<host>/<pid>/<start time>`` of the server
-  process that made it. ``remove_orphans`` (at server start) removes the containers of owners that are gone (a
+* **Ownership**: every container the env creates (an episode's sandbox, one waiting in the pool, the never-started
+  one a task image's working directory is copied from; ``sandbox.KIND_LABEL`` says which) carries the label
+  ``io.openenv-echo.shell=<host>/<pid>/<start time>`` of the server process that made it. ``remove_orphans`` (at server start) removes the containers of owners that are gone (a
   crashed or restarted server on this host or in a container of this engine; an owner elsewhere after a day);
   ``close`` removes this process's own. Sessions remove theirs when the
   episode ends, on reset, on disconnect and on idle timeout.
@@ -210,7 +211,11 @@ class ShellRuntime:
             spec = self._specs.get(task.name)
         if spec is None or spec.image != image:
             spec = SandboxSpec(
-                task.name, image, task.workdir, task.limits, workdir_tar(self.client, image, task.workdir)
+                task.name,
+                image,
+                task.workdir,
+                task.limits,
+                workdir_tar(self.client, image, task.workdir, self.labels(task.name)),
             )
             with self._lock:
                 self._specs[task.name] = spec

@@ -3,9 +3,11 @@
 The container (``Sandbox.create``) runs the task's image with no network, a read-only root filesystem, every
 capability dropped but the few its root processes need (``ROOT_CAPABILITIES``: the agent's uid holds none, and
 ``no-new-privileges`` keeps it so), the task's pids, memory (swap included) and CPU limits, and writable tmpfs
-mounts only: the working directory (``storage_mb``, owned by the agent, filled with what the image holds there),
-``/tmp`` (64 MB), ``/logs`` and ``/tests`` (root's: the agent cannot plant a reward or a test). Its main process is
-the supervisor of ``scripts``; the agent's shell is a ``docker exec`` of bash as ``AGENT_UID``.
+mounts only (each its own, so filling one fills no other): the working directory (``storage_mb``, owned by the
+agent, filled with what the image holds there), ``/tmp`` (64 MB), ``/logs/agent`` (the agent's), ``/logs/verifier``
+and ``/tests`` (root's: the agent can plant neither a reward nor a test, nor fill their room). Its main process is
+the supervisor of ``scripts``; the agent's shell is a ``docker exec`` of the ``driver`` as ``AGENT_UID``, which runs
+bash (``link``).
 
 Every call here blocks (Docker's API): the runtime calls them on its threads, never on the event loop.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import io
 import math
-import secrets
+import os
 import socket
 import tarfile
 import time
@@ -23,23 +25,36 @@ from pathlib import Path
 from typing import Any
 
 from ...providers.docker import container_status
+from .link import DRIVER_ARGV, ShellLink, ShellStartError
 from .render import CommandResult, Ending
-from .scripts import AGENT_UID, SUPERVISOR, command_line
-from .streams import STDOUT, CommandOutput, FrameDecoder
-from .tasks import CONTAINER_REWARD_JSON, CONTAINER_REWARD_TXT, CONTAINER_TESTS_DIR, TaskLimits
+from .scripts import AGENT_UID, SUPERVISOR
+from .streams import STDOUT, FrameDecoder, shown
+from .tasks import (
+    CONTAINER_AGENT_LOG_DIR,
+    CONTAINER_REWARD_JSON,
+    CONTAINER_REWARD_TXT,
+    CONTAINER_TESTS_DIR,
+    CONTAINER_VERIFIER_DIR,
+    TaskLimits,
+)
 
-ROOT_CAPABILITIES = ("KILL", "DAC_OVERRIDE", "FOWNER", "CHOWN")
+ROOT_CAPABILITIES = ("KILL", "DAC_OVERRIDE", "FOWNER", "CHOWN", "SETUID", "SETGID")
 """All the container keeps (every other capability is dropped): its root processes (the supervisor, which stops the
-agent's processes, and the task's verifier, which like Harbor's runs as root over the agent's files) use them; the
-agent's uid holds none, and ``no-new-privileges`` keeps it from gaining any."""
+agent's processes, and the task's verifier, which like Harbor's runs as root over the agent's files and runs the
+agent's programs as the agent's uid with ``setpriv``) use them; the agent's uid holds none, and
+``no-new-privileges`` keeps it from gaining any."""
 TMP_MB = 64
-LOGS_MB = 16
+AGENT_LOGS_MB = 16
+VERIFIER_LOGS_MB = 16
 TESTS_MB = 64
 FLOOD_FACTOR = 64
 """A command that writes more than this many times the output cap is killed (reading it all would cost the server)."""
 LOG_TAIL = 20
 _DRAIN_S = 2.0
 _AGENT = f"{AGENT_UID}:{AGENT_UID}"
+KIND_LABEL = "io.openenv-echo.shell.kind"
+"""What a container of the shell env is for: ``sandbox`` (an episode's, or one waiting in the pool) or
+``workdir-copy`` (created, never started, to copy a task image's working directory)."""
 _SHELL_ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "TERM": "dumb", "USER": "agent", "LOGNAME": "agent"}
 
 
@@ -122,11 +137,14 @@ def _tar_dir(path: Path) -> bytes:
     return raw.getvalue()
 
 
-def workdir_tar(client: Any, image: str, workdir: str) -> bytes | None:
-    """The image's ``workdir`` as a tar, read from a created (never started) container; None if it has none."""
+def workdir_tar(client: Any, image: str, workdir: str, labels: dict[str, str]) -> bytes | None:
+    """The image's ``workdir`` as a tar, read from a created (never started) container carrying ``labels`` (so the
+    orphan sweep finds it if the server dies meanwhile); None if the image has no such directory."""
     import docker.errors
 
-    container = client.containers.create(image, command=["true"], network_disabled=True)
+    container = client.containers.create(
+        image, command=["true"], network_disabled=True, labels={**labels, KIND_LABEL: "workdir-copy"}
+    )
     try:
         chunks, _ = container.get_archive(workdir)
         return b"".join(chunks)
@@ -143,10 +161,11 @@ class Sandbox:
         self.client = client
         self.container = container
         self.spec = spec
-        self.cwd = spec.workdir
+        self.cwd_bytes = spec.workdir.encode()
         self._supervisor: _Channel | None = None
-        self._shell: _Channel | None = None
-        self._shell_exec: str | None = None
+        self._shell: ShellLink | None = None
+        self._notices: list[str] = []
+        """Harness notices of a shell restart, shown with the step that caused it."""
         self._reported: set[int] = set()
         self._oom_seen = 0
         self._refused_seen = 0
@@ -180,18 +199,24 @@ class Sandbox:
             tmpfs={
                 spec.workdir: f"rw,nosuid,nodev,size={limits.storage_mb}m,uid={AGENT_UID},gid={AGENT_UID},mode=0755",
                 "/tmp": f"rw,nosuid,nodev,size={TMP_MB}m,mode=1777",
-                "/logs": f"rw,nosuid,nodev,size={LOGS_MB}m,mode=0755",
+                CONTAINER_AGENT_LOG_DIR: (
+                    f"rw,nosuid,nodev,noexec,size={AGENT_LOGS_MB}m,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
+                ),
+                CONTAINER_VERIFIER_DIR: f"rw,nosuid,nodev,noexec,size={VERIFIER_LOGS_MB}m,mode=0755",
                 CONTAINER_TESTS_DIR: f"rw,nosuid,nodev,size={TESTS_MB}m,mode=0755",
             },
-            labels=labels,
+            labels={**labels, KIND_LABEL: "sandbox"},
             log_config={"type": "json-file", "config": {"max-size": "256k", "max-file": "1"}},
         )
         sandbox = cls(client, container, spec)
+        shell: ShellLink | None = None
         try:
             container.start()
             sandbox._supervisor = _Channel(
                 container.attach_socket(params={"stdin": 1, "stdout": 1, "stream": 1, "logs": 0})
             )
+            sandbox.supervise("status -1")  # answered once the supervisor has set up the log mounts
+            shell = sandbox._spawn_shell()  # the driver's Python starts while the work directory is filled
             if spec.workdir_tar is not None:
                 code, out, _ = sandbox.exec(
                     ["tar", "-x", "-m", "-C", spec.workdir, "--strip-components=1"],
@@ -201,11 +226,18 @@ class Sandbox:
                 )
                 if code != 0:
                     raise RuntimeError(f"could not fill {spec.workdir}: {out.decode(errors='replace')[-500:]}")
-            sandbox.start_shell()
+            sandbox._adopt_shell(shell)
         except BaseException:
+            if shell is not None:
+                shell.close()
             sandbox.remove()
             raise
         return sandbox
+
+    @property
+    def cwd(self) -> str:
+        """The shell's working directory as shown (the text rule of ``streams``)."""
+        return shown(self.cwd_bytes)
 
     def remove(self) -> None:
         """Remove the container (and so every process in it); never raises."""
@@ -302,110 +334,102 @@ class Sandbox:
                     line += payload
         return line.decode("utf-8", "replace").strip()
 
-    def kill_all(self, why: str) -> None:
-        """SIGKILL every process but the supervisor (the agent's shell and all it started)."""
-        self.supervise(f"kill {why.split()[0] if why else 'request'}")
+    def kill_all(self, why: str) -> int:
+        """SIGKILL every process but the supervisor (the agent's shell and all it started); returns how many the
+        supervisor still saw afterwards (0 unless one would not die)."""
+        words = self.supervise(f"kill {why.split()[0] if why else 'request'}").split()
+        return int(words[1]) if len(words) == 2 and words[0] == "killed" and words[1].isdigit() else 1
 
     def start_shell(self) -> None:
-        """A new agent shell in ``self.cwd``; the old one, if any, is dropped."""
+        """A new agent shell (under its driver, ``link``) in the last known directory, else the task's working
+        directory, else ``/`` (a notice says so): a restart never fails on a directory that is gone."""
+        self._adopt_shell(self._spawn_shell())
+
+    def _spawn_shell(self) -> ShellLink:
+        """Start the driver's exec (it starts bash on its own; ``_adopt_shell`` waits for it)."""
         import docker.errors
 
         if self._shell is not None:
             self._shell.close()
-        try:
-            self._shell_exec = self.client.api.exec_create(
-                self.container.id,
-                ["bash", "--noprofile", "--norc"],
-                stdin=True,
-                user=_AGENT,
-                workdir=self.cwd,
-                environment=_SHELL_ENV,
+            self._shell = None
+        argv = [*DRIVER_ARGV, str(AGENT_UID), os.fsdecode(self.cwd_bytes), self.spec.workdir]
+        try:  # started as root: the driver drops to the agent's uid itself (see ``driver._become``)
+            exec_id = self.client.api.exec_create(
+                self.container.id, argv, stdin=True, user="0:0", workdir="/", environment=_SHELL_ENV
             )["Id"]
-            self._shell = _Channel(self.client.api.exec_start(self._shell_exec, socket=True))
-        except docker.errors.APIError as e:
+            return ShellLink(_Channel(self.client.api.exec_start(exec_id, socket=True)))
+        except (docker.errors.APIError, OSError) as e:
             if self.status() != "running":
                 raise self.lost("(while starting the agent's shell)") from e
-            if self.cwd != self.spec.workdir:  # the directory may be gone: fall back to the task's
-                self.cwd = self.spec.workdir
-                self.start_shell()
-                return
-            raise
+            raise RuntimeError(f"could not start the agent's shell: {e}") from e
+
+    def _adopt_shell(self, link: ShellLink) -> None:
+        wanted = self.cwd_bytes
+        try:
+            link.start()
+        except (ShellStartError, OSError) as e:
+            link.close()
+            if self.status() != "running":
+                raise self.lost("(while starting the agent's shell)") from e
+            raise RuntimeError(f"could not start the agent's shell: {e}") from e
+        self._shell = link
+        self.cwd_bytes = link.cwd
+        if link.cwd != wanted:
+            self._notices.append(
+                f"[harness: the shell's working directory {shown(wanted)} is gone: the new shell starts in {self.cwd}]"
+            )
 
     # -- the agent's commands ------------------------------------------------------------------------------
     def run(self, command: str, timeout_s: float, cap_bytes: int) -> CommandResult:
-        """Run one command line in the agent's shell (see ``scripts.command_line``) within ``timeout_s`` and the
-        output cap; a command over its time or writing ``FLOOD_FACTOR`` times the cap is killed with every agent
-        process and the shell restarted in the last known directory."""
-        shell = self._shell
-        assert shell is not None
-        nonce = secrets.token_hex(8)
-        output = CommandOutput(nonce, cap_bytes)
-        ending: Ending = "exited"
-        try:
-            shell.send(command_line(command, nonce), timeout_s=max(timeout_s, 5.0))
-        except OSError:
-            shell.eof = True
-        deadline = time.monotonic() + timeout_s
-        while not output.complete and not shell.eof:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                ending = "timeout"
-                break
-            for stream, payload in shell.read(left):
-                output.feed(stream, payload)
-            if output.total_bytes > FLOOD_FACTOR * cap_bytes:
-                ending = "flood"
-                break
-        exit_status: int | None = None
-        if ending in ("timeout", "flood"):
+        """Run one command line in the agent's shell within ``timeout_s`` and the output cap. A command over its
+        time, writing ``FLOOD_FACTOR`` times the cap, or ending with a report the harness did not write is killed
+        with every agent process; so is everything after a step at the container's pids limit (``pids_reset``).
+        The shell is then restarted (``start_shell``)."""
+        link = self._shell
+        if link is None:
+            self.start_shell()
+            link = self._shell
+        assert link is not None
+        flood = FLOOD_FACTOR * cap_bytes
+        step = link.run(command, timeout_s, cap_bytes, flood)
+        ending: Ending = step.ending
+        exit_status = step.exit_status
+        restart = ending != "exited"
+        if ending in ("timeout", "flood", "bad_report"):
             self.kill_all(ending)
-            self._drain(shell, output)
-        elif not output.complete:  # the shell ended before its markers: exit, set -e, a signal or a dead container
-            self._drain(shell, output)
+            link.drain(step.output, _DRAIN_S, flood)
+        elif ending == "shell_exit":
             if self.status() != "running":
                 raise self.lost("while the command ran")
-            ending = "shell_exit"
-            exit_status = self._exit_code(self._shell_exec)
-        output.finish()
-        fields = output.marker_fields()
-        shell_pid = 0
-        if fields is not None:
-            exit_status, shell_pid, self.cwd = fields
-        else:
+            exit_status = link.exit_status if exit_status is None else exit_status
+        self.cwd_bytes = link.cwd
+        oom, refused, background = self._status(-1 if restart else link.pid)
+        pids_reset = refused > 0 and not restart
+        if pids_reset:  # what a fork bomb leaves would slow every later step: the documented rule stops it
+            self.kill_all("pids")
+            link.drain(step.output, _DRAIN_S, flood)
+            restart = True
+        step.output.finish()
+        if restart:
             self.start_shell()
-        oom, refused, background = self._status(shell_pid)
+        notices, self._notices = self._notices, []
         return CommandResult(
-            chunks=output.chunks,
-            total_bytes=output.total_bytes,
+            chunks=step.output.chunks,
+            total_bytes=step.output.total_bytes,
             cap_bytes=cap_bytes,
             ending=ending,
             exit_status=exit_status,
             cwd=self.cwd,
             timeout_s=timeout_s,
-            background=background,
+            background=[] if restart else background,
             oom_kills=oom,
             memory_mb=self.spec.limits.memory_mb,
             forks_refused=refused,
             pids_max=self.spec.limits.pids,
+            pids_reset=pids_reset,
+            problems=step.problems,
+            notices=notices,
         )
-
-    def _drain(self, shell: _Channel, output: CommandOutput) -> None:
-        """Read what the dead shell's stream still holds (up to ``_DRAIN_S``)."""
-        deadline = time.monotonic() + _DRAIN_S
-        while not shell.eof and time.monotonic() < deadline:
-            for stream, payload in shell.read(deadline - time.monotonic()):
-                if output.total_bytes <= FLOOD_FACTOR * output.cap_bytes:
-                    output.feed(stream, payload)
-
-    def _exit_code(self, exec_id: str | None) -> int | None:
-        if exec_id is None:
-            return None
-        for _ in range(50):
-            code = self.client.api.exec_inspect(exec_id).get("ExitCode")
-            if code is not None:
-                return int(code)
-            time.sleep(0.01)
-        return None
 
     def _status(self, shell_pid: int) -> tuple[int, int, list[tuple[int, str]]]:
         """OOM kills and forks refused at the pids limit since the last step, and the agent's processes left
@@ -425,16 +449,20 @@ class Sandbox:
 
     # -- the verifier --------------------------------------------------------------------------------------
     def verify(self, tests_dir: Path, timeout_s: float, environment: dict[str, str], workdir: str) -> VerifierResult:
-        """Harbor's verifier: stop every agent process, upload ``tests/`` to ``/tests``, run ``test.sh`` as root in
-        ``workdir``, stop whatever it left running, and read ``/logs/verifier/reward.txt`` (or ``reward.json``). The
-        agent could write neither directory, and nothing it started runs beside the tests."""
+        """Harbor's verifier, on a container the agent can no longer touch: every agent process is stopped (and
+        checked gone) first; ``tests/`` goes to ``/tests``; ``test.sh`` runs as root in ``workdir``; whatever it
+        left running is stopped; then the reward is read from ``/logs/verifier``, its own tmpfs that only root can
+        write (the agent's uid, and so every agent program the tests run as that uid, cannot write or fill it)."""
         began = time.monotonic()
-        self.kill_all("verifier")
-        code, out, _ = self.exec(
-            ["sh", "-c", f"rm -rf /logs/verifier && mkdir -p /logs/verifier && tar -x -C {CONTAINER_TESTS_DIR}"],
-            stdin=_tar_dir(tests_dir),
-            timeout_s=60,
-        )
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+        left = self.kill_all("verifier")
+        if left:
+            return VerifierResult(
+                0.0, "", f"{left} agent process(es) survived the kill: the tests did not run", time.monotonic() - began
+            )
+        code, out, _ = self.exec(["tar", "-x", "-C", CONTAINER_TESTS_DIR], stdin=_tar_dir(tests_dir), timeout_s=60)
         if code != 0:
             raise RuntimeError(f"could not upload tests/: {out.decode(errors='replace')[-500:]}")
         code, out, timed_out = self.exec(
@@ -446,18 +474,27 @@ class Sandbox:
         text = out.decode("utf-8", "replace")[-4000:]
         if timed_out:
             return VerifierResult(0.0, text, f"the verifier ran over its {timeout_s:g} s", time.monotonic() - began)
-        self.kill_all("verifier-done")  # nothing the tests started (the agent's programs among them) may write later
+        self.kill_all("verifier-done")  # nothing the tests started may write later
         reward, problem = self._read_reward()
         return VerifierResult(reward, text, problem, time.monotonic() - began)
 
     def _read_reward(self) -> tuple[float, str | None]:
-        code, out, _ = self.exec(["cat", CONTAINER_REWARD_TXT], timeout_s=10)
-        if code == 0:
-            return _parse_reward(out.decode("utf-8", "replace"), CONTAINER_REWARD_TXT)
-        code, out, _ = self.exec(["cat", CONTAINER_REWARD_JSON], timeout_s=10)
-        if code == 0:
-            return _parse_reward_json(out.decode("utf-8", "replace"))
-        return 0.0, f"the verifier wrote no {CONTAINER_REWARD_TXT} or {CONTAINER_REWARD_JSON}"
+        """``reward.txt`` if it exists (as a regular file, else the reward is 0: no fallback), else
+        ``reward.json``; read as root from the verifier's own mount."""
+        script = (
+            'for f in "$1" "$2"; do if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then echo "bad $f"; exit; '
+            'elif [ -f "$f" ]; then echo "ok $f"; head -c 4096 "$f"; exit; fi; done; echo none'
+        )
+        code, out, _ = self.exec(["sh", "-c", script, "sh", CONTAINER_REWARD_TXT, CONTAINER_REWARD_JSON], timeout_s=10)
+        head, _, body = out.decode("utf-8", "replace").partition("\n")
+        if code != 0 or head == "none" or not head:
+            return 0.0, f"the verifier wrote no {CONTAINER_REWARD_TXT} or {CONTAINER_REWARD_JSON}"
+        verdict, _, path = head.partition(" ")
+        if verdict == "bad":
+            return 0.0, f"{path} is not a regular file"
+        if path == CONTAINER_REWARD_TXT:
+            return _parse_reward(body, CONTAINER_REWARD_TXT)
+        return _parse_reward_json(body)
 
 
 def _parse_reward(text: str, where: str) -> tuple[float, str | None]:

@@ -2,27 +2,25 @@
 
 Two processes of ours live in every sandbox container:
 
-* the **supervisor** (the container's main process, root with only ``CAP_KILL``, under Docker's init): it reads one
-  request per line on its stdin and answers one line on its stdout, using bash builtins only, so it still works when
-  the agent's fork bomb holds every pid of the container. ``kill`` SIGKILLs every other process (the agent's shell,
-  its children, anything it left behind) until none is left; ``status PID`` answers the cgroup's OOM kills and the
-  forks it refused at its pids limit so far, and the processes the agent left running besides its shell ``PID``.
+* the **supervisor** (the container's main process, root with only ``ROOT_CAPABILITIES``, under Docker's init): it
+  reads one request per line on its stdin and answers one line on its stdout, using bash builtins only, so it still
+  works when the agent's fork bomb holds every pid of the container. ``kill`` SIGKILLs every other process (the
+  agent's shell, its children, anything it left behind) until none is left and answers how many remain; ``status
+  PID`` answers the cgroup's OOM kills and the forks it refused at its pids limit so far, and the processes the
+  agent left running besides its shell ``PID``.
 * the agent's **shell**: one ``bash --noprofile --norc`` per episode (a new one after a kill or an ``exit``) as the
-  unprivileged ``AGENT_UID``, fed one ``command_line`` per step on its stdin. Each line runs the agent's command with
-  ``eval`` (so ``cd``, variables and functions persist between steps, as in a terminal) with stdin from /dev/null,
-  then prints an end marker carrying a per-step nonce on stdout (with the exit status, the shell's pid and its
-  working directory) and another on stderr, so the reader knows both streams are complete. The whole step is one
-  input line, and the agent's ``set -x``/``set -v`` are switched off around the harness's part of it, so no harness
-  text reaches the command's output.
+  unprivileged ``AGENT_UID``, under the ``driver`` (which owns its pipes). ``SHELL_INIT`` defines the harness's
+  end-of-step function; each step is one ``command_line``: the agent's command run with ``eval`` (so ``cd``,
+  variables and functions persist between steps, as in a terminal) with stdin from /dev/null and the control
+  descriptor closed, then that function, which writes the end report on the control descriptor only. Nothing of
+  the harness ever goes to the command's stdout or stderr, and the report carries no secret: the channel is
+  what keeps it apart.
 """
 
 from __future__ import annotations
 
 AGENT_UID = 1000
 """Unprivileged uid (and gid) of the agent's shell; it holds no capabilities."""
-
-MARK = b"\x1e"
-"""Record separator byte framing the end markers."""
 
 SUPERVISOR = r"""
 log() { printf 'openenv-echo sandbox: %s\n' "$*" >&2; }
@@ -36,7 +34,11 @@ count_others() {  # live processes other than init, the supervisor and $1 (zombi
     [[ ${s%% *} == Z ]] || n=$((n + 1))
   done
 }
-mkdir -p /logs/agent /logs/verifier && chmod 777 /logs/agent
+# the verifier's and the agent's log mounts get their owners and modes whatever the image's directories had (Docker
+# copies those onto a tmpfs); the verifier's starts empty
+chown 0:0 /logs/verifier /tests && chmod 0755 /logs/verifier /tests && chown AGENT_UID:AGENT_UID /logs/agent \
+  && chmod 0755 /logs/agent || { log "cannot set up /logs"; exit 1; }
+for f in /logs/verifier/* /logs/verifier/.[!.]*; do [[ -e $f || -L $f ]] && rm -rf -- "$f"; done
 log "ready"
 while IFS= read -r req; do
   set -- $req
@@ -56,15 +58,15 @@ while IFS= read -r req; do
       out=""
       for d in /proc/[0-9]*; do
         p=${d#/proc/}
-        [[ $p == "$2" ]] && continue
-        uid=""
-        while read -r k v _; do [[ $k == Uid: ]] && { uid=$v; break; }; done < "$d/status" 2>/dev/null
-        [[ $uid == AGENT_UID ]] || continue
+        [[ $p == "$2" || $p == "$$" || $p == 1 ]] && continue
         read -r s < "$d/stat" 2>/dev/null || continue
         s=${s##*) }
         state=${s%% *} s=${s#* }
         [[ $state == Z ]] && continue
-        [[ ${s%% *} == 1 || ${s%% *} == "$2" ]] || continue
+        [[ ${s%% *} == 1 || ${s%% *} == "$2" ]] || continue  # (the driver and other execs have parent 0)
+        uid=""
+        while read -r k v _; do [[ $k == Uid: ]] && { uid=$v; break; }; done < "$d/status" 2>/dev/null
+        [[ $uid == AGENT_UID ]] || continue
         read -r comm < "$d/comm" 2>/dev/null
         out+=" $p:${comm// /_}"
       done
@@ -84,11 +86,12 @@ done
 """.replace("AGENT_UID", str(AGENT_UID))
 
 
-def ansi_c_quote(text: str) -> str:
-    """``text`` as one bash ``$'...'`` word on one line: printable ASCII kept (``\\`` and ``'`` escaped), every
-    other byte of its UTF-8 encoding as ``\\xHH``, so bash rebuilds exactly its bytes."""
+def ansi_c_quote(text: str | bytes) -> str:
+    """``text`` (or its UTF-8 bytes) as one bash ``$'...'`` word on one line: printable ASCII kept (``\\`` and ``'``
+    escaped), every other byte as ``\\xHH``, so bash rebuilds exactly those bytes."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     out = ["$'"]
-    for byte in text.encode("utf-8", "surrogatepass"):
+    for byte in data:
         if byte in (0x5C, 0x27):
             out.append("\\" + chr(byte))
         elif 0x20 <= byte < 0x7F:
@@ -99,24 +102,37 @@ def ansi_c_quote(text: str) -> str:
     return "".join(out)
 
 
-def command_line(command: str, nonce: str) -> bytes:
-    """The one input line that runs ``command`` in the agent's shell and then prints the end markers.
+SHELL_INIT = (
+    b"__oe_end() { __oe_s=$? __oe_o=$SHELLOPTS __oe_f=$- POSIXLY_CORRECT=y; \\set +vx; \\unset -f builtin printf; "
+    b'\\builtin printf \'%s\\0%s\\0%s\\0\' "$__oe_s" "$__oe_f" "$PWD" >&99 && \\trap -p DEBUG >&99 '
+    b"&& \\builtin printf '\\0' >&99 || \\exit 97; \\trap - DEBUG; "
+    b"[[ :$__oe_o: == *:posix:* ]] || \\unset POSIXLY_CORRECT; }; declare -ft __oe_end\n"
+)
+"""The harness's end-of-step function, defined once when the shell starts; ``command_line`` calls it right after the
+agent's command, with its stdout and stderr on /dev/null (so neither an agent's DEBUG trap nor ``set -x`` shows
+any of it: the trap fires into /dev/null, the trace goes there).
 
-    ``__oe_f`` keeps the agent's ``v``/``x`` shell options between steps: they are switched back on inside the
-    ``eval`` and off again (silently) right after it. ``__oe_s`` is the command's exit status."""
-    run = f'eval "${{__oe_f:+set -$__oe_f; }}"{ansi_c_quote(command)} </dev/null'
-    after = "{ __oe_s=$? __oe_f=${-//[^vx]/}; set +vx; } 2>/dev/null"
-    marks = (
-        f'builtin printf \'\\036{nonce} %s %s %s\\036\' "$__oe_s" "$$" "$PWD"; builtin printf \'\\036{nonce}\\036\' >&2'
-    )
-    return f"{run}; {after}; {marks}\n".encode()
+It has the trace attribute (``declare -ft``), so it sees the agent's DEBUG trap and can set it aside. Its first
+command is assignments only (syntax, which no function or alias can replace) and switches on POSIX mode, where the
+special builtins it uses (``set``, ``unset``, ``trap``, ``exit``) are found before any function; every command word
+is quoted (``\\set``) so no alias applies, and functions named ``builtin`` or ``printf`` are removed (they would take
+over the report). It writes the report on fd 99 only: status, ``$-``, ``$PWD`` and the agent's DEBUG trap; then it
+sets the agent's ``set -v``/``-x`` and DEBUG trap aside (``command_line`` puts them back inside the next ``eval``,
+so they see only the agent's commands) and leaves POSIX mode unless the agent was in it. A shell where the report
+cannot be written exits (97): the harness restarts it. The step line stays short on purpose: bash reads a pipe one
+byte at a time."""
 
 
-def stdout_marker(nonce: str) -> bytes:
-    """The start of the stdout end marker (status, shell pid and cwd follow, then ``MARK``)."""
-    return MARK + nonce.encode() + b" "
+def command_line(command: str, flags: str = "", debug_trap: bytes = b"") -> bytes:
+    """The one input line that runs ``command`` in the agent's shell and then reports (``SHELL_INIT``).
 
-
-def stderr_marker(nonce: str) -> bytes:
-    """The whole stderr end marker."""
-    return MARK + nonce.encode() + MARK
+    ``flags`` (the agent's ``v``/``x`` options) and ``debug_trap`` (its ``trap -p DEBUG`` line) come from the
+    previous report: they are put back first thing inside the ``eval``, so the agent's tracing starts at its own
+    command. The ``eval`` runs with stdin from /dev/null and the control descriptor closed; fds 97 and 98 keep the
+    shell's stdout and stderr while the report runs (the driver looks at them: ``driver.settled``)."""
+    restore = debug_trap.rstrip(b"\n") + b"\n" if debug_trap else b""
+    shell_flags = "".join(f for f in "vx" if f in flags)
+    if shell_flags:
+        restore += f"set -{shell_flags}\n".encode()
+    body = ansi_c_quote(restore + command.encode("utf-8", "surrogatepass"))
+    return f"\\eval {body} </dev/null 99>&-; {{ \\__oe_end; }} 97>&1 98>&2 >/dev/null 2>&1\n".encode()

@@ -1,21 +1,25 @@
-"""Reading a command's output off Docker's attach stream: frames, end markers, the per-step cap, UTF-8.
+"""Reading the agent's shell: Docker's frames, the driver's records, the end report, the per-step cap, UTF-8.
 
 Docker multiplexes a non-TTY exec's stdout and stderr on one connection as frames (an 8-byte header: stream id,
-three zero bytes, a big-endian payload length), each write of the process in order per stream. ``FrameDecoder``
-splits that byte stream; ``CommandOutput`` turns the frames of one step into the ordered chunks the observation
-shows: consecutive frames of one stream are merged, stdout and stderr stay interleaved as they arrived, the end
-markers (``scripts.command_line``) are cut out, and only the first ``cap_bytes`` bytes are kept (the rest is
-counted). Everything here is pure: the tests feed it bytes.
+three zero bytes, a big-endian payload length); ``FrameDecoder`` splits that byte stream. The driver (``driver``)
+writes records on its stdout (a kind byte, a 4-byte big-endian length, the payload); ``RecordDecoder`` splits them.
+``CommandOutput`` turns the ``o``/``e`` records of one step into the chunks the observation shows; ``parse_report``
+reads the ``m`` record. Everything here is pure: the tests feed it bytes.
+
+**Text rule** (what ``env_output`` holds): the bytes each stream carried, decoded as UTF-8; every invalid sequence
+becomes U+FFFD (Python's ``replace``: one per maximal invalid subsequence) and every NUL byte becomes U+FFFD too;
+every other character (ESC and the other control characters included) is kept as written. A cut at the per-step
+cap never splits a character: a character the cap would cut is left out whole.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass, field
 
-from .scripts import MARK, stderr_marker, stdout_marker
-
 STDOUT, STDERR = 1, 2
+REPLACEMENT = "\ufffd"
 
 
 class FrameDecoder:
@@ -36,106 +40,120 @@ class FrameDecoder:
         return frames
 
 
-@dataclass
-class _Stream:
-    """One stream's marker search state: bytes held back while they may be the start of the marker."""
+class RecordDecoder:
+    """Incremental decoder of the driver's records: ``feed(bytes) -> [(kind, payload), ...]``."""
 
-    marker: bytes
-    held: bytearray = field(default_factory=bytearray)
-    done: bool = False
-    tail: bytes = b""
-    """What followed the marker's prefix up to its closing ``MARK`` (stdout: status, pid, cwd)."""
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[bytes, bytes]]:
+        self._buf += data
+        records: list[tuple[bytes, bytes]] = []
+        while len(self._buf) >= 5:
+            size = int.from_bytes(self._buf[1:5], "big")
+            if len(self._buf) < 5 + size:
+                break
+            records.append((bytes(self._buf[:1]), bytes(self._buf[5 : 5 + size])))
+            del self._buf[: 5 + size]
+        return records
+
+
+def record(kind: bytes, payload: bytes) -> bytes:
+    """One record of the driver's framing (the harness sends ``c`` records: bytes for the shell's stdin)."""
+    return kind + len(payload).to_bytes(4, "big") + payload
+
+
+@dataclass(frozen=True)
+class Report:
+    """The shell's end-of-step report (``scripts.SHELL_INIT``)."""
+
+    status: int
+    flags: str
+    """The shell's ``$-`` (the harness keeps ``v`` and ``x`` for the next command)."""
+    cwd: bytes
+    debug_trap: bytes
+    """The agent's ``trap -p DEBUG`` line (empty when it set none)."""
+
+
+_FLAGS = re.compile(rb"[A-Za-z]*")
+REPORT_FIELDS = 4
+NO_TRAP = b"trap -- - DEBUG\n"
+"""What ``trap -p DEBUG`` prints in POSIX mode when no DEBUG trap is set."""
+
+
+def parse_report(data: bytes) -> Report | None:
+    """The report in ``data``, or None when it is not one the harness's function writes (forged, cut, garbled)."""
+    fields = data.split(b"\0")
+    if len(fields) != REPORT_FIELDS + 1 or fields[-1]:
+        return None
+    status, flags, cwd, trap = fields[:REPORT_FIELDS]
+    if not (status.isdigit() and int(status) <= 255 and _FLAGS.fullmatch(flags) and cwd.startswith(b"/")):
+        return None
+    if trap and not (trap.startswith(b"trap -- ") and trap.endswith(b" DEBUG\n")):
+        return None
+    if trap == NO_TRAP:
+        trap = b""
+    return Report(int(status), flags.decode(), cwd, trap)
+
+
+def shown(data: bytes) -> str:
+    """``data`` under the text rule of the module docstring (a whole buffer, e.g. a path)."""
+    return data.decode("utf-8", "replace").replace("\0", REPLACEMENT)
 
 
 @dataclass
 class CommandOutput:
-    """The output of one command, as the frames arrive (see the module docstring)."""
+    """The output of one command as the driver relays it (see the module docstring)."""
 
-    nonce: str
     cap_bytes: int
     chunks: list[tuple[int, str]] = field(default_factory=list)
     """``(stream, text)`` in arrival order, consecutive same-stream text merged."""
     total_bytes: int = 0
-    """Every byte the command wrote (markers excluded), kept or not."""
+    """Every byte the command wrote, kept or not."""
 
     def __post_init__(self) -> None:
-        self._streams = {STDOUT: _Stream(stdout_marker(self.nonce)), STDERR: _Stream(stderr_marker(self.nonce))}
         self._decoders = {s: codecs.getincrementaldecoder("utf-8")("replace") for s in (STDOUT, STDERR)}
         self._kept = 0
-
-    @property
-    def complete(self) -> bool:
-        """Both end markers seen: the command finished and all it wrote before has been read."""
-        return all(s.done for s in self._streams.values())
 
     @property
     def truncated(self) -> bool:
         return self.total_bytes > self.cap_bytes
 
-    def marker_fields(self) -> tuple[int, int, str] | None:
-        """``(exit_status, shell_pid, cwd)`` from the stdout marker, once seen."""
-        out = self._streams[STDOUT]
-        if not out.done:
-            return None
-        status, pid, cwd = out.tail.decode("utf-8", "replace").split(" ", 2)
-        return int(status), int(pid), cwd
-
     def feed(self, stream: int, data: bytes) -> None:
-        """One frame's payload (frames of other stream ids, e.g. stdin echoes, are ignored)."""
-        state = self._streams.get(stream)
-        if state is None:
-            return
-        if state.done:  # a background process writing after the marker: it belongs to the next step
-            self._keep(stream, data)
-            return
-        buf = state.held + data
-        state.held = bytearray()
-        at = buf.find(state.marker)
-        if at >= 0:
-            self._keep(stream, bytes(buf[:at]))
-            rest = buf[at + len(state.marker) :]
-            if stream == STDERR:
-                state.done = True
-                self._keep(stream, bytes(rest))
-                return
-            end = rest.find(MARK)
-            if end < 0:  # the marker's fields are still coming
-                state.held = bytearray(buf[at:])
-                return
-            state.tail, state.done = bytes(rest[:end]), True
-            self._keep(stream, bytes(rest[end + 1 :]))
-            return
-        # hold back a suffix that may be the start of the marker
-        keep = len(buf)
-        for n in range(min(len(state.marker) - 1, len(buf)), 0, -1):
-            if state.marker.startswith(bytes(buf[-n:])):
-                keep = len(buf) - n
-                break
-        state.held = bytearray(buf[keep:])
-        self._keep(stream, bytes(buf[:keep]))
-
-    def finish(self) -> None:
-        """The stream ended (the shell died): flush what was held back and the decoders."""
-        for stream, state in self._streams.items():
-            if state.held:
-                self._keep(stream, bytes(state.held))
-                state.held = bytearray()
-            self._append(stream, self._decoders[stream].decode(b"", final=True))
-
-    def _keep(self, stream: int, data: bytes) -> None:
-        if not data:
+        """What ``stream`` carried next (other stream ids are ignored)."""
+        decoder = self._decoders.get(stream)
+        if decoder is None or not data:
             return
         self.total_bytes += len(data)
         room = self.cap_bytes - self._kept
         if room <= 0:
             return
-        data = data[:room]
-        self._kept += len(data)
-        self._append(stream, self._decoders[stream].decode(data))
+        if len(data) <= room:
+            self._kept += len(data)
+            self._append(stream, decoder.decode(data))
+            return
+        cut = room
+        while cut > 0 and data[cut] & 0xC0 == 0x80:  # the cap falls inside a character: leave it out whole
+            cut -= 1
+        self._kept = self.cap_bytes
+        self._append(stream, decoder.decode(data[:cut]))
+        self._drop_partial()
+
+    def finish(self) -> None:
+        """The step ended: a character still incomplete is U+FFFD, unless the cap cut it (then it is left out)."""
+        if self._kept >= self.cap_bytes:
+            self._drop_partial()
+        for stream, decoder in self._decoders.items():
+            self._append(stream, decoder.decode(b"", final=True))
+
+    def _drop_partial(self) -> None:
+        for decoder in self._decoders.values():
+            decoder.reset()
 
     def _append(self, stream: int, text: str) -> None:
         if not text:
             return
+        text = text.replace("\0", REPLACEMENT)
         if self.chunks and self.chunks[-1][0] == stream:
             self.chunks[-1] = (stream, self.chunks[-1][1] + text)
         else:

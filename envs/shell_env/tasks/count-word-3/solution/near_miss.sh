@@ -1,0 +1,4 @@
+#!/bin/bash
+set -uo pipefail
+cd /app
+grep -oi 'juniper' /app/notes.txt | wc -l > /app/answer.txt

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -uo pipefail
+cd /app
+sed -i 's/i=2; i<n;/i=0; i<n;/' /app/series.sh

@@ -1,0 +1,4 @@
+#!/bin/bash
+set -euo pipefail
+cd /app
+cd /app/photos && for f in IMG_*.JPG; do n="${f#IMG_}"; mv "$f" "photo-${n%.JPG}.jpg"; done
