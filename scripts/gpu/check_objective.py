@@ -5,7 +5,7 @@ dependencies (``scripts/gpu/standalone.py``). Three sections, each printed with 
 
 1. ``conformance``: RFC 0004's 14 cases (``rfcs/0004-conformance.json``) recomputed on the device in float64 and
    float32; every loss term, metric and per-token weight must equal the committed value at its 7 significant
-   digits.
+   digits (float64) or to 1e-6 relative (float32).
 2. ``gradients``: random logits (B, T, V) with bf16-exact values and realistic role masks; ``token_logps`` ->
    ``echo_loss`` (λ = 0.05; ``token_mean``, and the paper's ``sequence_mean`` + ``full_observation``) -> backward,
    on the device in float32 and with bf16 logits, against the same on CPU in float64. Max |Δ∂L/∂logits| over
@@ -97,6 +97,19 @@ def _r7(x: float) -> float | None:
     return None if math.isnan(x) else float(f"{x:.7g}") + 0.0
 
 
+def _equal(a: Any, b: Any) -> bool:
+    return bool(a == b)
+
+
+def _close(a: Any, b: Any) -> bool:
+    """Equal up to float32 rounding (1e-6 relative): float32 sums may round the 7th digit the other way."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+    return bool(a == b)
+
+
 def section_conformance(v: Verdicts, dev: torch.device) -> None:
     committed = {c["name"]: c for c in json.loads((ROOT / "rfcs" / "0004-conformance.json").read_text())["cases"]}
     for dtype in (torch.float64, torch.float32):
@@ -130,12 +143,14 @@ def section_conformance(v: Verdicts, dev: torch.device) -> None:
                 "world_weights": [[_r7(x) for x in row] for row in (tw.world_model_coeff * tw.world).double().tolist()],
             }
             want = committed[case.name]["expected"]
-            if any(got[k] != want[k] for k in got):
+            same = _equal if dtype == torch.float64 else _close
+            if any(not same(got[k], want[k]) for k in got):
                 bad.append(case.name)
         v.check(
             f"conformance {dev.type} {str(dtype).removeprefix('torch.')}",
             not bad,
-            f"{len(conformance.CASES) - len(bad)}/{len(conformance.CASES)} RFC 0004 cases equal to 7 digits"
+            f"{len(conformance.CASES) - len(bad)}/{len(conformance.CASES)} RFC 0004 cases "
+            + ("equal to 7 digits" if dtype == torch.float64 else "equal to float32 rounding (1e-6 relative)")
             + (f"; differ: {bad}" if bad else ""),
         )
 
