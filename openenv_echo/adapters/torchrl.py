@@ -2,7 +2,8 @@
 
 The subclass keeps torchrl's policy objective untouched (masking strategy, clipping, KL, entropy, aggregation) and
 adds ``loss_world_model = λ · L_world`` computed from the *same* forward: it keeps the distribution torchrl builds
-in ``_get_cur_log_prob`` and scores the selected observation tokens from ``dist.logits`` (torchrl's masked
+in ``_get_cur_log_prob`` and scores the selected observation tokens from ``dist.logits`` with
+:func:`openenv_echo.objective.target_logps` (chunked, float32 per block, no copy of the logits; torchrl's masked
 log-probs do not cover tool messages, so they cannot be reused directly). Roles are read from their own
 tensordict key (default ``("echo", "role_ids")``: ``torchrl``'s ``Masks`` class rejects extra keys), aligned with
 ``("tokens", "full")`` and left-padded with -1 like it. Sum the output's ``loss_*`` fields as usual; with λ = 0
@@ -21,7 +22,7 @@ import torch
 from tensordict import NestedKey, TensorDictBase
 from torchrl.objectives.llm.grpo import GRPOLoss, GRPOLossOutput
 
-from ..objective import Denominators, EchoBatch, EchoConfig, echo_loss, local_denominators
+from ..objective import Denominators, EchoBatch, EchoConfig, echo_loss, local_denominators, target_logps
 from ..roles import PAD_ROLE_CODE, Role
 
 ROLE_IDS_KEY: tuple[str, str] = ("echo", "role_ids")
@@ -122,11 +123,8 @@ class EchoGRPOLoss(GRPOLoss):  # type: ignore[misc]  # torchrl ships no type inf
             """Log-probs of the selected tokens from this forward's logits (torchrl's own log-probs do not cover
             tool messages), zero elsewhere; without grad when λ = 0 (the CE is then a metric only)."""
             with torch.set_grad_enabled(torch.is_grad_enabled() and lam != 0.0):
-                picked = logits[selected].float()
-                if scale != 1.0:
-                    picked = picked / scale
-                lp = torch.log_softmax(picked, dim=-1).gather(-1, tokens[selected].unsqueeze(-1)).squeeze(-1)
-                return torch.zeros(selected.shape, dtype=lp.dtype, device=logits.device).masked_scatter(selected, lp)
+                # chunked, float32 per block, no copy of the logits kept for backward (objective.target_logps)
+                return target_logps(logits, tokens.masked_fill(~selected, -1), scale)
 
         res = echo_loss(
             torch.zeros(batch.shape, dtype=torch.float32, device=logits.device),  # the policy term is torchrl's

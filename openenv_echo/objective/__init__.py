@@ -11,7 +11,7 @@ from ._advantages import group_advantages
 from ._batch import EchoBatch
 from ._config import CoeffSchedule, EchoConfig, PolicyLossConfig, RolloutFilterConfig
 from ._filters import RolloutStats, env_keep_mask
-from ._logprobs import token_logps
+from ._logprobs import hidden_logps, target_logps, token_logps
 from ._loss import EchoLossOutput, TokenWeights, echo_loss, local_denominators, token_weights
 from ._normalization import Denominators
 
@@ -28,7 +28,9 @@ __all__ = [
     "echo_loss",
     "env_keep_mask",
     "group_advantages",
+    "hidden_logps",
     "local_denominators",
+    "target_logps",
     "token_logps",
     "token_weights",
 ]
