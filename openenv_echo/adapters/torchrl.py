@@ -3,7 +3,7 @@
 The subclass keeps torchrl's policy objective untouched (masking strategy, clipping, KL, entropy, aggregation) and
 adds ``loss_world_model = λ · L_world`` computed from the *same* forward: it keeps the distribution torchrl builds
 in ``_get_cur_log_prob`` and scores the selected observation tokens from ``dist.logits`` with
-:func:`openenv_echo.objective.target_logps` (chunked, float32 per block, no copy of the logits; torchrl's masked
+`openenv_echo.objective.target_logps` (chunked, float32 per block, no copy of the logits; torchrl's masked
 log-probs do not cover tool messages, so they cannot be reused directly). Roles are read from their own
 tensordict key (default ``("echo", "role_ids")``: ``torchrl``'s ``Masks`` class rejects extra keys), aligned with
 ``("tokens", "full")`` and left-padded with -1 like it. Sum the output's ``loss_*`` fields as usual; with λ = 0

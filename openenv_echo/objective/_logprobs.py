@@ -5,14 +5,14 @@ float64 input) and only the target's value is kept; backward recomputes each blo
 ``(onehot - softmax) · g / T`` straight into the gradient, block by block (the anchors: TRL's row-wise
 ``selective_log_softmax`` and Liger-Kernel's fused linear cross-entropy).
 
-* :func:`target_logps`: logits ``(B, T, V)`` and targets ``(B, T)`` at the same positions (negative = ignored).
-* :func:`token_logps`: a causal LM's logits and its input ids (``logits[:, t]`` predicts ``ids[:, t + 1]``).
-* :func:`hidden_logps`: the same from the final hidden states and the LM head's weight; each block's logits are
+* `target_logps`: logits ``(B, T, V)`` and targets ``(B, T)`` at the same positions (negative = ignored).
+* `token_logps`: a causal LM's logits and its input ids (``logits[:, t]`` predicts ``ids[:, t + 1]``).
+* `hidden_logps`: the same from the final hidden states and the LM head's weight; each block's logits are
   recomputed from the hidden states in forward and in backward, so the ``(B, T, V)`` logits never exist.
 
 Memory (the logits' bytes = 1×): forward keeps nothing but its (B, T) result (autograd holds the input anyway);
 backward allocates the input's gradient (1× for logits) plus a few blocks. A block holds at most ``chunk_bytes``
-of compute-dtype logits (default :data:`CHUNK_BYTES`, capped at 1/8 of the logits' bytes for logits and 1/32 for
+of compute-dtype logits (default `CHUNK_BYTES`, capped at 1/8 of the logits' bytes for logits and 1/32 for
 hidden states), so the peak above the input stays under 1.5× (logits) or well under 1× (hidden states, gradients
 of hidden and weight included) at every size. ``bench/bench_logps.py`` measures both against the plain
 ``gather(log_softmax(logits.float()))``. Values on CPU float64 are bit-identical to that plain formula.
@@ -262,7 +262,7 @@ def hidden_logps(
     *,
     chunk_bytes: int | None = None,
 ) -> torch.Tensor:
-    """:func:`token_logps` of ``hidden @ lm_head_weight.T`` without ever materialising those (B, T, V) logits.
+    """`token_logps` of ``hidden @ lm_head_weight.T`` without ever materialising those (B, T, V) logits.
 
     ``hidden`` (B, T, H) are the final hidden states (after the last norm) and ``lm_head_weight`` (V, H) the
     output embedding of a causal LM without head bias (an HF model: ``model.base_model(...).last_hidden_state``
