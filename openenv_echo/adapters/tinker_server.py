@@ -36,8 +36,9 @@ import httpx
 
 from ..providers.parent_watch import guarded
 
-BACKEND_CONFIG: dict[str, Any] = {"max_lora_adapters": 2, "max_lora_rank": 8}
-"""The JAX engine's ``--backend-config`` here: two adapters (a training client, and its sampling copy)."""
+BACKEND_CONFIG: dict[str, Any] = {"max_lora_adapters": 8, "max_lora_rank": 8}
+"""The JAX engine's ``--backend-config`` here: eight adapters, so several training clients (each with its sampling
+copy) can share one server, e.g. a recipe run per λ."""
 
 
 def tiny_checkpoint(path: str | os.PathLike[str], tokenizer: Any, *, seed: int = 0, hidden: int = 32) -> Path:
