@@ -48,7 +48,7 @@ def _args(tmp_path: Any, loss_type: str = "dapo", gas: int = 1, steps: int = 1, 
         per_device_train_batch_size=4 // gas,
         gradient_accumulation_steps=gas,
         num_generations=4,
-        max_completion_length=128,
+        max_completion_length=kw.pop("max_completion_length", 128),
         max_steps=steps,
         learning_rate=kw.pop("learning_rate", 1e-3),
         loss_type=loss_type,
@@ -158,6 +158,21 @@ def test_coeff_zero_is_bit_identical_to_plain_grpo(
     losses = [[h["loss"] for h in t.state.log_history if "loss" in h] for t in (plain_trainer, zero_trainer)]
     assert losses[0] == losses[1] and len(losses[0]) == 2
     assert "echo/env_ce_per_token" in zero_trainer.state.log_history[0]  # the env CE is still reported at λ = 0
+
+
+@pytest.mark.trainer
+def test_coeff_zero_is_bit_identical_to_plain_grpo_with_completions_over_the_limit(
+    tmp_path: Any, qwen_tokenizer: Any
+) -> None:
+    # rollout_func completions longer than max_completion_length: TRL keeps them whole, and so must the adapter
+    plain_trainer, plain, rollouts = _run(tmp_path, qwen_tokenizer, None, max_completion_length=12)
+    assert max(len(c) for c in rollouts.history[0]["completion_ids"]) > 12  # the case under test happened
+    zero_trainer, zero, _ = _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.0), max_completion_length=12)
+    assert plain.grads and set(plain.grads) == set(zero.grads)
+    for name in plain.grads:
+        assert torch.equal(plain.grads[name], zero.grads[name]), name
+    losses = [[h["loss"] for h in t.state.log_history if "loss" in h] for t in (plain_trainer, zero_trainer)]
+    assert losses[0] == losses[1]
 
 
 @pytest.mark.trainer
