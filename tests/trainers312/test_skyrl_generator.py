@@ -52,6 +52,7 @@ def terminal() -> Iterator[str]:
 
 
 @pytest.mark.trainer
+@pytest.mark.timeout(900)
 def test_skyrls_generator_carries_per_token_roles(terminal: str, qwen_tokenizer: Any) -> None:
     register_env()
     cfg = SkyRLTrainConfig.from_cli_overrides(

@@ -62,6 +62,7 @@ def _world_only(lam: float) -> EchoDatums:
 
 
 @pytest.mark.trainer
+@pytest.mark.timeout(1200)  # the module's server start counts here: minutes on a loaded 2-core machine
 def test_lambda_scales_the_gradient_the_server_applies(training: Any) -> None:
     world = {lam: _grad_norm(training, _world_only(lam), "mean_per_datum") for lam in (0.05, 1.0, 20.0)}
     for lam, norm in world.items():
@@ -118,6 +119,7 @@ def _children(pid: int) -> list[int]:
 
 
 @pytest.mark.trainer
+@pytest.mark.timeout(1200)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from /proc")
 def test_a_sigkilled_recipe_takes_the_server_and_its_engine_with_it(tmp_path: Path, qwen_tokenizer: Any) -> None:
     model = tiny_checkpoint(tmp_path / "model", qwen_tokenizer, seed=0)
