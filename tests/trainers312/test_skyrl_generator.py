@@ -143,3 +143,71 @@ def test_skyrls_trainer_computes_world_weights_per_policy_mini_batch(qwen_tokeni
         row = weights[i, weights.shape[1] - len(r) :]
         assert [bool(x > 0) for x in row] == [c == e for c in r]
         assert batch["response_mask"][i, weights.shape[1] - len(r) :].eq(1).all()
+
+
+@pytest.mark.trainer
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("coeff", [0.05, 0.0])
+def test_skyrls_trainer_step_runs_echo_from_generation_to_optimizer(
+    terminal: str, qwen_tokenizer: Any, coeff: float
+) -> None:
+    """SkyRL's own step, generation to optimizer: ``SkyRLGymGenerator.generate`` → ``convert_to_training_input`` →
+    ``fwd_logprobs_values_reward`` → ``compute_advantages_and_returns`` → ``train_critic_and_policy`` (its mini-batch
+    loop, advantage normalization, the worker's micro-batches and the registered echo loss), the workers' Ray
+    dispatch answered in-process by SkyRL's ``PolicyWorkerBase`` on a CPU."""
+    from openenv_echo.adapters.skyrl_cpu import CPUDispatch, CPUPolicyWorker
+    from openenv_echo.adapters.skyrl_entry import EchoSkyRLTrainConfig
+    from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss
+    from openenv_echo.adapters.skyrl_trainer import EchoPPOTrainer
+
+    register_env()
+    register_echo_policy_loss("regular")
+    cfg = EchoSkyRLTrainConfig.from_cli_overrides(
+        [
+            "trainer.algorithm.policy_loss_type=echo_regular",
+            f"trainer.algorithm.world_model_coeff={coeff}",
+            "trainer.algorithm.use_kl_loss=false",
+            "trainer.train_batch_size=2",
+            "trainer.policy_mini_batch_size=1",
+            "trainer.micro_train_batch_size_per_gpu=1",
+            "trainer.policy.optimizer_config.lr=0.001",
+            "generator.n_samples_per_prompt=2",
+            "generator.max_turns=2",
+            "generator.sampling_params.max_generate_length=10",
+            "generator.max_input_length=4096",
+        ]
+    )
+    cfg.environment.skyrl_gym.openenv_echo = {"base_url": terminal, "action_field": "command"}
+    torch.manual_seed(0)
+    model = tiny_causal_lm(qwen_tokenizer)
+    eos = [qwen_tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    engine = CPUEngineClient(HFSampler(model, qwen_tokenizer, eos_ids=eos), qwen_tokenizer, 10)
+    gen = EchoGymGenerator(
+        generator_cfg=cfg.generator, skyrl_gym_cfg=cfg.environment.skyrl_gym, inference_engine_client=engine,
+        tokenizer=qwen_tokenizer,
+    )  # fmt: skip
+    worlds = [{"reset_options": {"seed": s, "max_steps": 2}} for s in (0, 0, 1, 1)]  # one world per GRPO group
+    batch = {
+        "prompts": [[{"role": "system", "content": SYSTEM_PROMPT}] for _ in worlds],
+        "env_classes": [ENV_ID] * len(worlds),
+        "env_extras": worlds,
+    }
+    generated = asyncio.run(gen.generate(batch, disable_tqdm=True))
+    generated["rewards"] = [  # a random model's groups tie on the env's reward: shorter episodes score higher
+        [*r[:-1], r[-1] - 1e-3 * len(r)] for r in generated["rewards"]
+    ]
+
+    trainer = EchoPPOTrainer.__new__(EchoPPOTrainer)  # the state its step reads; no Ray actors, no vLLM
+    trainer.cfg, trainer.tokenizer, trainer.global_step = cfg, qwen_tokenizer, 1
+    trainer.all_metrics, trainer.all_timings, trainer.ref_model = {}, {}, None  # no critic path configured
+    trainer.dispatch = CPUDispatch(CPUPolicyWorker(cfg.trainer, model))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    data = trainer.convert_to_training_input(generated, ["w0", "w0", "w1", "w1"])
+    data = trainer.fwd_logprobs_values_reward(data)
+    data = trainer.compute_advantages_and_returns(data)
+    status = trainer.train_critic_and_policy(data)
+    assert status["grad_norm"] > 0
+    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters())  # the optimizer stepped
+    world = status["loss_metrics/echo/world_loss"]
+    assert world > 0 if coeff > 0 else world == 0.0
+    assert trainer.all_metrics["policy/loss_metrics/echo/world_loss"] == world  # in SkyRL's own metrics
