@@ -139,6 +139,23 @@ def test_split_at_first_action_and_rollout_output() -> None:
         rollout_output([p], [c], [r], [[0.0]])
 
 
+def test_rollout_func_output_reaches_trl_whole_and_obs_count_follows_the_rfc_rule() -> None:
+    # RFC 0004 §1.2: |O_i| counts observation bodies after the first action; the adapter used to count every
+    # observation token of a completion it cut (here 3 + 2 = 5, not 2) and to cut what TRL keeps
+    from types import SimpleNamespace
+
+    from openenv_echo.adapters.trl import OBS_COUNT_KEY
+    from openenv_echo.roles import observation_count
+
+    roles = [[2, 2, 3, 1, 1, 2, 3, 1]]  # env, env, warning before the first action
+    out = {"completion_ids": [list(range(8))], ROLE_KEY: [list(r) for r in roles], "env_mask": [[0] * 8]}
+    fake = SimpleNamespace(max_completion_length=4, mask_truncated_completions=False)
+    EchoGRPOTrainer._echo_limit_lengths(fake, out)  # type: ignore[arg-type]
+    assert out["completion_ids"] == [list(range(8))] and out[ROLE_KEY] == roles  # nothing cut
+    assert OBS_COUNT_KEY not in out  # |O_i| is left to the objective's one definition
+    assert int(observation_count(torch.tensor(roles))[0]) == 2  # what the objective counts for this row
+
+
 # -- real trainer runs ----------------------------------------------------------------------------------------------
 @pytest.mark.trainer
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
