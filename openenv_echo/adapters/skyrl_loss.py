@@ -16,9 +16,10 @@ is added: the loss and its gradient are SkyRL's own, bit for bit.
 SkyRL's loss signature carries no per-token roles (``loss_mask`` is 0 on observations *and* padding), so the
 weights reach the loss through a context that :class:`EchoPolicyWorkerMixin` sets for each micro-batch from the
 training batch's :data:`WORLD_WEIGHT_KEY` tensor. Mix it into SkyRL's policy worker (``class
-EchoFSDPPolicyWorker(EchoPolicyWorkerMixin, FSDPPolicyWorkerBase)``) and add the key in the trainer's
-``convert_to_training_input``. Without weights the ECHO loss refuses to run (never a silent λ = 0). The loss pickles by reference, so it survives
-SkyRL's registry actor and ``sync_registries()`` into Ray workers (:class:`EchoPolicyLoss`).
+EchoFSDPPolicyWorker(EchoPolicyWorkerMixin, FSDPPolicyWorkerBase)``); the trainer adds the key
+(:class:`~openenv_echo.adapters.skyrl_trainer.EchoPPOTrainer`). Without weights the ECHO loss refuses to run
+(never a silent λ = 0). The loss pickles by reference, so it survives SkyRL's registry actor and
+``sync_registries()`` into Ray workers (:class:`EchoPolicyLoss`).
 """
 
 from __future__ import annotations
@@ -158,7 +159,6 @@ def declare_echo_loss(name: str, base: str) -> None:
     ``ppo_utils`` and in every loaded module that imported them by name, so SkyRL's checks treat ``name`` as they
     treat ``base``. Checks written as literal lists (``validate_cfg``'s clip_cov/kl_cov) are run on the base loss
     by :func:`openenv_echo.adapters.skyrl_entry.validate_echo_cfg`."""
-    import importlib
     import sys
 
     from skyrl.backends.skyrl_train.utils import ppo_utils
@@ -168,10 +168,8 @@ def declare_echo_loss(name: str, base: str) -> None:
         if base not in current or name in current:
             continue
         extended = frozenset({*current, name})
-        for module_name in _LOSS_SET_READERS:
+        for module_name in _LOSS_SET_READERS:  # ppo_utils itself, and every loaded module that imported the set
             module = sys.modules.get(module_name)
-            if module is None and module_name == _LOSS_SET_READERS[0]:
-                module = importlib.import_module(module_name)
             if module is not None and getattr(module, attr, None) is current:
                 setattr(module, attr, extended)
 
