@@ -37,11 +37,17 @@ ROLES = [
 
 
 @pytest.fixture(scope="module")
-def training(tmp_path_factory: pytest.TempPathFactory, qwen_tokenizer: Any) -> Iterator[Any]:
+def service(tmp_path_factory: pytest.TempPathFactory, qwen_tokenizer: Any) -> Iterator[tuple[Any, str]]:
+    """One server for the module: (its ServiceClient, the base model's name)."""
     model = tiny_checkpoint(tmp_path_factory.mktemp("tinker") / "model", qwen_tokenizer, seed=0)
     with LocalTinkerServer(model, startup_timeout_s=600) as server:
-        service = tinker.ServiceClient(base_url=server.base_url, api_key="tml-local")
-        yield service.create_lora_training_client(base_model=str(model), rank=4, seed=0)
+        yield tinker.ServiceClient(base_url=server.base_url, api_key="tml-local"), str(model)
+
+
+@pytest.fixture(scope="module")
+def training(service: tuple[Any, str]) -> Any:
+    client, base_model = service
+    return client.create_lora_training_client(base_model=base_model, rank=4, seed=0)
 
 
 def _batch(seed: int = 0) -> tuple[list[list[int]], list[float], list[list[float]]]:
@@ -83,6 +89,37 @@ def test_lambda_scales_the_gradient_the_server_applies(training: Any) -> None:
     for lam in (0.05, 20.0):
         predicted = np.sqrt(policy**2 + 2 * lam * inner + lam**2 * world[1.0] ** 2)
         assert both(lam) == pytest.approx(predicted, rel=5e-3), (lam, policy, combined, world)
+
+
+def _reference_world_loss(training: Any, unit: EchoDatums, lam: float) -> float:
+    """λ·L_world computed here (RFC 0004's weights, float64) from the log-probs the server's model gives now."""
+    out = training.forward(unit.env, "cross_entropy").result()
+    total = 0.0
+    for datum, o in zip(unit.env, out.loss_fn_outputs, strict=True):
+        w = np.asarray(datum.loss_fn_inputs["weights"].to_numpy(), dtype=np.float64)
+        total -= lam * float((w * np.asarray(o["logprobs"].tolist(), dtype=np.float64)).sum())
+    return total
+
+
+@pytest.mark.trainer
+@pytest.mark.timeout(1200)
+def test_the_servers_update_follows_the_local_reference_gradient(service: tuple[Any, str]) -> None:
+    # One Adam step from a fresh adapter with eps ≫ |g|: the update is -lr·g/eps, so the reference loss (computed
+    # here from the server's log-probs before and after) must drop by (lr/eps)·<g_ref, g> = (lr/eps)·|g|² when the
+    # applied gradient g is the reference one. A λ-free gradient (the naive datums) misses it by a factor ≈ λ.
+    client, base_model = service
+    eps = 1e4
+    unit = _world_only(1.0)
+    for lam in (0.05, 20.0):
+        lr = 4.0 / lam  # a drop of ≈ 1e-3 of the loss at both λ (g ∝ λ): first order, above float32 noise
+        training = client.create_lora_training_client(base_model=base_model, rank=4, seed=0)
+        before = _reference_world_loss(training, unit, lam)
+        res = echo_step(
+            training, _world_only(lam), types.AdamParams(learning_rate=lr, eps=eps), semantics="mean_per_datum"
+        )
+        g = float(res["optim"].metrics["skyrl.ai/grad_norm"])
+        drop = before - _reference_world_loss(training, unit, lam)
+        assert drop == pytest.approx(lr / eps * g**2, rel=0.05), (lam, drop, lr / eps * g**2)
 
 
 PARENT = textwrap.dedent(
