@@ -123,10 +123,12 @@ def main() -> None:
                 sent_fn = loss_fn if semantics == "sum" else "importance_sampling"
                 row["server_loss"] += reported_loss(results[kind])
                 row["reference_loss"] += float(reference_loss(getattr(sent, attr), results[kind], sent_fn))
-            reference.backward()  # ∂loss/∂ℓ per target: what each backward call receives
+            if reference.requires_grad:  # no datum at all when λ = 0 and every group tied: nothing to probe
+                reference.backward()  # ∂loss/∂ℓ per target: what each backward call receives
             row["grad_norm"] = results["optim"].metrics.get("skyrl.ai/grad_norm") if results["optim"].metrics else None
             row["reward"] = float(rewards.mean())
             row["datums"] = len(datums.rl) + len(datums.env)
+            row["policy_datums"] = len(datums.rl)  # 0 when every GRPO group tied (all advantages 0)
             grad = probe.take()
             if a.probe:
                 row["grad"] = grad
