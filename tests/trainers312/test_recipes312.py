@@ -63,9 +63,12 @@ def test_recipe_trains_env_output_only_when_coeff_positive(
         # Tinker, hence no action gradient; the policy term must act exactly when it has one
         return step.get("policy_datums", 1) > 0
 
+    if trainer == "tinker":  # an episode whose env step failed (e.g. under heavy load) has no observation to train
+        assert any(step["env_datums"] > 0 for step in on["steps"]), f"no observation reached the recipe: {on}"
     for step in on["steps"]:
         g = {role: step["grad"].get(role, 0.0) for role in ("action", "env_output", "warning", "context", "padding")}
-        assert g["env_output"] > 0 and (g["action"] > 0) == trains_actions(step)
+        assert (g["env_output"] > 0) == (step.get("env_datums", 1) > 0)
+        assert (g["action"] > 0) == trains_actions(step)
         assert g["warning"] == g["context"] == g["padding"] == 0.0
     for step in off["steps"]:  # a step without any datum (λ = 0, every group tied) has no gradient to probe
         g = {role: step["grad"].get(role, 0.0) for role in ("action", "env_output", "warning", "context")}

@@ -129,6 +129,7 @@ def main() -> None:
             row["reward"] = float(rewards.mean())
             row["datums"] = len(datums.rl) + len(datums.env)
             row["policy_datums"] = len(datums.rl)  # 0 when every GRPO group tied (all advantages 0)
+            row["env_datums"] = len(datums.env)  # 0 at λ = 0, or when no episode got an observation back
             grad = probe.take()
             if a.probe:
                 row["grad"] = grad
