@@ -7,9 +7,10 @@ loss_config, microbatch_weight, grad_sum_correction_factor, aux_policy_loss_cont
 ``Experience.extras``. Released SkyRL (0.3.1/0.4.0) has no such hook: there a worker subclass must add
 ``compute_world_loss`` to the loss inside its micro-batch step. Either way the worker step needs CUDA + Ray.
 
-Conventions (SkyRL ``convert_prompts_responses_to_batch_tensors``): per-response lists are aligned with
-``response_ids``; batch tensors are ``(B, response_len)``, responses left-aligned and right-padded with zeros;
-``action_log_probs[:, j]`` is the log-prob of response token j (predicted by the previous position, so a
+Conventions (SkyRL 0.4's ``convert_prompts_responses_to_batch_tensors``, the same as
+:mod:`openenv_echo.adapters.skyrl_loss`): per-response lists are aligned with ``response_ids``; batch tensors are
+``(B, response_len)`` with each response **right-aligned** (its tokens in the last ``len`` positions, zeros before);
+``action_log_probs[:, j]`` is the log-prob of the token at column j (predicted by the previous position, so a
 response's first token *is* a target).
 
 Generator keys (lists): ``world_role_ids`` (the per-token roles the loss reads) and, for tools written against
@@ -94,8 +95,9 @@ def add_world_masks(
 def world_training_tensors(
     generator_output: Mapping[str, Any], response_length: int | None = None, num_rows: int | None = None
 ) -> dict[str, torch.Tensor]:
-    """The world masks as ``(B, response_len)`` tensors, right-padded with zeros like SkyRL pads responses (role ids
-    with -1), plus ``(B,)`` observation counts. ``num_rows`` adds dummy rows (SkyRL's ``pad_batch``)."""
+    """The world masks as ``(B, response_len)`` tensors, right-aligned like SkyRL 0.4's response tensors (zeros before
+    a response; role ids -1 there), plus ``(B,)`` observation counts. ``num_rows`` adds dummy rows (SkyRL's
+    ``pad_batch``)."""
     rows = generator_output["world_loss_masks"]
     n = len(rows)
     width = response_length if response_length is not None else max((len(r) for r in rows), default=0)
@@ -107,14 +109,16 @@ def world_training_tensors(
     for i, r in enumerate(generator_output["world_role_ids"]):
         if len(r) > width:
             raise ValueError(f"response {i} has {len(r)} tokens, more than response_length={width}")
-        roles[i, : len(r)] = torch.as_tensor(r, dtype=torch.long)
+        if r:
+            roles[i, width - len(r) :] = torch.as_tensor(r, dtype=torch.long)
     out[BATCH_KEYS["world_role_ids"]] = roles
     for key in ("world_loss_masks", "world_loss_weights", "world_warning_masks", "world_env_masks"):
         t = torch.zeros((total, width), dtype=torch.float32)
         for i, r in enumerate(generator_output[key]):
             if len(r) > width:
                 raise ValueError(f"response {i} has {len(r)} tokens, more than response_length={width}")
-            t[i, : len(r)] = torch.as_tensor(r, dtype=torch.float32)
+            if r:
+                t[i, width - len(r) :] = torch.as_tensor(r, dtype=torch.float32)
         out[BATCH_KEYS[key]] = t
     counts = torch.zeros(total, dtype=torch.float32)
     counts[:n] = torch.as_tensor(generator_output["world_full_observation_counts"], dtype=torch.float32)

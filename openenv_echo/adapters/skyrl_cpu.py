@@ -17,6 +17,8 @@ and why:
 ``training_batch`` builds the ``TrainingInputBatch`` with SkyRL's own functions
 (``convert_prompts_responses_to_batch_tensors``, the registered advantage estimator,
 ``apply_loss_reduction_to_advantages_minibatch``) and the worker's own ``forward`` for the old log-probs.
+:class:`CPUDispatch` stands in for ``RayPPOTrainer``'s worker dispatch, so the trainer's own step
+(``fwd_logprobs_values_reward``, ``compute_advantages_and_returns``, ``train_critic_and_policy``) runs on it.
 """
 
 from __future__ import annotations
@@ -166,6 +168,43 @@ class CPUPolicyWorker(EchoPolicyWorkerMixin, PolicyWorkerBase):  # type: ignore[
         return metrics
 
 
+class CPUDispatch:
+    """The calls ``RayPPOTrainer``'s step makes on its ``WorkerDispatch``, answered by one :class:`CPUPolicyWorker`
+    in this process (SkyRL's dispatch drives Ray actor groups of GPU workers): a mini-batch is "staged" as its
+    slice of the batch, as SkyRL stages one chunk per data-parallel rank (here one rank)."""
+
+    def __init__(self, policy: CPUPolicyWorker) -> None:
+        self.policy = policy
+
+    def _worker(self, model: str) -> CPUPolicyWorker:
+        if model != "policy":
+            raise NotImplementedError(f"the CPU dispatch holds the policy worker only, not {model!r}")
+        return self.policy
+
+    def get_lcm_dp_size(self) -> int:
+        return 1
+
+    def forward(self, model: str, data: TrainingInputBatch, **_: Any) -> Any:
+        return self._worker(model).forward(data)
+
+    def stage_data(
+        self, model: str, data: TrainingInputBatch, mini_batch_boundaries: Sequence[tuple[int, int]]
+    ) -> list[list[TrainingInputBatch]]:
+        return [[data[start:end]] for start, end in mini_batch_boundaries]
+
+    def forward_from_staged(self, model: str, chunk_refs: Sequence[TrainingInputBatch], **_: Any) -> Any:
+        return self._worker(model).forward(chunk_refs[0])
+
+    def forward_backward_from_staged(self, model: str, chunk_refs: Sequence[TrainingInputBatch], **_: Any) -> Any:
+        return self._worker(model).forward_backward(chunk_refs[0])
+
+    def optim_step(self, model: str, model_id: str | None = None) -> float:
+        return float(self._worker(model).optim_step())
+
+    def empty_cache(self, model: str | None = None) -> None:
+        return None
+
+
 def training_batch(
     worker: CPUPolicyWorker,
     prompts: Sequence[Sequence[int]],
@@ -236,6 +275,7 @@ def training_batch(
 
 
 __all__ = [
+    "CPUDispatch",
     "CPUModelWrapper",
     "CPUPolicyWorker",
     "CPUStrategy",

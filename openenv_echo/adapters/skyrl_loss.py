@@ -16,14 +16,16 @@ is added: the loss and its gradient are SkyRL's own, bit for bit.
 SkyRL's loss signature carries no per-token roles (``loss_mask`` is 0 on observations *and* padding), so the
 weights reach the loss through a context that ``EchoPolicyWorkerMixin`` sets for each micro-batch from the
 training batch's ``WORLD_WEIGHT_KEY`` tensor. Mix it into SkyRL's policy worker (``class
-EchoFSDPPolicyWorker(EchoPolicyWorkerMixin, FSDPPolicyWorkerBase)``) and add the key in the trainer's
-``convert_to_training_input``. Without weights the ECHO loss refuses to run (never a silent λ = 0).
+EchoFSDPPolicyWorker(EchoPolicyWorkerMixin, FSDPPolicyWorkerBase)``); the trainer adds the key
+(``openenv_echo.adapters.skyrl_trainer.EchoPPOTrainer``). Without weights the ECHO loss refuses to run
+(never a silent λ = 0). The loss pickles by reference, so it survives SkyRL's registry actor and
+``sync_registries()`` into Ray workers (``EchoPolicyLoss``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -77,10 +79,29 @@ def world_weights(
     return (tw.world_model_coeff * tw.world).to(torch.float32)
 
 
-def echo_policy_loss(base: str) -> Callable[..., tuple[torch.Tensor, dict[str, float]]]:
-    """SkyRL's policy loss ``base`` plus the world-model term, with SkyRL's policy-loss signature."""
+WORLD_LOSS_METRIC = "echo/world_loss"
+"""The registered loss's metric: ``λ·L_world`` of the micro-batch (RFC 0004 §6's ``echo/world_loss``); SkyRL logs it
+as ``loss_metrics/echo/world_loss``, summed over the mini-batch's micro-batches."""
 
-    def loss_fn(
+
+class EchoPolicyLoss:
+    """SkyRL's policy loss ``base`` plus the world-model term, with SkyRL's policy-loss signature.
+
+    A module-level class whose only state is ``base``: cloudpickle (SkyRL's registries ship every registered loss
+    to a named Ray actor, and workers load it from there) pickles it *by reference*, so the copy a Ray worker runs
+    is this class in that worker's import of this module, reading the same :func:`world_weight_context` that
+    :class:`EchoPolicyWorkerMixin` sets there. A closure would be pickled by value and read a context nobody sets.
+    """
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.__name__ = f"echo_{base}_policy_loss"
+
+    def __reduce__(self) -> tuple[type[EchoPolicyLoss], tuple[str]]:
+        return (EchoPolicyLoss, (self.base,))
+
+    def __call__(
+        self,
         log_probs: torch.Tensor,
         old_log_probs: torch.Tensor,
         advantages: torch.Tensor,
@@ -88,6 +109,7 @@ def echo_policy_loss(base: str) -> Callable[..., tuple[torch.Tensor, dict[str, f
         loss_mask: torch.Tensor | None = None,
         rollout_logprobs: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, float]]:
+        base = self.base
         weights = _WORLD.get()
         if weights is None:
             raise RuntimeError(
@@ -106,24 +128,64 @@ def echo_policy_loss(base: str) -> Callable[..., tuple[torch.Tensor, dict[str, f
         if bool(weights.any()):
             world = -(weights.to(device=log_probs.device, dtype=log_probs.dtype) * log_probs).sum()
             loss = loss + world
-            metrics["world_loss"] = float(world.detach())
+            metrics[WORLD_LOSS_METRIC] = float(world.detach())
         else:
-            metrics["world_loss"] = 0.0
+            metrics[WORLD_LOSS_METRIC] = 0.0
         return loss, metrics
 
-    loss_fn.__name__ = f"echo_{base}_policy_loss"
-    return loss_fn
+
+def echo_policy_loss(base: str) -> EchoPolicyLoss:
+    """SkyRL's policy loss ``base`` plus the world-model term (an :class:`EchoPolicyLoss`)."""
+    return EchoPolicyLoss(base)
+
+
+def base_loss(name: str) -> str:
+    """The SkyRL loss an ECHO loss wraps (``echo_regular`` → ``regular``); any other name is returned as is."""
+    loss = PolicyLossRegistry.get(name) if name in PolicyLossRegistry.list_available() else None
+    return loss.base if isinstance(loss, EchoPolicyLoss) else name
+
+
+_LOSS_SETS = ("LOSSES_WITH_OLD_LOGPROBS", "LOSSES_WITHOUT_OLD_LOGPROBS")
+_LOSS_SET_READERS = (
+    "skyrl.backends.skyrl_train.utils.ppo_utils",
+    "skyrl.train.trainer",
+    "skyrl.train.fully_async_trainer",
+)
+
+
+def declare_echo_loss(name: str, base: str) -> None:
+    """Put ``name`` into each of SkyRL's name-keyed loss sets that holds ``base`` (``LOSSES_WITH_OLD_LOGPROBS``,
+    read by the fully-async trainer's check; ``LOSSES_WITHOUT_OLD_LOGPROBS``, read by ``_skip_policy_forward``), in
+    ``ppo_utils`` and in every loaded module that imported them by name, so SkyRL's checks treat ``name`` as they
+    treat ``base``. Checks written as literal lists (``validate_cfg``'s clip_cov/kl_cov) are run on the base loss
+    by :func:`openenv_echo.adapters.skyrl_entry.validate_echo_cfg`."""
+    import sys
+
+    from skyrl.backends.skyrl_train.utils import ppo_utils
+
+    for attr in _LOSS_SETS:
+        current = getattr(ppo_utils, attr)
+        if base not in current or name in current:
+            continue
+        extended = frozenset({*current, name})
+        for module_name in _LOSS_SET_READERS:  # ppo_utils itself, and every loaded module that imported the set
+            module = sys.modules.get(module_name)
+            if module is not None and getattr(module, attr, None) is current:
+                setattr(module, attr, extended)
 
 
 def register_echo_policy_loss(base: str = "regular", name: str | None = None) -> str:
-    """Register ``echo_<base>`` (or ``name``) in SkyRL's ``PolicyLossRegistry``; returns the name to put in
-    ``trainer.algorithm.policy_loss_type``. Idempotent; ``base`` must be a registered SkyRL loss."""
+    """Register ``echo_<base>`` (or ``name``) in SkyRL's ``PolicyLossRegistry`` and declare it in SkyRL's loss sets
+    (:func:`declare_echo_loss`); returns the name to put in ``trainer.algorithm.policy_loss_type``. Idempotent;
+    ``base`` must be a registered SkyRL loss. With Ray up, SkyRL ships it to its registry actor at once; otherwise
+    ``sync_registries()`` (``initialize_ray`` calls it) does."""
     name = name or f"echo_{base}"
     available = PolicyLossRegistry.list_available()
     if base not in available:
         raise ValueError(f"SkyRL has no policy loss {base!r}; available: {sorted(available)}")
     if name not in available:
-        PolicyLossRegistry.register(name, echo_policy_loss(base))
+        PolicyLossRegistry.register(name, EchoPolicyLoss(base))
+    declare_echo_loss(name, base)
     return name
 
 
@@ -162,8 +224,12 @@ class EchoPolicyWorkerMixin:
 
 
 __all__ = [
+    "WORLD_LOSS_METRIC",
     "WORLD_WEIGHT_KEY",
+    "EchoPolicyLoss",
     "EchoPolicyWorkerMixin",
+    "base_loss",
+    "declare_echo_loss",
     "echo_policy_loss",
     "register_echo_policy_loss",
     "world_weight_context",

@@ -8,7 +8,10 @@ per-token numbers here, computed by the same core code as every other trainer (g
 * **env datums** (``cross_entropy``): ``weights[t] = λ · w_{i,t}`` on the selected observation targets, 0 elsewhere.
 
 ``echo_step`` sends both ``forward_backward`` calls, then one ``optim_step`` (gradients accumulate; exact, one
-extra forward/backward). ``echo_datum_loss`` is the same objective as one traced per-datum custom loss (for
+extra forward/backward). That is exact on a server that differentiates per-token sums (hosted Tinker's documented
+convention, ``semantics="sum"``). SkyRL 0.4's local Tinker-API server divides each datum's loss by the sum of its
+``weights`` and averages over datums, which would cancel λ on the env datums; ``semantics="mean_per_datum"`` sends
+datums rescaled for it (``for_mean_per_datum``), so the applied gradient is the same ``∇(L_policy + λ·L_world)``. ``echo_datum_loss`` is the same objective as one traced per-datum custom loss (for
 ``ServiceClient.create_custom_loss`` / ``forward_backward_custom``). Never put env tokens into the policy loss
 with a constant advantage λ: with a placeholder sampler log-prob of 0.0, importance sampling trains them at
 ``λ · p`` instead of ``λ`` (and PPO clips them), see ``rfcs/0004-echo-objective.md``.
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -262,6 +265,53 @@ def echo_custom_loss(
     return total, sums
 
 
+ServerSemantics = Literal["sum", "mean_per_datum"]
+"""How a Tinker-API server turns per-token losses into the gradient it applies. ``sum``: the hosted service's
+documented convention, the gradient of ``Σ_datums Σ_t loss_t``. ``mean_per_datum``: SkyRL 0.4's local server (JAX
+backend), the gradient of ``(1/D) Σ_d Σ_t m_dt·loss_dt / Σ_t m_dt`` with ``m`` the datum's ``weights`` (all ones
+when absent) and ``D`` the datums accumulated before ``optim_step``."""
+
+
+def for_mean_per_datum(datums: EchoDatums, env_logprobs: Sequence[Sequence[float]]) -> EchoDatums:
+    """The same step's datums for a ``mean_per_datum`` server, so that the gradient it applies is the ``sum``
+    convention's one (the RFC's): every datum becomes an ``importance_sampling`` datum whose ``weights`` are 1 on its
+    trained targets and whose ``advantages`` are the per-token coefficients times ``D · Σ weights`` (undoing the
+    server's two divisions). On a cross-entropy datum the weights would be both the coefficients and the divisor,
+    so λ would cancel; here the env targets carry ``λ·w`` as advantages with ``logprobs`` = ``env_logprobs``, their
+    current log-probs (a ``forward`` pass at the same weights), where ``∂ exp(ℓ - q)·a / ∂ℓ = a``: the env term's
+    gradient is exactly the cross-entropy one. ``env_logprobs[k]``: the per-target log-probs of ``datums.env[k]``."""
+    if len(env_logprobs) != len(datums.env):
+        raise ValueError(f"{len(datums.env)} env datums but {len(env_logprobs)} log-prob rows")
+    n_datums = len(datums.rl) + len(datums.env)
+
+    def rescaled(datum: types.Datum, coeff: np.ndarray, sampled: np.ndarray) -> types.Datum:
+        mask = coeff != 0
+        if sampled.shape != coeff.shape:
+            raise ValueError(f"{sampled.size} log-probs for {coeff.size} targets")
+        scale = float(n_datums * int(mask.sum()))
+        return types.Datum(
+            model_input=datum.model_input,
+            loss_fn_inputs={
+                "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                "weights": _data(mask.astype(np.float32)),
+                "logprobs": _data(np.where(mask, sampled, 0.0).astype(np.float32)),
+                "advantages": _data((coeff.astype(np.float64) * scale).astype(np.float32)),
+            },
+        )
+
+    rl = [
+        rescaled(d, d.loss_fn_inputs["advantages"].to_numpy(), d.loss_fn_inputs["logprobs"].to_numpy())
+        for d in datums.rl
+    ]
+    env = [
+        rescaled(d, d.loss_fn_inputs["weights"].to_numpy(), np.asarray(lp, dtype=np.float32).reshape(-1))
+        for d, lp in zip(datums.env, env_logprobs)
+    ]
+    return EchoDatums(
+        rl=rl, env=env, rl_rows=list(datums.rl_rows), env_rows=list(datums.env_rows), metrics=datums.metrics
+    )
+
+
 def echo_step(
     training_client: Any,
     datums: EchoDatums,
@@ -269,21 +319,40 @@ def echo_step(
     *,
     rl_loss_fn: str = "importance_sampling",
     rl_loss_fn_config: dict[str, float | str] | None = None,
+    semantics: ServerSemantics = "sum",
 ) -> dict[str, Any]:
-    """One optimizer step: policy ``forward_backward``, env ``forward_backward(..., "cross_entropy")`` (the two
-    accumulate), then ``optim_step``. All requests are submitted before waiting. Returns the three results."""
+    """One optimizer step whose applied gradient is the RFC's ``∇(L_policy + λ·L_world)`` on a server with the
+    given :data:`ServerSemantics`. ``sum``: policy ``forward_backward`` and env ``forward_backward(...,
+    "cross_entropy")`` (they accumulate), then ``optim_step``. ``mean_per_datum``: first a ``forward`` of the env
+    datums (their current log-probs), then both as :func:`for_mean_per_datum` datums (``importance_sampling`` only,
+    so ``rl_loss_fn`` must be it), then ``optim_step``. Returns the results by name (``policy``, ``world``, ``optim``)
+    and, under ``sent``, the datums actually sent."""
     if rl_loss_fn not in POLICY_LOSSES:
         raise ValueError(
             f"rl_loss_fn must be a policy loss ({sorted(POLICY_LOSSES)}), got {rl_loss_fn!r}; the env term is "
-            "always a separate cross_entropy pass"
+            "always a separate pass"
         )
+    env_loss = "cross_entropy"
+    if semantics == "mean_per_datum":
+        if rl_loss_fn != "importance_sampling":
+            raise ValueError("a mean_per_datum server needs rl_loss_fn='importance_sampling' (its per-datum divisor)")
+        current: list[list[float]] = []
+        if datums.env:
+            out = training_client.forward(datums.env, "cross_entropy").result()
+            current = [_floats(o["logprobs"]).tolist() for o in out.loss_fn_outputs]
+        datums = for_mean_per_datum(datums, current)
+        env_loss = "importance_sampling"
+    elif semantics != "sum":
+        raise ValueError(f"semantics must be 'sum' or 'mean_per_datum', not {semantics!r}")
     futures: dict[str, Any] = {}
     if datums.rl:
         futures["policy"] = training_client.forward_backward(datums.rl, rl_loss_fn, rl_loss_fn_config)
     if datums.env:
-        futures["world"] = training_client.forward_backward(datums.env, "cross_entropy")
+        futures["world"] = training_client.forward_backward(datums.env, env_loss)
     futures["optim"] = training_client.optim_step(optim_params)
-    return {k: f.result() for k, f in futures.items()}
+    results: dict[str, Any] = {k: f.result() for k, f in futures.items()}
+    results["sent"] = datums
+    return results
 
 
 class TinkerSampler:
@@ -362,6 +431,7 @@ __all__ = [
     "CUSTOM_INPUT_RANKS",
     "POLICY_LOSSES",
     "EchoDatums",
+    "ServerSemantics",
     "TinkerSampler",
     "build_custom_datums",
     "build_datums",
@@ -369,6 +439,7 @@ __all__ = [
     "echo_custom_loss",
     "echo_datum_loss",
     "echo_step",
+    "for_mean_per_datum",
     "reference_loss",
     "reported_loss",
 ]

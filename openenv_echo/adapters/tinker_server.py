@@ -9,6 +9,8 @@ One part is ours: the launch. ``python -m skyrl.tinker.api`` must itself be star
 engine with ``uv run --extra tinker --extra jax -m skyrl.tinker.engine <args>``. ``main`` (``python -m
 openenv_echo.adapters.tinker_server <same args>``) runs SkyRL's API app unchanged but starts the same engine
 module with the same arguments (SkyRL's ``config_to_argv``) by this interpreter, so no ``uv`` project is needed.
+Both run under :mod:`openenv_echo.providers.parent_watch`: a killed recipe (SIGKILL, a test runner's timeout) takes
+the API server and its engine with it, and a killed API server takes its engine.
 
 Found on skyrl 0.4.0's JAX backend (``skyrl/backends/jax.py``): a datum's loss is divided by the sum of its
 ``weights`` (all ones when a datum has none) and the step's gradient is the mean over datums, whereas Tinker's
@@ -32,8 +34,11 @@ from typing import Any
 
 import httpx
 
-BACKEND_CONFIG: dict[str, Any] = {"max_lora_adapters": 2, "max_lora_rank": 8}
-"""The JAX engine's ``--backend-config`` here: two adapters (a training client, and its sampling copy)."""
+from ..providers.parent_watch import guarded
+
+BACKEND_CONFIG: dict[str, Any] = {"max_lora_adapters": 8, "max_lora_rank": 8}
+"""The JAX engine's ``--backend-config`` here: eight adapters, so several training clients (each with its sampling
+copy) can share one server, e.g. a recipe run per λ."""
 
 
 def tiny_checkpoint(path: str | os.PathLike[str], tokenizer: Any, *, seed: int = 0, hidden: int = 32) -> Path:
@@ -88,9 +93,8 @@ class LocalTinkerServer:
     def command(self) -> list[str]:
         assert self._tmp is not None
         state = Path(self._tmp.name)
-        return [
+        return guarded(
             sys.executable,
-            "-m",
             __name__,
             "--base-model",
             self.model_dir,
@@ -106,7 +110,7 @@ class LocalTinkerServer:
             "127.0.0.1",
             "--port",
             str(self.port),
-        ]
+        )
 
     def start(self) -> str:
         self._tmp = tempfile.TemporaryDirectory(prefix="openenv-echo-tinker-")
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     from skyrl.tinker.config import EngineConfig, add_model, config_to_argv
 
     def engine_command(parent_cmd: list[str], engine_config: Any) -> list[str]:
-        return [sys.executable, "-m", "skyrl.tinker.engine", *config_to_argv(engine_config)]
+        return guarded(sys.executable, "skyrl.tinker.engine", *config_to_argv(engine_config))
 
     api._build_uv_run_cmd_engine = engine_command
     parser = argparse.ArgumentParser(description="SkyRL's Tinker-API server, engine started without uv")

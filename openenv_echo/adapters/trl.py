@@ -339,19 +339,11 @@ class EchoGRPOTrainer(GRPOTrainer):
         return wrapped
 
     def _echo_limit_lengths(self, out: dict[str, Any]) -> None:
-        """Cut rollout_func completions to ``max_completion_length`` (TRL does not) and refuse a batch that
-        ``mask_truncated_completions`` would zero entirely (every completion not ending on an EOS id)."""
-        assert self.max_completion_length is not None, "GRPOConfig sets max_completion_length"
-        limit = int(self.max_completion_length)
+        """Refuse a batch that ``mask_truncated_completions`` would zero entirely (every completion not ending on an
+        EOS id). Completions longer than ``max_completion_length`` are left as TRL leaves them (it does not cut
+        ``rollout_func`` output), so λ = 0 stays bit-identical to plain TRL (RFC 0004 P5); |O_i| is then counted
+        from the whole row by the objective."""
         comps = out.get("completion_ids") or []
-        if any(len(c) > limit for c in comps):
-            roles = out.get(ROLE_KEY)
-            if roles is not None and OBS_COUNT_KEY not in out:
-                obs = (Role.ENV_OUTPUT.code, Role.WARNING.code)
-                out[OBS_COUNT_KEY] = [sum(1 for r in row if _role_code(r) in obs) for row in roles]
-            for key in ("completion_ids", "logprobs", "env_mask", ROLE_KEY, "logprob_token_ids"):
-                if out.get(key) is not None:
-                    out[key] = [list(row)[:limit] for row in out[key]]
         if self.mask_truncated_completions and comps:
             pad = getattr(self, "pad_token_id", None)  # 0.29; 1.x keeps it on the tokenizer
             ends = {*_trainer_eos_ids(self), pad if pad is not None else self._tokenizer.pad_token_id}

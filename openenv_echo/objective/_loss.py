@@ -19,7 +19,7 @@ from ..roles import Role, target_positions
 from ._batch import EchoBatch
 from ._config import EchoConfig
 from ._normalization import Denominators, term_weights
-from ._policy import policy_token_losses
+from ._policy import no_policy_metrics, policy_token_losses
 from ._selection import Targets, select_targets
 
 EnvLogps = torch.Tensor | Callable[[torch.Tensor], torch.Tensor]
@@ -190,7 +190,7 @@ def _core_policy_term(
     if batch.advantages is None:
         if t.policy_rows.any():
             raise ValueError("advantages are required unless every row is verifier-free (or pass policy_loss=)")
-        return _connected_zero(logps), {}
+        return _connected_zero(logps), no_policy_metrics()  # the §6 key set never depends on the batch
     per_token, pmetrics = policy_token_losses(
         logps, t.action, batch.advantages, batch.old_logps, batch.ref_logps, cfg.policy
     )

@@ -11,6 +11,14 @@ import torch
 
 from ._config import PolicyLossConfig
 
+POLICY_METRIC_KEYS = ("policy/clip_fraction", "policy/ratio_mean", "policy/kl")
+"""The core policy term's metrics (RFC 0004 §6): present whenever the core computes the policy term."""
+
+
+def no_policy_metrics() -> dict[str, torch.Tensor]:
+    """The policy metrics of a batch without action targets: NaN (a mean over zero tokens), same keys."""
+    return {k: torch.tensor(float("nan")) for k in POLICY_METRIC_KEYS}
+
 
 def policy_token_losses(
     logps: torch.Tensor,
@@ -49,11 +57,14 @@ def policy_token_losses(
     per_token = torch.where(action, per_token, zero)
 
     with torch.no_grad():
-        n = action.sum().clamp(min=1).to(logps.dtype)
+        count = action.sum().to(logps.dtype)
+        n = count.clamp(min=1)
+        nan = torch.full_like(n, float("nan"))
         is_clipped = ((ratio < 1.0 - cfg.clip_eps_low) & (adv < 0)) | ((ratio > 1.0 + cfg.clip_eps_high) & (adv > 0))
-        metrics = {
-            "policy/clip_fraction": (is_clipped & action).sum().to(logps.dtype) / n,
-            "policy/ratio_mean": torch.where(action, ratio, zero).sum() / n,
-            "policy/kl": (torch.where(action, kl, zero).sum() / n) if kl is not None else zero.clone(),
-        }
+        values = (
+            (is_clipped & action).sum().to(logps.dtype) / n,
+            torch.where(action, ratio, zero).sum() / n,
+            (torch.where(action, kl, zero).sum() / n) if kl is not None else zero.clone(),
+        )
+        metrics = {k: torch.where(count > 0, v, nan) for k, v in zip(POLICY_METRIC_KEYS, values)}
     return per_token, metrics

@@ -2,7 +2,9 @@
 
 The embedded default: ``EnvClient.from_provider(LocalProcessProvider("echo"))`` runs
 ``python -m openenv_echo.cli serve echo --host 127.0.0.1 --port <free port>`` with the same interpreter, logs its
-stdout/stderr to a temp file and stops it on ``stop()`` (or at interpreter exit, whichever comes first).
+stdout/stderr to a temp file and stops it on ``stop()`` (or at interpreter exit, whichever comes first). The server
+runs under :mod:`openenv_echo.providers.parent_watch`, so it also stops when this process dies without running
+either (SIGKILL, a test runner's timeout).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Literal
 from ..server.background import free_port
 from ..server.limits import ServerLimits
 from .base import DEFAULT_TAIL, ProviderError, ServerProvider, tail_lines
+from .parent_watch import guarded
 
 _LIVE: weakref.WeakSet[LocalProcessProvider] = weakref.WeakSet()
 _PORT_RETRIES = 3
@@ -142,11 +145,12 @@ class LocalProcessProvider(ServerProvider):
         return self._proc.pid if self._proc is not None else None
 
     def command(self) -> list[str]:
-        """The server command line (``openenv-echo serve`` through ``python -m`` so the same venv is used)."""
-        return [
-            self.python, "-m", "openenv_echo.cli", "serve", self.env_name,
+        """The server command line: ``openenv-echo serve`` through ``python -m`` (so the same venv is used), under a
+        watchdog that stops it when this process dies."""
+        return guarded(
+            self.python, "openenv_echo.cli", "serve", self.env_name,
             "--host", self.host, "--port", str(self.port), "--mode", self.mode, "--log-level", self.log_level,
-        ]  # fmt: skip
+        )  # fmt: skip
 
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)

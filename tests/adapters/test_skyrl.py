@@ -107,7 +107,7 @@ def test_add_world_masks_refuses_bad_inputs(gen: tuple[dict[str, Any], list[list
         add_world_masks(out, [[9] * len(r) for r in roles], cfg)
 
 
-def test_training_tensors_are_right_padded_and_pad_rows_are_zero(gen: tuple[dict[str, Any], list[list[int]]]) -> None:
+def test_training_tensors_are_right_aligned_and_pad_rows_are_zero(gen: tuple[dict[str, Any], list[list[int]]]) -> None:
     out, roles = gen
     got = add_world_masks(out, roles, EchoConfig(world_model_coeff=LAM))
     width = max(len(r) for r in out["response_ids"])
@@ -115,11 +115,12 @@ def test_training_tensors_are_right_padded_and_pad_rows_are_zero(gen: tuple[dict
     assert set(t) == set(BATCH_KEYS.values())
     m = t["world_loss_mask"]
     assert m.shape == (6, width) and m[4:].eq(0).all()
-    for i, r in enumerate(roles):
-        assert m[i, : len(r)].tolist() == [1.0 if x == ENV else 0.0 for x in r]
-        assert m[i, len(r) :].eq(0).all()
+    for i, r in enumerate(roles):  # SkyRL 0.4 right-aligns responses: a row's tokens are its last len(r) columns
+        assert m[i, width - len(r) :].tolist() == [1.0 if x == ENV else 0.0 for x in r]
+        assert m[i, : width - len(r)].eq(0).all()
     assert t["world_full_observation_count"][4:].eq(0).all()
-    assert t["world_role_id"][4:].eq(-1).all() and t["world_role_id"][0, : len(roles[0])].tolist() == roles[0]
+    r0 = t["world_role_id"][0]
+    assert t["world_role_id"][4:].eq(-1).all() and r0[width - len(roles[0]) :].tolist() == roles[0]
     with pytest.raises(ValueError, match="num_rows"):
         world_training_tensors(got, num_rows=2)
     with pytest.raises(ValueError, match="response_length"):
@@ -132,9 +133,9 @@ def _batch(gen: tuple[dict[str, Any], list[list[int]]], cfg: EchoConfig) -> dict
     width = t["world_loss_mask"].shape[1]
     resp = torch.zeros((len(roles), width))
     loss_mask = torch.zeros((len(roles), width))
-    for i, r in enumerate(roles):
-        resp[i, : len(r)] = 1
-        loss_mask[i, : len(r)] = torch.tensor([1.0 if x == ACT else 0.0 for x in r])
+    for i, r in enumerate(roles):  # right-aligned, as SkyRL 0.4 lays responses out
+        resp[i, width - len(r) :] = 1
+        loss_mask[i, width - len(r) :] = torch.tensor([1.0 if x == ACT else 0.0 for x in r])
     g = torch.Generator().manual_seed(0)
     t.update(
         response_mask=resp,

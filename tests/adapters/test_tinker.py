@@ -23,6 +23,7 @@ from openenv_echo.adapters.tinker import (
     echo_custom_loss,
     echo_datum_loss,
     echo_step,
+    for_mean_per_datum,
 )
 from openenv_echo.envs.echo.environment import EchoEnvironment
 from openenv_echo.envs.echo.models import EchoAction
@@ -236,6 +237,91 @@ def test_echo_step_sends_policy_then_env_then_one_optimizer_step(episodes: list[
     client = RecordingTrainingClient()
     echo_step(client, vanilla, types.AdamParams())
     assert [c[1] for c in client.calls] == ["importance_sampling", "AdamParams"]
+
+
+def _applied_coefficients(
+    sent: list[types.Datum], loss_fn: str, logprobs: list[np.ndarray], semantics: str, n_datums: int
+) -> list[np.ndarray]:
+    """-∂(the loss a server differentiates)/∂ℓ per target, at log-probs ``logprobs``: the coefficient each target's
+    ``∇ℓ`` gets in the applied gradient. ``sum``: Tinker's documented per-token sums; ``mean_per_datum``: SkyRL 0.4's
+    JAX backend (``Σ_t m·loss_t / Σ_t m`` per datum, then the mean over the step's datums), re-implemented here."""
+    out = []
+    for d, lp in zip(sent, logprobs, strict=True):
+        inputs = {k: v.to_numpy().astype(np.float64) for k, v in d.loss_fn_inputs.items()}
+        m = inputs.get("weights", np.ones_like(lp))
+        if loss_fn == "cross_entropy":
+            per_token = m  # loss_t = -m·ℓ
+        else:  # importance_sampling: loss_t = -m·exp(ℓ - q)·a
+            per_token = m * np.exp(lp - inputs["logprobs"]) * inputs["advantages"]
+        if semantics == "mean_per_datum":
+            per_token = per_token / max(float(m.sum()), 1e-9) / n_datums
+        out.append(per_token)
+    return out
+
+
+@pytest.mark.parametrize("lam", [0.05, 1.0, 20.0])
+def test_lambda_scales_the_applied_env_gradient_under_both_server_semantics(
+    episodes: list[TokenizedTrajectory], lam: float
+) -> None:
+    ids, roles, obs = datums_from_tokenized(episodes)
+    adv = [1.0, -1.0, 0.5, -0.5]
+    sampled = _sampler_logprobs(episodes)
+    out = build_datums(ids, roles, adv, sampled, EchoConfig(world_model_coeff=lam), obs_count=obs)
+    unit = build_datums(ids, roles, adv, sampled, EchoConfig(world_model_coeff=1.0), obs_count=obs)
+    g = np.random.default_rng(3)
+    current = [-g.uniform(0.05, 4.0, len(i) - 1) for i in ids]  # the model's log-probs now (any values)
+    env_lp = [current[r] for r in out.env_rows]
+    rl_lp = [current[r] for r in out.rl_rows]
+    # the reference: the RFC's coefficients, -∂L/∂ℓ = λ·w on env targets, A·u·exp(ℓ - q) on action targets
+    ref_env = [lam * u.loss_fn_inputs["weights"].to_numpy() for u in unit.env]
+    ref_rl = [
+        d.loss_fn_inputs["advantages"].to_numpy() * np.exp(lp - d.loss_fn_inputs["logprobs"].to_numpy())
+        for d, lp in zip(out.rl, rl_lp)
+    ]
+    # hosted Tinker (sum): the datums as built, cross_entropy for the env term
+    n = len(out.rl) + len(out.env)
+    for got, want in zip(_applied_coefficients(out.env, "cross_entropy", env_lp, "sum", n), ref_env, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    # SkyRL's local server (mean_per_datum): the rescaled datums, env log-probs from a forward pass at ℓ
+    sent = for_mean_per_datum(out, env_lp)
+    assert len(sent.env) == len(out.env) and len(sent.rl) == len(out.rl)
+    got_env = _applied_coefficients(sent.env, "importance_sampling", env_lp, "mean_per_datum", n)
+    got_rl = _applied_coefficients(sent.rl, "importance_sampling", rl_lp, "mean_per_datum", n)
+    for got, want in zip(got_env + got_rl, ref_env + ref_rl, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    # the naive datums on a mean_per_datum server: λ cancels (what SkyRL 0.4's server did to the old recipe)
+    naive = _applied_coefficients(out.env, "cross_entropy", env_lp, "mean_per_datum", n)
+    naive_unit = _applied_coefficients(unit.env, "cross_entropy", env_lp, "mean_per_datum", n)
+    for a, b in zip(naive, naive_unit, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_mean_per_datum_step_reads_env_logprobs_with_a_forward_first(episodes: list[TokenizedTrajectory]) -> None:
+    ids, roles, _ = datums_from_tokenized(episodes)
+    out = build_datums(
+        ids, roles, [1.0, -1.0, 0.5, -0.5], _sampler_logprobs(episodes), EchoConfig(world_model_coeff=LAM)
+    )
+
+    class Forwarding(RecordingTrainingClient):
+        def forward(self, data: list[types.Datum], loss_fn: str) -> Any:
+            self.calls.append(("forward", loss_fn, len(data)))
+            outs = [{"logprobs": np.full(len(d.loss_fn_inputs["target_tokens"].tolist()), -1.5)} for d in data]
+            return self._Done(type("Out", (), {"loss_fn_outputs": outs})())
+
+    client = Forwarding()
+    res = echo_step(client, out, types.AdamParams(), semantics="mean_per_datum")
+    assert client.calls == [
+        ("forward", "cross_entropy", len(out.env)),
+        ("forward_backward", "importance_sampling", len(out.rl)),
+        ("forward_backward", "importance_sampling", len(out.env)),
+        ("optim_step", "AdamParams", 0),
+    ]
+    env0 = res["sent"].env[0].loss_fn_inputs
+    assert set(env0) == {"target_tokens", "weights", "logprobs", "advantages"}
+    on = env0["weights"].to_numpy() > 0
+    assert np.all(env0["logprobs"].to_numpy()[on] == np.float32(-1.5))
+    with pytest.raises(ValueError, match="importance_sampling"):
+        echo_step(client, out, types.AdamParams(), rl_loss_fn="ppo", semantics="mean_per_datum")
 
 
 def test_bad_inputs(episodes: list[TokenizedTrajectory]) -> None:

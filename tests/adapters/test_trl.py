@@ -48,7 +48,7 @@ def _args(tmp_path: Any, loss_type: str = "dapo", gas: int = 1, steps: int = 1, 
         per_device_train_batch_size=4 // gas,
         gradient_accumulation_steps=gas,
         num_generations=4,
-        max_completion_length=128,
+        max_completion_length=kw.pop("max_completion_length", 128),
         max_steps=steps,
         learning_rate=kw.pop("learning_rate", 1e-3),
         loss_type=loss_type,
@@ -139,6 +139,23 @@ def test_split_at_first_action_and_rollout_output() -> None:
         rollout_output([p], [c], [r], [[0.0]])
 
 
+def test_rollout_func_output_reaches_trl_whole_and_obs_count_follows_the_rfc_rule() -> None:
+    # RFC 0004 §1.2: |O_i| counts observation bodies after the first action; the adapter used to count every
+    # observation token of a completion it cut (here 3 + 2 = 5, not 2) and to cut what TRL keeps
+    from types import SimpleNamespace
+
+    from openenv_echo.adapters.trl import OBS_COUNT_KEY
+    from openenv_echo.roles import observation_count
+
+    roles = [[2, 2, 3, 1, 1, 2, 3, 1]]  # env, env, warning before the first action
+    out = {"completion_ids": [list(range(8))], ROLE_KEY: [list(r) for r in roles], "env_mask": [[0] * 8]}
+    fake = SimpleNamespace(max_completion_length=4, mask_truncated_completions=False)
+    EchoGRPOTrainer._echo_limit_lengths(fake, out)  # type: ignore[arg-type]
+    assert out["completion_ids"] == [list(range(8))] and out[ROLE_KEY] == roles  # nothing cut
+    assert OBS_COUNT_KEY not in out  # |O_i| is left to the objective's one definition
+    assert int(observation_count(torch.tensor(roles))[0]) == 2  # what the objective counts for this row
+
+
 # -- real trainer runs ----------------------------------------------------------------------------------------------
 @pytest.mark.trainer
 @pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
@@ -158,6 +175,21 @@ def test_coeff_zero_is_bit_identical_to_plain_grpo(
     losses = [[h["loss"] for h in t.state.log_history if "loss" in h] for t in (plain_trainer, zero_trainer)]
     assert losses[0] == losses[1] and len(losses[0]) == 2
     assert "echo/env_ce_per_token" in zero_trainer.state.log_history[0]  # the env CE is still reported at λ = 0
+
+
+@pytest.mark.trainer
+def test_coeff_zero_is_bit_identical_to_plain_grpo_with_completions_over_the_limit(
+    tmp_path: Any, qwen_tokenizer: Any
+) -> None:
+    # rollout_func completions longer than max_completion_length: TRL keeps them whole, and so must the adapter
+    plain_trainer, plain, rollouts = _run(tmp_path, qwen_tokenizer, None, max_completion_length=12)
+    assert max(len(c) for c in rollouts.history[0]["completion_ids"]) > 12  # the case under test happened
+    zero_trainer, zero, _ = _run(tmp_path, qwen_tokenizer, EchoConfig(world_model_coeff=0.0), max_completion_length=12)
+    assert plain.grads and set(plain.grads) == set(zero.grads)
+    for name in plain.grads:
+        assert torch.equal(plain.grads[name], zero.grads[name]), name
+    losses = [[h["loss"] for h in t.state.log_history if "loss" in h] for t in (plain_trainer, zero_trainer)]
+    assert losses[0] == losses[1]
 
 
 @pytest.mark.trainer

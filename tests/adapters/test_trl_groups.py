@@ -57,5 +57,3 @@ def test_trl_group_members_share_a_world(tmp_path: Any, qwen_tokenizer: Any) -> 
     groups = [worlds[i : i + 2] for i in range(0, len(worlds), 2)]
     assert all(g[0] == g[1] for g in groups)  # both completions of a group ran the same machine
     assert len({g[0] for g in groups}) == 4  # four dataset rows, four different worlds
-    # completions were cut to max_completion_length (TRL does not cut rollout_func output)
-    assert all(h.get("completions/max_length", 0) <= 64 for h in trainer.state.log_history)

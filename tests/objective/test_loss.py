@@ -325,6 +325,19 @@ def test_metric_keys_identical_with_and_without_env_tokens_and_coeff() -> None:
         assert all(v.dim() == 0 and not v.requires_grad for v in out.metrics.values())
 
 
+def test_metric_keys_do_not_depend_on_advantages_of_verifier_free_rows() -> None:
+    # RFC 0004 §6: the key set depends on the configuration and on who owns the policy loss, never on the batch
+    rid = sample_role_ids()
+    vf = torch.ones(rid.shape[0], dtype=torch.bool)
+    adv = torch.ones(rid.shape[0], dtype=torch.float64)
+    cfg = EchoConfig(world_model_coeff=LAM)
+    without = echo_loss(_logps(rid.shape), EchoBatch(rid, verifier_free=vf), cfg).metrics
+    with_adv = echo_loss(_logps(rid.shape), EchoBatch(rid, verifier_free=vf, advantages=adv), cfg).metrics
+    assert set(without) == set(with_adv) == METRIC_KEYS
+    for m in (without, with_adv):  # no action target: a mean over zero tokens is NaN, not 0
+        assert all(m[k].isnan() for k in ("policy/clip_fraction", "policy/ratio_mean", "policy/kl"))
+
+
 def test_metrics_count_roles_and_ce_per_role() -> None:
     rid = roles([C, A, W, E, E, A])
     lp = torch.tensor([[0.0, -1.0, -2.0, -3.0, -5.0, -1.0]], dtype=torch.float64, requires_grad=True)

@@ -79,7 +79,7 @@ def test_coefficient_zero_is_skyrls_loss_bit_for_bit(qwen_tokenizer: Any, base: 
     plain, plain_grads, plain_lp_grad = _step(qwen_tokenizer, base, None)
     echo, echo_grads, echo_lp_grad = _step(qwen_tokenizer, name, 0.0)
     assert echo["policy_loss"] == plain["policy_loss"] and echo["final_loss"] == plain["final_loss"]
-    assert echo["loss_metrics/world_loss"] == 0.0
+    assert echo["loss_metrics/echo/world_loss"] == 0.0
     assert all(torch.equal(a, b) for a, b in zip(plain_grads, echo_grads))
     assert torch.equal(plain_lp_grad, echo_lp_grad)
 
@@ -96,7 +96,7 @@ def test_env_output_gets_gradient_only_above_zero(qwen_tokenizer: Any) -> None:
     for i, row in enumerate(ROLES):
         env[i, width - len(row) :] = torch.tensor(row) == ENV
     assert torch.equal(weights > 0, env)
-    assert echo["loss_metrics/world_loss"] > 0
+    assert echo["loss_metrics/echo/world_loss"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(plain_grads, echo_grads))
 
 
@@ -123,7 +123,7 @@ def test_the_echo_loss_refuses_to_run_without_weights_or_with_misshaped_ones() -
     with world_weight_context(torch.tensor([[0.0, 0.5, 0.0], [0.0, 0.0, 0.0]])):
         loss, metrics = fn(*args, loss_mask=torch.ones(2, 3))
     assert (
-        metrics["world_loss"] == 0.0 and float(loss.detach()) == 0.0
+        metrics["echo/world_loss"] == 0.0 and float(loss.detach()) == 0.0
     )  # log p = 0: no world loss, but the graph is there
     loss.backward()
     assert lp.grad is not None and float(lp.grad[0, 1]) == -0.5
@@ -146,5 +146,5 @@ def test_a_full_step_through_optim_step_changes_the_model(qwen_tokenizer: Any) -
     worker = _worker(qwen_tokenizer, name)
     before = [p.detach().clone() for p in worker.model.parameters()]
     metrics = worker.train_step(_batch(worker, world_weights(ROLES, EchoConfig(world_model_coeff=0.05))))
-    assert metrics["grad_norm"] > 0 and metrics["loss_metrics/world_loss"] > 0
+    assert metrics["grad_norm"] > 0 and metrics["loss_metrics/echo/world_loss"] > 0
     assert any(not torch.equal(a, b.detach()) for a, b in zip(before, worker.model.parameters()))

@@ -121,8 +121,8 @@ def main() -> None:
             row: dict[str, Any] = {
                 "final_loss": metrics["final_loss"],
                 "policy_loss": metrics["policy_loss"],  # SkyRL's name for what the registered loss returned
-                "world_loss": metrics.get("loss_metrics/world_loss", 0.0),
-                "rl_loss": metrics["policy_loss"] - metrics.get("loss_metrics/world_loss", 0.0),
+                "world_loss": metrics.get("loss_metrics/echo/world_loss", 0.0),
+                "rl_loss": metrics["policy_loss"] - metrics.get("loss_metrics/echo/world_loss", 0.0),
                 "grad_norm": metrics["grad_norm"],
                 "reward": float(rewards.mean()),
                 "policy_entropy": metrics["policy_entropy"],

@@ -11,9 +11,13 @@ What it does (copy it and change the marked lines for your model and env):
    assembled token in, token out with per-token roles (``step_rollouts``); GRPO advantages from the env's reward;
 4. ``build_datums``: policy datums (``importance_sampling``: advantages on action targets, the sampler's log-probs)
    and env datums (``cross_entropy``: ``λ·c_role/N`` on observation targets), next-token aligned;
-5. ``echo_step``: both ``forward_backward`` calls, then ``optim_step``;
+5. ``echo_step``: both ``forward_backward`` calls, then ``optim_step``. ``--semantics`` says how the server turns
+   per-token losses into a gradient: ``sum`` (hosted Tinker, the default with ``--base-url``) or ``mean_per_datum``
+   (SkyRL's local server, the default without): then the env datums' current log-probs come from a ``forward``
+   first and every datum is rescaled so that the applied gradient is the RFC's (``for_mean_per_datum``);
 6. checks the loss the server reports (its per-token ``elementwise_loss`` summed) against the same loss computed
-   here from the datums and the log-probs the server returned, and probes ``∂loss/∂ℓ`` per role.
+   here from the datums it was sent and the log-probs it returned, and probes ``∂loss/∂ℓ`` per role (the RFC's
+   loss: the datums as built, before any rescaling).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ def main() -> None:
     ap.add_argument("--base-url", default=None, help="a Tinker-API server (default: start SkyRL's local one)")
     ap.add_argument("--base-model", default=None, help="the server's base model (with --base-url)")
     ap.add_argument("--lora-rank", type=int, default=4)
+    ap.add_argument("--semantics", choices=["sum", "mean_per_datum"], default=None, help="the server's loss reduction")
     a = ap.parse_args()
     if a.base_url and not a.base_model:
         ap.error("--base-url needs --base-model")
@@ -67,6 +72,7 @@ def main() -> None:
     cfg = EchoConfig(world_model_coeff=a.world_model_coeff)
     probe = RoleGradients()
     rows = []
+    semantics = a.semantics or ("sum" if a.base_url else "mean_per_datum")
     with contextlib.ExitStack() as stack:
         if a.base_url:
             url, base_model, key = a.base_url, a.base_model, None
@@ -96,7 +102,8 @@ def main() -> None:
             datums = build_datums(
                 ids, roles, adv, sampled, cfg, step=step - 1, obs_count=[r.obs_count for r in rollouts]
             )
-            results = echo_step(training, datums, types.AdamParams(learning_rate=a.learning_rate))
+            results = echo_step(training, datums, types.AdamParams(learning_rate=a.learning_rate), semantics=semantics)
+            sent = results["sent"]
 
             row: dict[str, Any] = {"server_loss": 0.0, "reference_loss": 0.0, "policy_loss": 0.0, "world_loss": 0.0}
             reference = torch.zeros((), dtype=torch.float64)
@@ -110,15 +117,19 @@ def main() -> None:
                 ) -> None:
                     probe.watch(lp, torch.tensor(roles[batch_rows[k]][1:]))  # target t is token t+1
 
-                ref = reference_loss(batch, results[kind], loss_fn, watch=watch)
+                ref = reference_loss(batch, results[kind], loss_fn, watch=watch)  # the RFC's loss, its ∂/∂ℓ
                 reference = reference + ref
-                row["server_loss"] += reported_loss(results[kind])
                 row[f"{kind}_loss"] = float(ref.detach())
-            reference.backward()  # ∂loss/∂ℓ per target: what each backward call receives
-            row["reference_loss"] = float(reference.detach())
+                sent_fn = loss_fn if semantics == "sum" else "importance_sampling"
+                row["server_loss"] += reported_loss(results[kind])
+                row["reference_loss"] += float(reference_loss(getattr(sent, attr), results[kind], sent_fn))
+            if reference.requires_grad:  # no datum at all when λ = 0 and every group tied: nothing to probe
+                reference.backward()  # ∂loss/∂ℓ per target: what each backward call receives
             row["grad_norm"] = results["optim"].metrics.get("skyrl.ai/grad_norm") if results["optim"].metrics else None
             row["reward"] = float(rewards.mean())
             row["datums"] = len(datums.rl) + len(datums.env)
+            row["policy_datums"] = len(datums.rl)  # 0 when every GRPO group tied (all advantages 0)
+            row["env_datums"] = len(datums.env)  # 0 at λ = 0, or when no episode got an observation back
             grad = probe.take()
             if a.probe:
                 row["grad"] = grad
