@@ -17,7 +17,7 @@ and why:
 ``training_batch`` builds the ``TrainingInputBatch`` with SkyRL's own functions
 (``convert_prompts_responses_to_batch_tensors``, the registered advantage estimator,
 ``apply_loss_reduction_to_advantages_minibatch``) and the worker's own ``forward`` for the old log-probs.
-:class:`CPUDispatch` stands in for ``RayPPOTrainer``'s worker dispatch, so the trainer's own step
+``CPUDispatch`` stands in for ``RayPPOTrainer``'s worker dispatch, so the trainer's own step
 (``fwd_logprobs_values_reward``, ``compute_advantages_and_returns``, ``train_critic_and_policy``) runs on it.
 """
 
@@ -169,7 +169,7 @@ class CPUPolicyWorker(EchoPolicyWorkerMixin, PolicyWorkerBase):  # type: ignore[
 
 
 class CPUDispatch:
-    """The calls ``RayPPOTrainer``'s step makes on its ``WorkerDispatch``, answered by one :class:`CPUPolicyWorker`
+    """The calls ``RayPPOTrainer``'s step makes on its ``WorkerDispatch``, answered by one ``CPUPolicyWorker``
     in this process (SkyRL's dispatch drives Ray actor groups of GPU workers): a mini-batch is "staged" as its
     slice of the batch, as SkyRL stages one chunk per data-parallel rank (here one rank)."""
 

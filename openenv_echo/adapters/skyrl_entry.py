@@ -4,9 +4,9 @@ ordinary SkyRL CLI overrides::
     trainer.algorithm.policy_loss_type=echo_regular trainer.algorithm.world_model_coeff=0.05
     trainer.algorithm.world_role_coeffs={env_output:1.0,warning:0.5} trainer.algorithm.world_loss_target=warning_plus_env
 
-:data:`EchoSkyRLTrainConfig` is SkyRL's ``make_config`` over :class:`EchoTrainerConfig` (whose ``algorithm`` is
-:class:`EchoAlgorithmConfig`, and which accepts SkyRL's ``trainer.override_entrypoint`` key, the extension point
-SkyRL 0.4's ``main_base.main`` dispatches on before its strict parse). :func:`validate_echo_cfg` runs SkyRL's
+``EchoSkyRLTrainConfig`` is SkyRL's ``make_config`` over ``EchoTrainerConfig`` (whose ``algorithm`` is
+``EchoAlgorithmConfig``, and which accepts SkyRL's ``trainer.override_entrypoint`` key, the extension point
+SkyRL 0.4's ``main_base.main`` dispatches on before its strict parse). ``validate_echo_cfg`` runs SkyRL's
 ``validate_cfg`` and, for an ``echo_<base>`` loss, the same checks on the base loss (``validate_cfg`` keys some on
 literal loss names, e.g. clip_cov/kl_cov under off-policy correction).
 """
@@ -41,7 +41,7 @@ class EchoAlgorithmConfig(AlgorithmConfig):  # type: ignore[misc]
 
 @dataclass
 class EchoTrainerConfig(TrainerConfig):  # type: ignore[misc]
-    """SkyRL's ``TrainerConfig`` with :class:`EchoAlgorithmConfig` and SkyRL's ``override_entrypoint`` key."""
+    """SkyRL's ``TrainerConfig`` with ``EchoAlgorithmConfig`` and SkyRL's ``override_entrypoint`` key."""
 
     algorithm: EchoAlgorithmConfig = field(default_factory=EchoAlgorithmConfig)
     override_entrypoint: str = ""
@@ -53,7 +53,7 @@ EchoSkyRLTrainConfig = make_config(trainer_cls=EchoTrainerConfig)
 
 
 def echo_config(algorithm: Any) -> EchoConfig:
-    """The :class:`EchoConfig` of an :class:`EchoAlgorithmConfig` (SkyRL's ``loss_reduction`` and ``max_seq_len``
+    """The ``EchoConfig`` of an ``EchoAlgorithmConfig`` (SkyRL's ``loss_reduction`` and ``max_seq_len``
     give the normalization, as in the reference implementation; the rollout's temperature is the env's)."""
     settings = {
         "world_model_coeff": algorithm.world_model_coeff,

@@ -2,8 +2,8 @@
 
 SkyRL's ``SkyRLGymGenerator`` chat-templates each observation message (``get_obs_ids_from_obs``) and appends the ids
 to the response verbatim (token in, token out); its ``GeneratorOutput`` has no per-token role field, and the
-``segments`` that :class:`~openenv_echo.adapters.skyrl_gym.OpenEnvTextEnv` puts on every observation message are
-dropped. The subclass keeps SkyRL's agent loop and adds one list to its output, :data:`ROLE_KEY`: for every
+``segments`` that ``openenv_echo.adapters.skyrl_gym.OpenEnvTextEnv`` puts on every observation message are
+dropped. The subclass keeps SkyRL's agent loop and adds one list to its output, ``ROLE_KEY``: for every
 response token its role code, aligned with ``response_ids``:
 
 * the tokens SkyRL trains (``loss_masks`` = 1) are ``action``;
@@ -12,7 +12,7 @@ response token its role code, aligned with ``response_ids``:
 * everything else (template tokens, an EOS SkyRL appended) is ``context``.
 
 Per-token world weights for the loss then come from
-:func:`openenv_echo.adapters.skyrl_loss.world_weights` on these roles. Only SkyRL's default multi-turn path is
+``openenv_echo.adapters.skyrl_loss.world_weights`` on these roles. Only SkyRL's default multi-turn path is
 supported (``use_conversation_multi_turn=True``, no custom chat template, not step-wise): the others re-tokenize
 the history, so the observation ids are not the response's.
 """
@@ -89,7 +89,7 @@ def response_roles(
 
 
 class EchoGymGenerator(SkyRLGymGenerator):  # type: ignore[misc]
-    """``SkyRLGymGenerator`` whose output also holds :data:`ROLE_KEY` (see the module docstring)."""
+    """``SkyRLGymGenerator`` whose output also holds ``ROLE_KEY`` (see the module docstring)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -89,8 +89,8 @@ class EchoPolicyLoss:
 
     A module-level class whose only state is ``base``: cloudpickle (SkyRL's registries ship every registered loss
     to a named Ray actor, and workers load it from there) pickles it *by reference*, so the copy a Ray worker runs
-    is this class in that worker's import of this module, reading the same :func:`world_weight_context` that
-    :class:`EchoPolicyWorkerMixin` sets there. A closure would be pickled by value and read a context nobody sets.
+    is this class in that worker's import of this module, reading the same ``world_weight_context`` that
+    ``EchoPolicyWorkerMixin`` sets there. A closure would be pickled by value and read a context nobody sets.
     """
 
     def __init__(self, base: str) -> None:
@@ -135,7 +135,7 @@ class EchoPolicyLoss:
 
 
 def echo_policy_loss(base: str) -> EchoPolicyLoss:
-    """SkyRL's policy loss ``base`` plus the world-model term (an :class:`EchoPolicyLoss`)."""
+    """SkyRL's policy loss ``base`` plus the world-model term (an ``EchoPolicyLoss``)."""
     return EchoPolicyLoss(base)
 
 
@@ -158,7 +158,7 @@ def declare_echo_loss(name: str, base: str) -> None:
     read by the fully-async trainer's check; ``LOSSES_WITHOUT_OLD_LOGPROBS``, read by ``_skip_policy_forward``), in
     ``ppo_utils`` and in every loaded module that imported them by name, so SkyRL's checks treat ``name`` as they
     treat ``base``. Checks written as literal lists (``validate_cfg``'s clip_cov/kl_cov) are run on the base loss
-    by :func:`openenv_echo.adapters.skyrl_entry.validate_echo_cfg`."""
+    by ``openenv_echo.adapters.skyrl_entry.validate_echo_cfg``."""
     import sys
 
     from skyrl.backends.skyrl_train.utils import ppo_utils
@@ -176,7 +176,7 @@ def declare_echo_loss(name: str, base: str) -> None:
 
 def register_echo_policy_loss(base: str = "regular", name: str | None = None) -> str:
     """Register ``echo_<base>`` (or ``name``) in SkyRL's ``PolicyLossRegistry`` and declare it in SkyRL's loss sets
-    (:func:`declare_echo_loss`); returns the name to put in ``trainer.algorithm.policy_loss_type``. Idempotent;
+    (``declare_echo_loss``); returns the name to put in ``trainer.algorithm.policy_loss_type``. Idempotent;
     ``base`` must be a registered SkyRL loss. With Ray up, SkyRL ships it to its registry actor at once; otherwise
     ``sync_registries()`` (``initialize_ray`` calls it) does."""
     name = name or f"echo_{base}"

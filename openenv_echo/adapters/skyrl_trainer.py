@@ -2,13 +2,13 @@
 
 ``RayPPOTrainer.convert_to_training_input`` turns the generator's lists into SkyRL's training batch (right-aligned
 response tensors, the policy mini-batch boundaries, dp padding). The subclass runs it unchanged and adds
-:data:`~openenv_echo.adapters.skyrl_loss.WORLD_WEIGHT_KEY`: ``λ(step)·c_role/N`` per response token, computed by
-:func:`~openenv_echo.adapters.skyrl_loss.world_weights` **once per policy mini-batch** (SkyRL folds its own loss
+``openenv_echo.adapters.skyrl_loss.WORLD_WEIGHT_KEY``: ``λ(step)·c_role/N`` per response token, computed by
+``openenv_echo.adapters.skyrl_loss.world_weights`` **once per policy mini-batch** (SkyRL folds its own loss
 reduction per mini-batch, so ``N`` counts that mini-batch's selected tokens), from the roles
-:class:`~openenv_echo.adapters.skyrl_generator.EchoGymGenerator` put in the generator output. The rows SkyRL adds
+``openenv_echo.adapters.skyrl_generator.EchoGymGenerator`` put in the generator output. The rows SkyRL adds
 when it pads the batch to the data-parallel size copy row 0 for every key but ``loss_mask``; their world weights
 are set to 0 here, so no row is counted twice. ECHO's settings come from ``cfg.trainer.algorithm``
-(:class:`~openenv_echo.adapters.skyrl_entry.EchoAlgorithmConfig`).
+(``openenv_echo.adapters.skyrl_entry.EchoAlgorithmConfig``).
 """
 
 from __future__ import annotations

@@ -322,9 +322,9 @@ def echo_step(
     semantics: ServerSemantics = "sum",
 ) -> dict[str, Any]:
     """One optimizer step whose applied gradient is the RFC's ``∇(L_policy + λ·L_world)`` on a server with the
-    given :data:`ServerSemantics`. ``sum``: policy ``forward_backward`` and env ``forward_backward(...,
+    given ``ServerSemantics``. ``sum``: policy ``forward_backward`` and env ``forward_backward(...,
     "cross_entropy")`` (they accumulate), then ``optim_step``. ``mean_per_datum``: first a ``forward`` of the env
-    datums (their current log-probs), then both as :func:`for_mean_per_datum` datums (``importance_sampling`` only,
+    datums (their current log-probs), then both as ``for_mean_per_datum`` datums (``importance_sampling`` only,
     so ``rl_loss_fn`` must be it), then ``optim_step``. Returns the results by name (``policy``, ``world``, ``optim``)
     and, under ``sent``, the datums actually sent."""
     if rl_loss_fn not in POLICY_LOSSES:

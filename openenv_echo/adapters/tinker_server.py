@@ -9,7 +9,7 @@ One part is ours: the launch. ``python -m skyrl.tinker.api`` must itself be star
 engine with ``uv run --extra tinker --extra jax -m skyrl.tinker.engine <args>``. ``main`` (``python -m
 openenv_echo.adapters.tinker_server <same args>``) runs SkyRL's API app unchanged but starts the same engine
 module with the same arguments (SkyRL's ``config_to_argv``) by this interpreter, so no ``uv`` project is needed.
-Both run under :mod:`openenv_echo.providers.parent_watch`: a killed recipe (SIGKILL, a test runner's timeout) takes
+Both run under ``openenv_echo.providers.parent_watch``: a killed recipe (SIGKILL, a test runner's timeout) takes
 the API server and its engine with it, and a killed API server takes its engine.
 
 Found on skyrl 0.4.0's JAX backend (``skyrl/backends/jax.py``): a datum's loss is divided by the sum of its

@@ -3,7 +3,7 @@
 The embedded default: ``EnvClient.from_provider(LocalProcessProvider("echo"))`` runs
 ``python -m openenv_echo.cli serve echo --host 127.0.0.1 --port <free port>`` with the same interpreter, logs its
 stdout/stderr to a temp file and stops it on ``stop()`` (or at interpreter exit, whichever comes first). The server
-runs under :mod:`openenv_echo.providers.parent_watch`, so it also stops when this process dies without running
+runs under ``openenv_echo.providers.parent_watch``, so it also stops when this process dies without running
 either (SIGKILL, a test runner's timeout).
 """
 
