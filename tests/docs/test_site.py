@@ -49,10 +49,10 @@ def test_site_builds_strictly_with_every_page(site: Path) -> None:
 
 def test_links_to_repository_files_are_published(site: Path) -> None:
     """A guide's link to a file outside docs/ resolves on the site (the file is published under _repo/)."""
-    trainers = (site / "guides" / "trainers.html").read_text()
+    trainers = (site / "trainers" / "index.html").read_text()
     targets = re.findall(r'href="([^"#]*_repo/[^"#]+)"', trainers)
-    assert targets, "the trainers guide links to its recipes"
-    base = site / "guides"
+    assert targets, "the trainers overview links to its recipes"
+    base = site / "trainers"
     for target in targets:
         assert (base / target).resolve().exists(), target
 
