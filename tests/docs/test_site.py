@@ -40,6 +40,8 @@ def test_site_builds_strictly_with_every_page(site: Path) -> None:
     assert (site / "search" / "search_index.js").is_file()  # the offline plugin's copy, for file:// search
     objective = (site / "guides" / "objective.html").read_text()
     assert objective.count("<math") >= 3 and "$$" not in objective and "arithmatex" not in objective  # MathML
+    rfc = (site / "rfcs" / "0004-echo-objective.html").read_text()  # the RFC's formulas are math, not code
+    assert rfc.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">') >= 4 and "$$" not in rfc
     # offline: no page loads a script, stylesheet or font from elsewhere (theme.font: false; links may point out)
     for built in site.rglob("*.html"):
         html = built.read_text()
@@ -49,10 +51,10 @@ def test_site_builds_strictly_with_every_page(site: Path) -> None:
 
 def test_links_to_repository_files_are_published(site: Path) -> None:
     """A guide's link to a file outside docs/ resolves on the site (the file is published under _repo/)."""
-    trainers = (site / "guides" / "trainers.html").read_text()
+    trainers = (site / "trainers" / "index.html").read_text()
     targets = re.findall(r'href="([^"#]*_repo/[^"#]+)"', trainers)
-    assert targets, "the trainers guide links to its recipes"
-    base = site / "guides"
+    assert targets, "the trainers overview links to its recipes"
+    base = site / "trainers"
     for target in targets:
         assert (base / target).resolve().exists(), target
 
