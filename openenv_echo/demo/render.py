@@ -24,6 +24,7 @@ from .tables import (
     readme_section,
     replace_block,
     summary_markdown,
+    timing_line,
 )
 
 PLOT_NAME = "echo_world_model.png"
@@ -58,7 +59,8 @@ def render_repo(root: Path) -> None:
     one = root / RESULTS / ONE_SEED_NAME
     one_seed = summarize_copy(json.loads(one.read_text())) if one.is_file() else main
     readme = root / EXAMPLE_README
-    text = replace_block(readme.read_text(), summary_markdown(main))
+    one_line = f"The default one-seed run (its report: `{ONE_SEED_NAME}`): {timing_line(one_seed)}"
+    text = replace_block(readme.read_text(), summary_markdown(main) + "\n" + one_line)
     if RESULTS_SQL in reports:
         text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)
     readme.write_text(text)

@@ -91,8 +91,9 @@ class Cells:
         """(B,) the figure under each replicate's seed weights (B, S) and world weights (B, W)."""
         s = self.num.shape[0]
         sw = seed_w if s == seed_w.shape[1] else np.ones((seed_w.shape[0], s))
-        top = np.einsum("bs,sw,bw->b", sw, self.num, world_w) / sw.sum(axis=1)
-        return top / (world_w @ self.den)
+        top: np.ndarray = np.einsum("bs,sw,bw->b", sw, self.num, world_w) / sw.sum(axis=1)
+        out: np.ndarray = top / (world_w @ self.den)
+        return out
 
 
 def bootstrap(

@@ -126,8 +126,11 @@ def _one(a: Cells) -> list[float]:
     return bootstrap(lambda f: f["a"], {"a": a})
 
 
-def gap_share(start: Cells, arm: Cells, direct: Cells) -> list[float]:
-    """``(start − arm) / (start − direct CE)`` of held-out env CE, with its paired bootstrap interval."""
+def gap_share(start: Cells, arm: Cells, direct: Cells) -> list[float] | None:
+    """``(start − arm) / (start − direct CE)`` of held-out env CE, with its paired bootstrap interval; ``None``
+    when direct CE did not lower env CE from the start (no gap to take a share of)."""
+    if start.point() - direct.point() <= 0:
+        return None
     return bootstrap(lambda f: (f["s"] - f["a"]) / (f["s"] - f["d"]), {"s": start, "a": arm, "d": direct})
 
 
@@ -214,7 +217,10 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         ("the start solves 20-60 % of validation worlds", 0.2 <= start_val <= 0.6),
         ("GRPO raises held-out success over the start (interval above 0)", grpo["success_vs_start"][1] > 0),
         ("GRPO + ECHO's held-out env CE is below the unigram reference", echo["env_ce"][0] < b["unigram"]),
-        ("GRPO + ECHO closes at least half of the start -> direct-CE gap", echo["gap_closed"][0] >= 0.5),
+        (
+            "GRPO + ECHO closes at least half of the start -> direct-CE gap",
+            echo["gap_closed"] is not None and echo["gap_closed"][0] >= 0.5,
+        ),
         ("direct CE's curve has flattened", c["direct_ce_flattening"]["flattened"]),
         (
             f"ECHO − GRPO success interval's lower end >= −{SUCCESS_MARGIN:g}",

@@ -45,7 +45,7 @@ def sign(x: list[float]) -> int:
 
 def _label(report: dict[str, Any], arm: str) -> str:
     a = report["arms"][arm]
-    return a["label"] + (f" (λ = {a['lambda']:g})" if arm == "grpo_echo" else "")
+    return str(a["label"]) + (f" (λ = {a['lambda']:g})" if arm == "grpo_echo" else "")
 
 
 def _seeds_phrase(report: dict[str, Any]) -> str:
@@ -74,8 +74,14 @@ def start_sentence(report: dict[str, Any]) -> str:
         if gen
         else ""
     ) + (
-        f"SFT'd on expert actions only ({sft['chosen_step']} of {sft['steps']} steps, lr {sft['lr']:g}"
+        f"SFT'd with the expert's action tokens as the only targets ({sft['chosen_step']} of {sft['steps']} steps, "
+        f"lr {sft['lr']:g}"
         + (f", {replay} generic-text chunks of LM replay per step" if replay else "")
+        + (
+            f", KL to the frozen pretrained model on every other target, weight {sft['teacher_kl_weight']:g}"
+            if sft.get("teacher_kl_weight")
+            else ""
+        )
         + ")"
     )
     val = sc["after"]["val"]["policy"]
