@@ -502,7 +502,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                 name = f"run-{run_key(arm, lam)}-seed{rl_seed}"
                 if name in runs:
                     return runs[name]
-                run = _load(store / f"{name}.pt", key)
+                run: dict[str, Any] | None = _load(store / f"{name}.pt", key)
                 if run is None:
                     rng = random.Random(rl_seed)
                     schedule = [rng.sample(seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
@@ -522,7 +522,8 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             for k, rl_seed in enumerate(cfg.rl_seeds):
                 for arm in ARMS:
                     name = f"run-{run_key(arm, chosen[arm])}-seed{rl_seed}"
-                    r = get(arm, chosen[arm] if chosen[arm] is not None else 1.0, rl_seed)
+                    lam_arm = chosen[arm]
+                    r = get(arm, 1.0 if lam_arm is None else lam_arm, rl_seed)
                     if "test_curve" not in r:
                         r["test_curve"] = [{"step": 0, "test": start["test"]}]
                         for step, state in sorted(r["states"].items()):  # success (costly) at the final step
