@@ -28,9 +28,11 @@ def demo(
         "process (built from envs/<env>_env/server/Dockerfile).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the start checkpoint; RL seeds are seed, seed+1, ..."),
-    seeds: int | None = typer.Option(None, "--seeds", help="RL training seeds per arm [1]."),
+    seeds: int | None = typer.Option(None, "--seeds", help="RL seeds per arm, each evaluated on test [1]."),
     sweep_seeds: int | None = typer.Option(
-        None, "--sweep-seeds", help="How many of those seeds run the whole λ sweep (λ is chosen on them) [1]."
+        None,
+        "--sweep-seeds",
+        help=f"RL seeds that run the whole λ sweep on validation (λ is chosen on them) [{_FULL.sweep_seeds}].",
     ),
     threads: int | None = typer.Option(None, "--threads", help=f"torch threads [{_FULL.threads}]."),
     rl_steps: int | None = typer.Option(
@@ -52,9 +54,9 @@ def demo(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:
     """CPU reference demo: a small LM pretrained on generic text and SFT'd on expert actions only, then GRPO, GRPO +
-    ECHO (λ swept and chosen on validation) and direct env CE on its own rollouts of ENV; held-out env CE against
-    uniform/unigram/bigram references, success, 95% intervals over seeds; writes OUT/report.json, OUT/summary.md and
-    OUT/echo_world_model.png."""
+    ECHO (λ swept on validation over several RL seeds) and direct env CE (on GRPO's rollouts) on ENV; held-out env
+    CE against the uniform and n-gram references, success, paired worlds × seeds bootstrap intervals; writes
+    OUT/report.json, OUT/summary.md, OUT/verdict.json and OUT/echo_world_model.png."""
     from .run import run_demo
     from .tables import summary_markdown
 

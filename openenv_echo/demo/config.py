@@ -3,7 +3,8 @@ seeds.
 
 Seeds are the env's own task splits (``openenv_echo.envs.splits.TASK_SPLITS``, the seeds OpenEnv's task routes
 serve), taken from the start of each range: *train* (tokenizer corpus, the start checkpoint's SFT, RL prompts),
-*validation* (the only split used to choose anything: λ) and *test* (held-out worlds: every reported held-out number).
+*validation* (the only split used to choose anything: λ, the SFT checkpoint) and *test* (held-out worlds: every
+reported held-out number).
 A world is a pure function of its seed; held-out worlds are new, though a terminal machine's hostname comes from a
 finite pool, so some also name a training machine (the report counts them).
 """
@@ -27,12 +28,12 @@ ENVS: tuple[str, ...] = tuple(DEMO_ENVS)
 """``--env`` choices (``openenv_echo.demo.envs.DEMO_ENVS``)."""
 
 ARMS: tuple[str, ...] = ("grpo", "grpo_echo", "direct_ce")
-"""The RL arms: GRPO only (λ = 0), GRPO + ECHO (λ chosen on validation), and direct CE (env-token CE only, the
-upper reference: same model, optimizer, rollouts and steps)."""
+"""The RL arms: GRPO only (λ = 0), GRPO + ECHO (λ chosen on validation), and direct CE (env-token CE only, on the
+GRPO run's rollouts: the world-model reference at the same budget)."""
 
 ARM_LABELS = {"grpo": "GRPO (λ=0)", "grpo_echo": "GRPO + ECHO", "direct_ce": "direct CE (reference)"}
 
-LAMBDAS: tuple[float, ...] = (0.0, 0.01, 0.03, 0.1)
+LAMBDAS: tuple[float, ...] = (0.0, 0.1, 1.0)
 """The λ sweep of the GRPO + ECHO arm, measured on validation only (λ = 0 is the GRPO arm)."""
 
 
@@ -70,17 +71,18 @@ class DemoConfig:
     model: str = "nano"
     docker: bool = False
     seed: int = 0  # seed of the start checkpoint; RL seed k of every arm is seed + k
-    n_seeds: int = 1  # RL training seeds per arm
-    sweep_seeds: int = 1  # the first this-many RL seeds run the whole λ sweep; λ is chosen on them (validation)
+    n_seeds: int = 1  # RL training seeds per arm (each evaluated on test)
+    sweep_seeds: int = 3  # RL seeds seed .. seed + sweep_seeds - 1 run every λ; λ is chosen on them (validation)
     threads: int = 1  # one thread: on a shared 2-core machine, two threads per op lose more to waiting than they gain
     progress: bool = True
 
     # splits
     n_train: int = 640
-    n_val: int = 32
-    n_test: int = 64
+    n_val: int = 64
+    n_test: int = 256
 
     # episodes
+    task_kinds: tuple[str, ...] | None = None  # these kinds equally often; None: the env's (DemoEnv.task_kinds)
     max_env_steps: int | None = None  # reset option max_steps; None: the env's default (DemoEnv.max_env_steps)
     max_context: int = 3072  # tokens; a rollout longer than this ends (reward 0) and is trained on its first part
     max_action_tokens: int = 32
@@ -97,16 +99,18 @@ class DemoConfig:
     sft_batch: int = 8
     sft_lr: float = 6e-3
     sft_warmup: int = 5
-    sft_eval_every: int = 40  # validation checkpoints of SFT; the start is the best by mean reward (SFT_RULE)
+    sft_replay: int = 0  # generic-text chunks of LM replay per SFT step (0: none)
+    sft_teacher: float = 1.0  # weight of KL(pretrained || model) on every non-action target during SFT (0: none)
+    sft_eval_every: int = 100  # validation checkpoints of SFT; the start is the best by mean reward (SFT_RULE)
 
     # RL (all arms)
     rl_steps: int = 10
     rl_prompts: int = 4  # distinct training worlds per step
     rl_group: int = 4  # policy samples per world (the GRPO group)
-    rl_lr: float = 3e-4  # AdamW moments carry over from the start checkpoint
+    rl_lr: float = 3e-4  # a fresh AdamW per run
     temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
-    advantage: str = "grpo"
+    advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)
     eval_every: int = 5  # curve points every k RL steps (and at the last step)
     micro_batch: int = 1  # sequences per forward: one means no padding, the fastest on CPU
 
@@ -121,7 +125,8 @@ class DemoConfig:
         elif mode == "quick":
             cfg = cls(
                 mode="quick",
-                n_seeds=2,
+                n_seeds=3,
+                sweep_seeds=2,
                 n_train=8,
                 n_val=1,
                 n_test=2,
@@ -189,8 +194,10 @@ class DemoConfig:
             raise ValueError("temperature must be > 0 for RL sampling")
         if self.max_context < 512:
             raise ValueError("max_context must be >= 512 tokens")
-        if self.sweep_seeds > self.n_seeds:
-            raise ValueError("sweep_seeds cannot exceed n_seeds")
+        if self.advantage not in ("grpo", "dr_grpo", "rloo"):
+            raise ValueError(f"advantage must be grpo, dr_grpo or rloo, not {self.advantage!r}")
+        if self.sft_replay < 0 or self.sft_teacher < 0:
+            raise ValueError("sft_replay and sft_teacher must be >= 0")
         if self.sft_batch > self.n_train:
             raise ValueError("sft_batch cannot exceed n_train")
 
@@ -207,11 +214,22 @@ class DemoConfig:
 
     @property
     def rl_seeds(self) -> list[int]:
-        """The RL training seeds (sampler, prompt order) shared by every arm."""
+        """The RL training seeds (sampler, prompt order) of the arms, each evaluated on test."""
         return [self.seed + k for k in range(self.n_seeds)]
+
+    @property
+    def sweep_rl_seeds(self) -> list[int]:
+        """The RL seeds that run every λ of the sweep (validation only; they overlap ``rl_seeds``)."""
+        return [self.seed + k for k in range(self.sweep_seeds)]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
         d["lambdas"] = list(self.lambdas)
+        d["task_kinds"] = list(self.kinds)
         return d
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The task distribution: ``task_kinds``, or the env's default (() = the env's own distribution)."""
+        return DEMO_ENVS[self.env].task_kinds if self.task_kinds is None else tuple(self.task_kinds)

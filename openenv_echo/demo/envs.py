@@ -23,24 +23,33 @@ class DemoEnv:
     system_prompt: str
     to_action: Callable[[str], dict[str, Any]]
     """The policy's decoded text -> the action sent to the server (never raises: bad text is the env's to answer)."""
-    expert: Callable[[int], list[dict[str, Any]]]
-    """Seed -> the scripted expert's actions."""
+    expert: Callable[[int, str | None], list[dict[str, Any]]]
+    """(seed, task kind or None) -> the scripted expert's actions."""
     action_text: Callable[[dict[str, Any]], str]
     """An expert action -> the text the policy would write for it (what SFT trains on)."""
     max_env_steps: int
     """Default ``max_steps`` reset option (the expert's longest episode fits)."""
+    kind_option: str
+    """The reset option that forces a world's task kind (``incident`` on terminal, ``template`` on sql)."""
+    task_kinds: tuple[str, ...] = ()
+    """The demo's task distribution: these kinds equally often; () for the env's own distribution."""
+
+    def reset_options(self, seed: int, kinds: tuple[str, ...]) -> dict[str, Any]:
+        """Reset options of a world: with ``kinds``, the task distribution is those kinds, equally often
+        (``kinds[seed % len(kinds)]``); without, the env's own distribution."""
+        return {self.kind_option: kinds[seed % len(kinds)]} if kinds else {}
 
 
-def _terminal_expert(seed: int) -> list[dict[str, Any]]:
+def _terminal_expert(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
     from ..envs.terminal import expert_actions
 
-    return list(expert_actions(seed))
+    return list(expert_actions(seed, kind))
 
 
-def _sql_expert(seed: int) -> list[dict[str, Any]]:
+def _sql_expert(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
     from ..envs.sql.expert import expert_actions
 
-    return list(expert_actions(seed))
+    return list(expert_actions(seed, kind))
 
 
 def sql_action(text: str) -> dict[str, Any]:
@@ -65,6 +74,10 @@ TERMINAL = DemoEnv(
     expert=_terminal_expert,
     action_text=lambda a: str(a["command"]),
     max_env_steps=8,
+    kind_option="incident",
+    # the four incidents whose failing service shows up as the one failed systemd unit: finding the service is
+    # reading the first survey command's output, finding the kind takes the evidence after it
+    task_kinds=("disk_full", "oom_killed", "bad_config", "port_conflict"),
 )
 
 SQL = DemoEnv(
@@ -77,6 +90,7 @@ SQL = DemoEnv(
     expert=_sql_expert,
     action_text=lambda a: json.dumps(a, ensure_ascii=False),
     max_env_steps=5,
+    kind_option="template",
 )
 
 DEMO_ENVS: dict[str, DemoEnv] = {e.name: e for e in (TERMINAL, SQL)}

@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,14 +40,30 @@ def env_texts(traj: Trajectory) -> list[str]:
     return [s.text for st in traj.steps for s in st.observation.segments if s.role is Role.ENV_OUTPUT and s.text]
 
 
+HOSTNAME = re.compile(r"\b[a-z][a-z0-9]*-[a-z][a-z0-9]*-\d+\b")
+HEXLIKE = re.compile(r"[0-9a-fA-F]*[0-9][0-9a-fA-F]*")
+
+
+def line_shape(line: str) -> str:
+    """A line's structure: stripped, hostnames (``<env>-<role>-<NN>``) replaced by ``<host>``, then every run of
+    hex characters that holds a digit (numbers, times, IPs, pids, hashes) by ``0``."""
+    return HEXLIKE.sub("0", HOSTNAME.sub("<host>", line.strip()))
+
+
 def training_lines(train: list[Trajectory]) -> set[str]:
     """Every stripped, non-empty line of the training episodes' env_output text."""
     return {line.strip() for t in train for x in env_texts(t) for line in x.splitlines() if line.strip()}
 
 
-CE_PARTS = ("env_output", "warning", "novel")
-"""The target sets of a ``CeSet``: env_output bodies (the ECHO target), warning bodies, and the env_output targets
-on lines never seen in training."""
+def training_shapes(train: list[Trajectory]) -> set[str]:
+    """``line_shape`` of every non-empty line of the training episodes' env_output text."""
+    return {line_shape(line) for t in train for x in env_texts(t) for line in x.splitlines() if line.strip()}
+
+
+CE_PARTS = ("env_output", "warning", "novel", "novel_structural")
+"""The target sets of a ``CeSet``: env_output bodies (the ECHO target), warning bodies, the env_output targets on
+lines never seen verbatim in training, and those on lines whose *structure* (``line_shape``: digits, hex and
+hostnames masked) was never seen in training: a template with new numbers is not novel there."""
 
 
 @dataclass
@@ -69,7 +87,13 @@ class CeSet:
         return self.counts["novel"]
 
 
-def novel_target_mask(seq: TokenizedTrajectory, traj: Trajectory, tokenizer: Any, seen: set[str]) -> torch.Tensor:
+def novel_target_mask(
+    seq: TokenizedTrajectory,
+    traj: Trajectory,
+    tokenizer: Any,
+    seen: set[str],
+    key: Callable[[str], str] = str.strip,
+) -> torch.Tensor:
     """(len(seq),) bool: env-CE targets whose first non-newline character lies on a line not in ``seen``.
 
     The targets decode, in order, to exactly the concatenated env_output bodies (checked), so each target token maps
@@ -81,7 +105,7 @@ def novel_target_mask(seq: TokenizedTrajectory, traj: Trajectory, tokenizer: Any
     novel_char: list[bool] = []
     for body in env_texts(traj):
         for line in body.splitlines(keepends=True):
-            novel_char.extend([bool(line.strip()) and line.strip() not in seen] * len(line))
+            novel_char.extend([bool(line.strip()) and key(line) not in seen] * len(line))
     out = torch.zeros(len(seq), dtype=torch.bool)
     at = 0
     group: list[int] = []
@@ -108,17 +132,30 @@ def _targets(seq: TokenizedTrajectory, tokenizer: Any, cfg: EchoConfig) -> torch
 
 
 def build_ce_set(
-    name: str, seeds: list[int], trajectories: list[Trajectory], tokenizer: Any, seen_lines: set[str]
+    name: str,
+    seeds: list[int],
+    trajectories: list[Trajectory],
+    tokenizer: Any,
+    seen_lines: set[str],
+    seen_shapes: set[str],
 ) -> CeSet:
     seqs = [tokenize_trajectory(t, tokenizer) for t in trajectories]
+    pairs = list(zip(seqs, trajectories, strict=True))
     masks = {
         "env_output": [_targets(s, tokenizer, TARGETS) for s in seqs],
         "warning": [_targets(s, tokenizer, WARNING_TARGETS) for s in seqs],
-        "novel": [novel_target_mask(s, t, tokenizer, seen_lines) for s, t in zip(seqs, trajectories, strict=True)],
+        "novel": [novel_target_mask(s, t, tokenizer, seen_lines) for s, t in pairs],
+        "novel_structural": [novel_target_mask(s, t, tokenizer, seen_shapes, line_shape) for s, t in pairs],
     }
     n_bytes = sum(len(x.encode("utf-8")) for t in trajectories for x in env_texts(t))
     counts = {part: sum(int(m.sum()) for m in ms) for part, ms in masks.items()}
     return CeSet(name, list(seeds), seqs, masks, n_bytes, counts)
+
+
+def world_tokens(ce: CeSet) -> dict[str, list[int]]:
+    """Per world (episode) of the set, its target count of each of ``CE_PARTS`` (the denominators of per-world
+    CE in the bootstrap)."""
+    return {part: [int(m.sum()) for m in ms] for part, ms in ce.masks.items()}
 
 
 def env_targets(seqs: list[TokenizedTrajectory], tokenizer: Any, micro_batch: int = 16) -> Targets:
@@ -134,7 +171,7 @@ def env_targets(seqs: list[TokenizedTrajectory], tokenizer: Any, micro_batch: in
 
 
 @torch.no_grad()
-def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int = 1) -> dict[str, float]:
+def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int = 1) -> dict[str, Any]:
     """Mean CE over the set's targets: ``nats_per_token`` (env_output, the headline), ``nats_per_byte`` (env_output
     nats / their bytes), ``warning_nats_per_token``, ``all_nats_per_token`` (env_output and warning bodies
     together) and ``novel_nats_per_token`` (env_output targets on lines never seen in training), with the counts."""
@@ -142,6 +179,7 @@ def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int =
     model.eval()
     nats = dict.fromkeys(CE_PARTS, 0.0)
     count = dict.fromkeys(CE_PARTS, 0)
+    per_world: dict[str, list[float]] = {part: [] for part in CE_PARTS}
     for lo in range(0, len(ce.sequences), micro_batch):
         b = collate(ce.sequences[lo : lo + micro_batch], tokenizer=tokenizer)
         lp = forward_logps(model, b)
@@ -150,7 +188,9 @@ def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int =
             sel = torch.zeros_like(b["attention_mask"], dtype=torch.bool)
             for i, m in enumerate(ce.masks[part][lo : lo + micro_batch]):
                 sel[i, : len(m)] = m
-            nats[part] += float(-torch.where(sel, lp, zero).sum())
+            row = -torch.where(sel, lp, zero).sum(dim=1)
+            per_world[part].extend(round(float(x), 3) for x in row)
+            nats[part] += float(row.sum())
             count[part] += int(sel.sum())
     model.train(was)
     if count != ce.counts:
@@ -162,14 +202,17 @@ def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int =
         "warning_nats_per_token": nats["warning"] / max(count["warning"], 1),
         "all_nats_per_token": (nats["env_output"] + nats["warning"]) / max(both, 1),
         "novel_nats_per_token": nats["novel"] / max(count["novel"], 1),
+        "novel_structural_nats_per_token": nats["novel_structural"] / max(count["novel_structural"], 1),
         "tokens": float(count["env_output"]),
         "bytes": float(ce.env_bytes),
         "warning_tokens": float(count["warning"]),
         "novel_tokens": float(count["novel"]),
+        "novel_structural_tokens": float(count["novel_structural"]),
+        "per_world_nats": per_world,  # per world of the set, summed nats of each part
     }
 
 
-def outcome_stats(results: list[RolloutResult]) -> dict[str, float]:
+def outcome_stats(results: list[RolloutResult]) -> dict[str, Any]:
     """Success (reward 1), mean reward, right-kind share (reward >= 0.5), submit share, mean turns."""
     n = max(len(results), 1)
     return {
@@ -180,12 +223,13 @@ def outcome_stats(results: list[RolloutResult]) -> dict[str, float]:
         "mean_turns": sum(r.turns for r in results) / n,
         "context_limit": sum(r.end == "context_limit" for r in results) / n,
         "episodes": float(len(results)),
+        "per_world_reward": [r.reward for r in results],
     }
 
 
 def policy_success(
-    runner: PolicyRunner, model: torch.nn.Module, splits: dict[str, list[int]], chunk: int = 16
-) -> dict[str, dict[str, float]]:
+    runner: PolicyRunner, model: torch.nn.Module, splits: dict[str, list[int]], chunk: int = 64
+) -> dict[str, dict[str, Any]]:
     """Greedy rollouts, one per seed of each split (deterministic), batched across splits."""
     tagged = [(name, s) for name, seeds in splits.items() for s in seeds]
     results: list[RolloutResult] = []
@@ -220,3 +264,11 @@ def verbatim_overlap(train: list[Trajectory], held_out: list[Trajectory]) -> dic
         "held_out_observations": float(len(obs)),
         "observations_seen_in_training": sum(x in seen_obs for x in obs) / max(len(obs), 1),
     }
+
+
+def structural_overlap(train: list[Trajectory], held_out: list[Trajectory]) -> dict[str, float]:
+    """Share of held-out env_output lines whose structure (``line_shape``: digits, hex and hostnames masked) occurs
+    in training observations: most verbatim-new lines are templates seen with other numbers."""
+    shapes = training_shapes(train)
+    lines = [line for t in held_out for x in env_texts(t) for line in x.splitlines() if line.strip()]
+    return {"lines_structure_seen_in_training": sum(line_shape(x) in shapes for x in lines) / max(len(lines), 1)}

@@ -27,24 +27,22 @@ from .evaluate import (
     hostnames_seen,
     outcome_stats,
     policy_success,
+    structural_overlap,
     training_lines,
+    training_shapes,
     verbatim_overlap,
+    world_tokens,
 )
-from .ngram import reference_lines
-from .plots import plot_report
+from .ngram import REFERENCES, reference_lines
 from .policy import build_policy
+from .render import render_run
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
-from .summarize import choose_lambda, summarize
-from .tables import summary_markdown
+from .summarize import choose_lambda
 from .train import arm_config, make_optimizer, pack_chunks, pretrain_generic, rl_step, sft_actions
 
-PLOT_NAME = "echo_world_model.png"
-SUBMIT_BONUS = 0.1
-"""Reward shaping of the RL arms' advantages only: + 0.1 for a submitted answer, so that a group with no right
-answer still has variance when some samples answer and others wander. Reported success and reward are the env's."""
 SFT_RULE = (
     "of the SFT checkpoints every sft_eval_every steps and the last, the one with the highest greedy validation "
-    "mean reward (ties: the later); its weights and AdamW state are the start"
+    "mean reward (ties: the later); its weights are the start"
 )
 SMOKE_NOTE = (
     "QUICK MODE IS A SMOKE TEST: it checks that every phase runs end to end; its numbers are not evidence of "
@@ -54,7 +52,7 @@ SMOKE_NOTE = (
 
 @dataclass
 class Evaluator:
-    """Validation (curves, λ choice) and test (the chosen arms' curves) evaluations of the current weights."""
+    """Validation (curves, λ choice) and test (the arms' curves) evaluations of the current weights."""
 
     runner: PolicyRunner
     tokenizer: Any
@@ -63,12 +61,15 @@ class Evaluator:
     ce_test: CeSet
     micro_batch: int
 
-    def ce(self, model: torch.nn.Module, name: str) -> dict[str, float]:
+    def ce(self, model: torch.nn.Module, name: str) -> dict[str, Any]:
         return env_ce(model, self.ce_val if name == "val" else self.ce_test, self.tokenizer, self.micro_batch)
 
-    def split(self, model: torch.nn.Module, name: str) -> dict[str, Any]:
+    def policy(self, model: torch.nn.Module, name: str) -> dict[str, Any]:
         seeds = self.seeds.val if name == "val" else self.seeds.test
-        return {"env_ce": self.ce(model, name), "policy": policy_success(self.runner, model, {name: seeds})[name]}
+        return policy_success(self.runner, model, {name: seeds})[name]
+
+    def split(self, model: torch.nn.Module, name: str) -> dict[str, Any]:
+        return {"env_ce": self.ce(model, name), "policy": self.policy(model, name)}
 
 
 def run_key(arm: str, lam: float | None) -> str:
@@ -76,8 +77,8 @@ def run_key(arm: str, lam: float | None) -> str:
 
 
 def curve_steps(cfg: DemoConfig) -> list[int]:
-    """The RL steps with a curve point (validation of every run; test of the chosen arms): every ``eval_every``
-    steps and the last."""
+    """The RL steps with a curve point (validation env CE of every run; test env CE of the arms, and test success
+    at the last): every ``eval_every`` steps and the last."""
     return [s for s in range(1, cfg.rl_steps + 1) if s % cfg.eval_every == 0 or s == cfg.rl_steps]
 
 
@@ -92,29 +93,42 @@ def rl_run(
     rl_seed: int,
     schedule: list[list[int]],
     bar: Any,
+    replay: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
-    """One arm at one λ and RL seed from the start weights and AdamW state; returns its log, validation curve and
-    the weights at every curve point."""
+    """One arm at one λ and RL seed from the start weights with a fresh AdamW (RL does not replay SFT's moments).
+
+    GRPO and GRPO + ECHO sample their own rollouts (the λ = 0 run keeps its rollouts: ``rollouts``); direct CE
+    trains on ``replay``, the GRPO run's rollouts of the same seed and step, so that its own drifting policy never
+    decides what it learns from. Returns the log, the validation env CE at every curve point, the final greedy
+    validation policy (what the λ rule reads) and the weights at every curve point."""
     model.load_state_dict(start["state"])
     objective = arm_config(arm, lam)
     opt = make_optimizer(model, cfg.rl_lr)
-    opt.load_state_dict(copy.deepcopy(start["optimizer"]))  # continue the start's AdamW moments at the RL rate
-    for g in opt.param_groups:
-        g["lr"] = cfg.rl_lr
     gen = torch.Generator().manual_seed(rl_seed + 1)
     torch.manual_seed(rl_seed + 2)
     train_log: list[dict[str, Any]] = []
-    evals = [{"step": 0, "val": start["val"]}]
+    evals: list[dict[str, Any]] = [{"step": 0, "val_env_ce": start["val"]["env_ce"]}]
     states: dict[int, dict[str, torch.Tensor]] = {}
+    rollouts: list[list[Any]] = []
     points = set(curve_steps(cfg))
     for step in range(1, cfg.rl_steps + 1):
-        batch_seeds = [s for s in schedule[step - 1] for _ in range(cfg.rl_group)]
-        results = ev.runner.run(model, batch_seeds, temperature=cfg.temperature, generator=gen)
+        if arm == "direct_ce":
+            if replay is None:
+                raise ValueError("direct CE trains on the GRPO run's rollouts: pass them as replay")
+            sequences, rewards, out = replay[step - 1], [0.0] * len(replay[step - 1]), None
+        else:
+            batch_seeds = [s for s in schedule[step - 1] for _ in range(cfg.rl_group)]
+            results = ev.runner.run(model, batch_seeds, temperature=cfg.temperature, generator=gen)
+            sequences, rewards = [r.sequence for r in results], [r.reward for r in results]
+            out = outcome_stats(results)
+            out.pop("per_world_reward")
+            if lam == 0.0:
+                rollouts.append(sequences)
         stats = rl_step(
             model,
             opt,
-            [r.sequence for r in results],
-            [r.reward + SUBMIT_BONUS * r.submitted for r in results],
+            sequences,
+            rewards,
             cfg.rl_group,
             objective,
             tok,
@@ -123,22 +137,17 @@ def rl_run(
             temperature=cfg.temperature,
             advantage=cfg.advantage,
         )
-        out = outcome_stats(results)
-        train_log.append(
-            {
-                "step": step,
-                "seeds": schedule[step - 1],
-                "reward_mean": out["mean_reward"],
-                "shaped_reward_mean": out["mean_reward"] + SUBMIT_BONUS * out["submitted"],
-                **{k: v for k, v in out.items() if k != "mean_reward"},
-                **stats,
-            }
-        )
+        row: dict[str, Any] = {"step": step, "seeds": schedule[step - 1], **stats}
+        if out is not None:
+            row |= {"reward_mean": out["mean_reward"], **{k: v for k, v in out.items() if k != "mean_reward"}}
+        train_log.append(row)
         if step in points:
-            evals.append({"step": step, "val": ev.split(model, "val")})
+            evals.append({"step": step, "val_env_ce": ev.ce(model, "val")})
             states[step] = copy.deepcopy(model.state_dict())
-        bar.set_postfix(run=f"{run_key(arm, lam)} seed {rl_seed}", step=step, reward=f"{out['mean_reward']:.2f}")
+        bar.set_postfix(run=f"{run_key(arm, lam)} seed {rl_seed}", step=step)
         bar.update(1)
+    if arm != "direct_ce":
+        evals[-1]["val_policy"] = ev.policy(model, "val")
     return {
         "arm": arm,
         "lambda": lam if arm != "direct_ce" else None,
@@ -149,16 +158,49 @@ def rl_run(
         "updates": sum(t["skipped"] == 0.0 for t in train_log),
         "policy_updates": sum(t["groups_with_reward_variance"] > 0 for t in train_log),
         "states": states,
+        "rollouts": rollouts,
     }
+
+
+START_FIELDS = (
+    "env",
+    "model",
+    "seed",
+    "n_train",
+    "n_val",
+    "task_kinds",
+    "max_env_steps",
+    "max_context",
+    "max_action_tokens",
+    "vocab_size",
+    "generic_steps",
+    "generic_batch",
+    "generic_len",
+    "generic_lr",
+    "generic_warmup",
+    "sft_steps",
+    "sft_batch",
+    "sft_lr",
+    "sft_warmup",
+    "sft_replay",
+    "sft_teacher",
+    "sft_eval_every",
+    "micro_batch",
+)
+"""The settings the start checkpoint depends on (its stored copy is reused whenever they match)."""
+
+
+def start_key(cfg: DemoConfig) -> str:
+    d = cfg.to_dict()
+    return json.dumps({k: d[k] for k in START_FIELDS} | {"n_test": d["n_test"]}, sort_keys=True)
 
 
 def resume_key(cfg: DemoConfig) -> str:
     """What a stored checkpoint must match to be reused: every setting except where output goes, how it is shown,
     the thread count and how many seeds are planned."""
     d = cfg.to_dict()
-    for k in ("out", "progress", "threads", "n_seeds"):
+    for k in ("out", "progress", "threads", "n_seeds", "sweep_seeds"):
         d.pop(k)
-    d["submit_bonus"] = SUBMIT_BONUS
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)
 
@@ -177,7 +219,7 @@ def _load(path: Path, key: str) -> Any:
 
 
 def _strip(run: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in run.items() if k != "states"}
+    return {k: v for k, v in run.items() if k not in ("states", "rollouts")}
 
 
 def train_start(
@@ -191,11 +233,11 @@ def train_start(
 ) -> dict[str, Any]:
     """The start checkpoint of every arm: generic pretraining (skipped for a pretrained model), then SFT on the
     expert's actions; its weights, AdamW state, and figures after each phase."""
+    chunks = pack_chunks(tok, generic.texts, cfg.generic_len)
     if cfg.model == "smollm2":
         gen_phase = None
         opt = None
     else:
-        chunks = pack_chunks(tok, generic.texts, cfg.generic_len)
         g = pretrain_generic(
             model,
             chunks,
@@ -217,6 +259,10 @@ def train_start(
             "after": {"val_env_ce": ev.ce(model, "val"), "test_env_ce": ev.ce(model, "test")},
         }
     clock.lap("start_generic_pretraining")
+    teacher = None
+    if cfg.sft_teacher > 0:  # the pretrained LM, frozen: SFT keeps the model's non-action predictions close to it
+        teacher = copy.deepcopy(model).eval()
+        teacher.requires_grad_(False)
     picks: list[dict[str, Any]] = []
     best: dict[str, Any] = {}
 
@@ -225,12 +271,7 @@ def train_start(
         val = policy_success(ev.runner, model, {"val": ev.seeds.val})["val"]
         picks.append({"step": step, "val_policy": val})
         if not best or val["mean_reward"] >= best["val_policy"]["mean_reward"]:
-            best.update(
-                step=step,
-                val_policy=val,
-                state=copy.deepcopy(model.state_dict()),
-                optimizer=copy.deepcopy(sft_opt.state_dict()),
-            )
+            best.update(step=step, val_policy=val, state=copy.deepcopy(model.state_dict()))
 
     s = sft_actions(
         model,
@@ -246,17 +287,24 @@ def train_start(
         checkpoint=keep_best,
         checkpoint_every=cfg.sft_eval_every,
         progress=cfg.progress,
+        replay=chunks if cfg.sft_replay else None,
+        replay_batch=cfg.sft_replay,
+        teacher=teacher,
+        teacher_weight=cfg.sft_teacher,
     )
     model.load_state_dict(best["state"])
     clock.lap("start_sft")
     start = {
         "state": best["state"],
-        "optimizer": best["optimizer"],
         "generic": gen_phase,
         "sft": {
             "steps": cfg.sft_steps,
             "batch": f"{cfg.sft_batch} expert episodes",
             "lr": cfg.sft_lr,
+            "generic_replay_chunks_per_step": cfg.sft_replay,
+            "teacher_kl_weight": cfg.sft_teacher,
+            "teacher": "the generic-pretrained model, frozen: KL(teacher || model) on every target that is not an "
+            "action token (env text stays an input; no env token is ever a target)",
             "losses": s.losses,
             "tokens_seen": s.tokens,
             "action_tokens_trained": s.targets,
@@ -295,7 +343,9 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "validation": seeds.val,
             "test": seeds.test,
             "rl": cfg.rl_seeds,
-            "note": "disjoint ranges; a world is a pure function of its seed; rl: training seeds of every arm",
+            "sweep": cfg.sweep_rl_seeds,
+            "note": "disjoint ranges; a world is a pure function of its seed; rl: the RL seeds of every arm (test); "
+            "sweep: the RL seeds that run every λ on validation (the λ rule reads them)",
         },
         "versions": {
             "python": platform.python_version(),
@@ -305,10 +355,15 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "torch_threads": cfg.threads,
         },
         "rl": {
-            "reward_for_advantages": f"the env's reward + {SUBMIT_BONUS} if the episode answered",
-            "reported_reward": "the env's, unshaped",
+            "reward": "the env's own (no shaping)",
+            "advantages": f"{cfg.advantage} within each group; groups without reward variance get no policy term "
+            "(their env term stays)",
             "group": f"{cfg.rl_group} samples of one world, {cfg.rl_prompts} worlds per step",
             "temperature": cfg.temperature,
+            "optimizer": f"a fresh AdamW (0.9, 0.95), lr {cfg.rl_lr:g} constant, grad clip 1.0, for every run: RL "
+            "does not continue SFT's moments",
+            "direct_ce": "env-token CE only, on the rollouts the GRPO run of the same RL seed sampled at the same step "
+            "(a sampler that CE training cannot degrade)",
             "curve_steps": curve_steps(cfg),
         },
     }
@@ -323,15 +378,16 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
         console.print(f"[bold]{env.name} env[/] server: {server_desc} at {url}")
         progress = cfg.progress
         steps = cfg.env_steps
-        train_ex = expert_episodes(url, env, seeds.train, steps, progress=progress, desc="expert (train)")
-        val_ex = expert_episodes(url, env, seeds.val, steps, progress=progress, desc="expert (val)")
-        test_ex = expert_episodes(url, env, seeds.test, steps, progress=progress, desc="expert (test)")
+        kinds = cfg.kinds
+        train_ex = expert_episodes(url, env, seeds.train, steps, kinds=kinds, progress=progress, desc="expert (train)")
+        val_ex = expert_episodes(url, env, seeds.val, steps, kinds=kinds, progress=progress, desc="expert (val)")
+        test_ex = expert_episodes(url, env, seeds.test, steps, kinds=kinds, progress=progress, desc="expert (test)")
         clock.lap("expert_episodes")
         model, tok, model_info = build_policy(cfg, env, generic, train_ex)
         train_seqs = [tokenize_trajectory(t, tok) for t in train_ex]
-        seen = training_lines(train_ex)
-        ce_val = build_ce_set("validation", seeds.val, val_ex, tok, seen)
-        ce_test = build_ce_set("test", seeds.test, test_ex, tok, seen)
+        seen, shapes = training_lines(train_ex), training_shapes(train_ex)
+        ce_val = build_ce_set("validation", seeds.val, val_ex, tok, seen, shapes)
+        ce_test = build_ce_set("test", seeds.test, test_ex, tok, seen, shapes)
         clock.lap("tokenizer_and_model")
         lengths = [len(s) for s in train_seqs]
         report["environment"] = {
@@ -339,10 +395,17 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "server": server_desc,
             "transport": "EnvClient over WebSocket",
             "reset_options": {"max_steps": steps},
+            "task_distribution": (
+                f"{env.kind_option} ∈ {{{', '.join(kinds)}}}, equally often ({env.kind_option} = kinds[seed mod "
+                f"{len(kinds)}], a reset option)"
+                if kinds
+                else "the env's own"
+            ),
             "system_prompt": messages(env)[0]["content"],
         }
         report["model"] = model_info
         novelty = verbatim_overlap(train_ex, test_ex)
+        novelty.update(structural_overlap(train_ex, test_ex))
         if env.name == "terminal":
             novelty.update(hostnames_seen(seeds.train, seeds.test))
         report["data"] = {
@@ -355,7 +418,9 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
                     "env_tokens": c.env_tokens,
                     "warning_tokens": c.counts["warning"],
                     "novel_line_tokens": c.novel_tokens,
+                    "novel_structural_tokens": c.counts["novel_structural"],
                     "env_bytes": c.env_bytes,
+                    "per_world_tokens": world_tokens(c),
                 }
                 for c in (ce_val, ce_test)
             },
@@ -373,15 +438,16 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             max_env_steps=steps,
             max_context=cfg.max_context,
             max_action_tokens=cfg.max_action_tokens,
+            kinds=kinds,
         )
         ev = Evaluator(runner, tok, seeds, ce_val, ce_test, cfg.micro_batch)
         try:
             # -- the start checkpoint (resumed from OUT/checkpoints if it is there) and the reference lines ------
             start_file = store / "start.pt"
-            start = _load(start_file, key)
+            start = _load(start_file, start_key(cfg))
             if start is None:
                 start = train_start(cfg, model, tok, generic, train_seqs, ev, clock)
-                _save(start_file, key, start)
+                _save(start_file, start_key(cfg), start)
             model.load_state_dict(start["state"])
             refs = reference_lines(
                 env_targets(train_seqs, tok),
@@ -392,23 +458,26 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             clock.lap("references")
             report["start_checkpoint"] = {
                 "what": "every arm's step 0: generic LM pretraining, then SFT on the train seeds' expert episodes "
-                "with the action tokens as the only targets",
+                "with the action tokens as the only targets"
+                + (f", with {cfg.sft_replay} generic-text chunks of LM replay per step" if cfg.sft_replay else "")
+                + (
+                    f", with KL to the frozen pretrained model (weight {cfg.sft_teacher:g}) on every non-action target"
+                    if cfg.sft_teacher
+                    else ""
+                ),
                 "generic_pretraining": start["generic"],
                 "sft": start["sft"],
                 "optimizer": "AdamW (0.9, 0.95), no weight decay, each phase warm-up then cosine to 10 %; SFT "
-                "continues the generic phase's moments and every RL arm continues SFT's, at its own learning rate",
+                "continues the generic phase's moments; every RL run starts a fresh AdamW",
                 "after": {"step": 0, "val": start["val"], "test": start["test"]},
             }
             report["baselines"] = {
-                "uniform": refs["uniform"],
-                "unigram": refs["unigram"],
-                "bigram": refs["bigram"],
+                **{k: refs[k] for k in REFERENCES},
                 "start": start["test"]["env_ce"]["nats_per_token"],
                 "unit": "nats/token on the test env-CE targets (env_output)",
                 "validation": {
                     "uniform": refs["uniform"],
-                    "unigram": min(refs["smoothing"]["unigram_validation_nats"].values()),
-                    "bigram": min(refs["smoothing"]["bigram_validation_nats"].values()),
+                    **{k: refs["smoothing"][f"{k}_validation_best"] for k in REFERENCES if k != "uniform"},
                     "start": start["val"]["env_ce"]["nats_per_token"],
                 },
                 "smoothing": refs["smoothing"],
@@ -416,47 +485,57 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             }
             b = report["baselines"]
             console.print(
-                f"references (test env CE, nats/token): uniform {b['uniform']:.3f}, unigram {b['unigram']:.3f}, "
-                f"bigram {b['bigram']:.3f}, start checkpoint {b['start']:.3f}; start success "
-                f"{start['test']['policy']['success']:.3f}"
+                "references (test env CE, nats/token): "
+                + ", ".join(f"{k} {b[k]:.3f}" for k in REFERENCES)
+                + f"; start {b['start']:.3f}"
             )
 
-            # -- every RL run: the sweep seeds run every λ, λ is chosen on their validation figures, the other
-            # seeds run λ = 0, the chosen λ and direct CE. Each finished run is stored in OUT/checkpoints (a rerun
-            # of the same command, or with more --seeds, resumes), and the report is rewritten after every seed.
-            runs: list[dict[str, Any]] = []
-            n_runs = (len(cfg.lambdas) + 1) * cfg.sweep_seeds + 3 * (cfg.n_seeds - cfg.sweep_seeds)
-            bar = tqdm(total=n_runs * cfg.rl_steps, desc="RL steps (all runs)", disable=not progress)
-            selection: dict[str, Any] = {}
-            for k, rl_seed in enumerate(cfg.rl_seeds):
-                lams = cfg.lambdas if k < cfg.sweep_seeds else (0.0, selection["chosen"])
-                plan = [("grpo" if lam == 0 else "grpo_echo", lam) for lam in lams] + [("direct_ce", 1.0)]
-                rng = random.Random(rl_seed)
-                schedule = [rng.sample(seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
-                for arm, lam in plan:
-                    run_file = store / f"run-{run_key(arm, lam)}-seed{rl_seed}.pt"
-                    run = _load(run_file, key)
-                    if run is None:
-                        run = rl_run(cfg, model, tok, ev, start, arm, lam, rl_seed, schedule, bar)
-                        _save(run_file, key, run)
-                    else:
-                        bar.update(cfg.rl_steps)
-                    runs.append(run)
+            # -- every RL run. The sweep seeds run every λ (validation: the λ rule reads them); then each arm seed
+            # runs λ = 0, the chosen λ and direct CE (on the λ = 0 run's rollouts) and is evaluated on test. Each
+            # finished run is stored in OUT/checkpoints (a rerun, or one with more --seeds, resumes), and the
+            # report is rewritten after every arm seed.
+            runs: dict[str, dict[str, Any]] = {}
+            plan_sweep = [(s, lam) for s in cfg.sweep_rl_seeds for lam in cfg.lambdas]
+            bar = tqdm(total=None, desc="RL steps (all runs)", disable=not progress)
+
+            def get(arm: str, lam: float, rl_seed: int) -> dict[str, Any]:
+                name = f"run-{run_key(arm, lam)}-seed{rl_seed}"
+                if name in runs:
+                    return runs[name]
+                run: dict[str, Any] | None = _load(store / f"{name}.pt", key)
+                if run is None:
+                    rng = random.Random(rl_seed)
+                    schedule = [rng.sample(seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
+                    replay = get("grpo", 0.0, rl_seed)["rollouts"] if arm == "direct_ce" else None
+                    run = rl_run(cfg, model, tok, ev, start, arm, lam, rl_seed, schedule, bar, replay)
+                    _save(store / f"{name}.pt", key, run)
                     clock.lap(f"rl_{arm}")
-                if k + 1 == cfg.sweep_seeds:
-                    selection = choose_lambda(runs, cfg.lambdas)
-                    console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
-                if selection:  # the chosen arms' test curves, once per arm and seed
-                    for r in runs:
-                        if r["lambda"] == _chosen(selection)[r["arm"]] and "final" not in r:
-                            r["test_curve"] = [{"step": 0, "test": start["test"]}]
-                            for step, state in sorted(r["states"].items()):
-                                model.load_state_dict(state)
-                                r["test_curve"].append({"step": step, "test": ev.split(model, "test")})
-                            r["final"] = {"step": cfg.rl_steps, "val": r["evals"][-1]["val"], **r["test_curve"][-1]}
-                            _save(store / f"run-{run_key(r['arm'], r['lambda'])}-seed{r['seed']}.pt", key, r)
-                    clock.lap("test_eval")
-                    write_report(report, runs, selection, cfg, clock, out, complete=k + 1 == cfg.n_seeds)
+                runs[name] = run
+                return run
+
+            for rl_seed, lam in plan_sweep:
+                get("grpo" if lam == 0 else "grpo_echo", lam, rl_seed)
+            selection = choose_lambda(list(runs.values()), cfg.lambdas, cfg.sweep_rl_seeds)
+            console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
+            chosen = _chosen(selection)
+            done: list[dict[str, Any]] = []
+            for k, rl_seed in enumerate(cfg.rl_seeds):
+                for arm in ARMS:
+                    name = f"run-{run_key(arm, chosen[arm])}-seed{rl_seed}"
+                    lam_arm = chosen[arm]
+                    r = get(arm, 1.0 if lam_arm is None else lam_arm, rl_seed)
+                    if "test_curve" not in r:
+                        r["test_curve"] = [{"step": 0, "test": start["test"]}]
+                        for step, state in sorted(r["states"].items()):  # success (costly) at the final step
+                            model.load_state_dict(state)
+                            test = ev.split(model, "test") if step == cfg.rl_steps else {"env_ce": ev.ce(model, "test")}
+                            r["test_curve"].append({"step": step, "test": test})
+                        r["final"] = {"step": cfg.rl_steps, **r["test_curve"][-1]}
+                        _save(store / f"{name}.pt", key, r)
+                        clock.lap("test_eval")
+                    done.append(r)
+                sweep_runs = [r for r in runs.values() if all(r is not d for d in done)]
+                write_report(report, done, sweep_runs, selection, cfg, clock, out, complete=k + 1 == cfg.n_seeds)
             bar.close()
         finally:
             runner.close()
@@ -470,20 +549,22 @@ def _chosen(selection: dict[str, Any]) -> dict[str, float | None]:
 
 def write_report(
     report: dict[str, Any],
-    all_runs: list[dict[str, Any]],
+    arm_runs: list[dict[str, Any]],
+    sweep_runs: list[dict[str, Any]],
     selection: dict[str, Any],
     cfg: DemoConfig,
     clock: Clock,
     out: Path,
     complete: bool,
 ) -> None:
-    """The report of the seeds finished so far (``status.complete`` says whether every planned seed is in)."""
+    """The report of the arm seeds finished so far (``status.complete`` says whether every planned seed is in),
+    with its summary, tables, plot and verdict."""
     report = dict(report)
-    runs = [_strip(r) for r in all_runs]
+    runs = [_strip(r) for r in arm_runs]
     chosen = _chosen(selection)
     report["status"] = {
         "complete": complete,
-        "rl_seeds_done": sorted({r["seed"] for r in runs if "final" in r}),
+        "rl_seeds_done": sorted({r["seed"] for r in runs}),
         "rl_seeds_planned": cfg.rl_seeds,
     }
     report["lambda_selection"] = selection
@@ -491,17 +572,13 @@ def write_report(
         arm: {
             "label": ARM_LABELS[arm],
             "lambda": chosen[arm],
-            "objective": next(r["objective"] for r in runs if r["arm"] == arm and r["lambda"] == chosen[arm]),
+            "objective": next(r["objective"] for r in runs if r["arm"] == arm),
             "checkpoint": "the final RL step (the same rule for every arm; nothing chosen on test)",
-            "seeds": [r for r in runs if r["arm"] == arm and r["lambda"] == chosen[arm] and "final" in r],
+            "seeds": sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"]),
         }
         for arm in ARMS
     }
-    report["sweep_runs"] = [{k: v for k, v in r.items() if k not in ("objective",)} for r in runs if "final" not in r]
-    summarize(report)
+    report["sweep_runs"] = [{k: v for k, v in _strip(r).items() if k != "objective"} for r in sweep_runs]
     report["timings_s"] = {**clock.phases, "total": clock.total(), "cpu_total": clock.cpu()}
     report["load_average"] = clock.load()
-    plot_report(report, out / PLOT_NAME)
-    report["plots"] = [PLOT_NAME]
-    (out / "report.json").write_text(json.dumps(report, indent=1))
-    (out / "summary.md").write_text(summary_markdown(report))
+    render_run(report, out)

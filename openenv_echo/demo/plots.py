@@ -1,5 +1,5 @@
-"""The demo's figure: held-out curves of the three arms against the references, the λ sweep on validation, the
-final held-out figures per seed, and the start checkpoint's training (matplotlib, Agg backend)."""
+"""The demo's figure: held-out curves of the three arms against the references, the λ sweep on validation, direct
+CE's flattening, the final held-out success, and the start checkpoint's training (matplotlib, Agg backend)."""
 
 from __future__ import annotations
 
@@ -9,29 +9,23 @@ from typing import Any
 from .config import ARM_LABELS
 
 COLORS = {"grpo": "#7f7f7f", "grpo_echo": "#d62728", "direct_ce": "#1f77b4"}
-REF_STYLE = {"uniform": "-", "unigram": ":", "bigram": "-.", "start": "--"}
-REF_COLOR = {"uniform": "#bbbbbb", "unigram": "black", "bigram": "black", "start": "black"}
+REF_STYLE = {"uniform": "-", "unigram": ":", "bigram": "-.", "trigram": (0, (3, 1, 1, 1, 1, 1)), "fourgram": "--"}
+REF_COLOR = {"uniform": "#bbbbbb", "unigram": "black", "bigram": "black", "trigram": "#555555", "fourgram": "#555555"}
 
 
 def _band(ax: Any, rows: list[dict[str, Any]], key: str, color: str | None, label: str) -> None:
-    """Mean line and 95% band over seeds (no band with one seed)."""
+    """Point line and 95% band (``[point, low, high]`` per row that has ``key``)."""
+    rows = [r for r in rows if key in r]
     steps = [r["step"] for r in rows]
-    ax.plot(steps, [r[key]["mean"] for r in rows], marker="o", color=color, label=label)
-    if all(r[key].get("ci95") is not None for r in rows):
-        ax.fill_between(
-            steps,
-            [r[key]["ci95"][0] for r in rows],
-            [r[key]["ci95"][1] for r in rows],
-            color=color,
-            alpha=0.18,
-            linewidth=0,
-        )
+    ax.plot(steps, [r[key][0] for r in rows], marker="o", color=color, label=label)
+    ax.fill_between(steps, [r[key][1] for r in rows], [r[key][2] for r in rows], color=color, alpha=0.18, lw=0)
 
 
 def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
-    """2x3 panels. Top: held-out (test) env CE and success per RL step (mean and 95% band over seeds; references
-    as lines), the λ sweep on validation. Bottom: final test env CE change per seed, test success with binomial
-    intervals, the start checkpoint's two training phases."""
+    """2x3 panels. Top: held-out (test) env CE and success per RL step (bootstrap 95% bands over worlds × seeds;
+    references and the start as lines), the λ sweep on validation. Bottom: validation env CE per RL step (the λ
+    sweep's means and direct CE: is it flat?), final held-out success per arm with the start, the start
+    checkpoint's two training phases."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,16 +34,15 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     fig, ax = plt.subplots(2, 3, figsize=(15, 8))
     arms: dict[str, Any] = report["arms"]
     b = report["baselines"]
+    start = report["comparisons"]["start"]
     for arm, data in arms.items():
         label = ARM_LABELS.get(arm, arm) + (f" (λ = {data['lambda']:g})" if arm == "grpo_echo" else "")
         _band(ax[0, 0], data["curve"], "env_ce", COLORS.get(arm), label)
         _band(ax[0, 1], data["curve"], "success", COLORS.get(arm), label)
-    for name in ("start", "uniform", "unigram", "bigram"):
-        ax[0, 0].axhline(
-            b[name], color=REF_COLOR[name], linestyle=REF_STYLE[name], linewidth=1, label=f"{name} {b[name]:.2f}"
-        )
-    start_policy = report["start_checkpoint"]["after"]["test"]["policy"]
-    ax[0, 1].axhline(start_policy["success"], color="black", linestyle="--", linewidth=1, label="start")
+    for name in REF_STYLE:
+        ax[0, 0].axhline(b[name], color=REF_COLOR[name], ls=REF_STYLE[name], lw=1, label=f"{name} {b[name]:.2f}")
+    ax[0, 0].axhline(start["env_ce"][0], color="green", ls="--", lw=1, label=f"start {start['env_ce'][0]:.2f}")
+    ax[0, 1].axhline(start["success"][0], color="green", ls="--", lw=1, label="start")
     ax[0, 0].legend(fontsize=7, ncol=2)
     ax[0, 1].legend(fontsize=7)
 
@@ -63,7 +56,7 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     succ_val = [r["success"] for r in sel["validation"]]
     twin.errorbar(
         xs,
-        [s["mean"] for s in succ_val],
+        [x["mean"] for x in succ_val],
         yerr=_err(succ_val),
         marker="s",
         color="#2ca02c",
@@ -77,21 +70,43 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     ax[0, 2].legend(fontsize=7, loc="upper left")
     twin.legend(fontsize=7, loc="upper right")
 
+    for r in sel["validation"]:
+        lam = r["lambda"]
+        color = COLORS["grpo"] if lam == 0 else COLORS["grpo_echo"]
+        alpha = 1.0 if lam in (0, sel["chosen"]) else 0.35
+        ax[1, 0].plot(
+            [p["step"] for p in r["curve"]],
+            [p["env_ce"] for p in r["curve"]],
+            marker=".",
+            color=color,
+            alpha=alpha,
+            label=f"λ = {lam:g}",
+        )
+    flat = report["comparisons"]["direct_ce_flattening"]
+    ax[1, 0].plot(
+        [p["step"] for p in flat["validation_curve"]],
+        [p["env_ce"] for p in flat["validation_curve"]],
+        marker="o",
+        color=COLORS["direct_ce"],
+        label=f"direct CE ({'flat' if flat['flattened'] else 'not flat'})",
+    )
+    ax[1, 0].axhline(report["baselines"]["validation"]["fourgram"], color="#555555", ls="--", lw=1, label="4-gram")
+    ax[1, 0].legend(fontsize=7, ncol=2)
     names = list(arms)
-    tce = [arms[a]["summary"]["test_env_ce_change"] for a in names]
-    ax[1, 0].errorbar(range(len(names)), [c["mean"] for c in tce], yerr=_err(tce), fmt="o", capsize=4, color="black")
-    for i, a in enumerate(names):
-        ax[1, 0].scatter([i] * len(tce[i]["per_seed"]), tce[i]["per_seed"], color=COLORS.get(a), alpha=0.6, zorder=3)
-    ax[1, 0].axhline(0.0, color="black", linestyle=REF_STYLE["start"], linewidth=1, label=f"start {b['start']:.3f}")
-    ax[1, 0].set_xticks(range(len(names)), [ARM_LABELS.get(a, a) for a in names], fontsize=8)
-    ax[1, 0].legend(fontsize=7)
-    succ = [arms[a]["summary"]["test_success"] for a in names]
-    lo = [s["mean"] - s["binomial_ci95"][0] for s in succ]
-    hi = [s["binomial_ci95"][1] - s["mean"] for s in succ]
-    ax[1, 1].errorbar(range(len(names)), [s["mean"] for s in succ], yerr=[lo, hi], fmt="o", capsize=4, color="black")
-    ax[1, 1].axhline(start_policy["success"], color="black", ls="--", lw=1)
+    succ = [arms[a]["summary"]["success"] for a in names]
+    ax[1, 1].errorbar(
+        range(len(names)),
+        [x[0] for x in succ],
+        yerr=[[x[0] - x[1] for x in succ], [x[2] - x[0] for x in succ]],
+        fmt="o",
+        capsize=4,
+        color="black",
+    )
+    ax[1, 1].axhspan(start["success"][1], start["success"][2], color="green", alpha=0.15, label="start (95 %)")
+    ax[1, 1].axhline(start["success"][0], color="green", ls="--", lw=1)
     ax[1, 1].set_xticks(range(len(names)), [ARM_LABELS.get(a, a) for a in names], fontsize=8)
     ax[1, 1].set_ylim(-0.03, 1.03)
+    ax[1, 1].legend(fontsize=7)
     sc = report["start_checkpoint"]
     gen = sc.get("generic_pretraining")
     offset = 0
@@ -104,11 +119,11 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     ax[1, 2].plot(range(offset + 1, offset + len(sft) + 1), sft, color="black", label="SFT, action tokens")
     ax[1, 2].legend(fontsize=7)
     titles = [
-        ("held-out env CE per RL step (test; 95% band over seeds)", "nats / env_output token", "RL step"),
-        ("held-out success per RL step (test, greedy)", "share with reward 1", "RL step"),
+        ("held-out env CE per RL step (test; 95% band)", "nats / env_output token", "RL step"),
+        ("held-out success per RL step (test, greedy; 95% band)", "share with reward 1", "RL step"),
         ("λ sweep of GRPO + ECHO (validation, final step)", "nats / env_output token", "λ (shaded: chosen)"),
-        ("held-out env CE − start, final step (dots: seeds)", "Δ nats / env_output token", ""),
-        ("held-out success (binomial 95% CI; dashed: start)", "share with reward 1", ""),
+        ("validation env CE per RL step (sweep means, direct CE)", "nats / env_output token", "RL step"),
+        ("held-out success, final step (95%; green: start)", "share with reward 1", ""),
         ("start checkpoint: generic pretraining, then SFT", "NLL per target token", "training step"),
     ]
     for a, (t, y, x) in zip(ax.flat, titles, strict=True):
@@ -122,13 +137,12 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     fig.suptitle(
         f"openenv-echo reference demo ({report['config']['mode']}, {report['environment']['name']} env): {m['kind']} "
         f"Llama {m['parameters'] / 1e6:.2f}M params, policy-sampled rollouts over HTTP/WS, "
-        f"{len(arms['grpo']['seeds'])} RL seed(s), λ = {sel['chosen']:g} chosen on validation, wall "
-        f"{report['timings_s']['total']:.0f} s",
+        f"{len(arms['grpo']['seeds'])} RL seed(s), λ = {sel['chosen']:g} chosen on validation",
         fontsize=10,
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, metadata={"Software": None})
     plt.close(fig)
     return path
 

@@ -61,16 +61,25 @@ def messages(env: DemoEnv) -> list[dict[str, str]]:
 
 
 def expert_episodes(
-    url: str, env: DemoEnv, seeds: list[int], max_env_steps: int, *, progress: bool = False, desc: str = "expert"
+    url: str,
+    env: DemoEnv,
+    seeds: list[int],
+    max_env_steps: int,
+    *,
+    kinds: tuple[str, ...] = (),
+    progress: bool = False,
+    desc: str = "expert",
 ) -> list[Trajectory]:
-    """One scripted expert episode per seed, recorded by the client (actions carry their text, no token ids)."""
+    """One scripted expert episode per seed (of the task distribution ``kinds``, see ``DemoEnv.reset_options``),
+    recorded by the client (actions carry their text, no token ids)."""
     from tqdm.auto import tqdm
 
     out: list[Trajectory] = []
     with EnvClient(url, env_name=env.name) as client:
         for seed in tqdm(seeds, desc=desc, disable=not progress, leave=False):
-            result = client.reset(seed=seed, messages=messages(env), max_steps=max_env_steps)
-            for action in env.expert(seed)[:max_env_steps]:
+            opts = env.reset_options(seed, kinds)
+            result = client.reset(seed=seed, messages=messages(env), max_steps=max_env_steps, **opts)
+            for action in env.expert(seed, opts.get(env.kind_option))[:max_env_steps]:
                 result = client.step(action, action_text=env.action_text(action))
                 if result.done:
                     break
@@ -141,9 +150,11 @@ class PolicyRunner:
         max_env_steps: int,
         max_context: int,
         max_action_tokens: int,
+        kinds: tuple[str, ...] = (),
         workers: int = 4,
     ) -> None:
         self.url = url
+        self.kinds = kinds
         self.env = env
         self.tokenizer = tokenizer
         self.max_env_steps = max_env_steps
@@ -184,7 +195,8 @@ class PolicyRunner:
             model.train(was_training)
 
     def _reset(self, e: Episode) -> None:
-        result = e.client.reset(seed=e.seed, messages=messages(self.env), max_steps=self.max_env_steps)
+        opts = self.env.reset_options(e.seed, self.kinds)
+        result = e.client.reset(seed=e.seed, messages=messages(self.env), max_steps=self.max_env_steps, **opts)
         e.pending = e.builder.start(messages(self.env), reset=result)
 
     def _step(self, e: Episode) -> None:

@@ -1,5 +1,5 @@
 """The reference demo end to end: server -> expert data -> tokenizer + model -> start checkpoint -> references ->
-RL arms over seeds and the λ sweep -> λ chosen on validation -> held-out curves -> report.
+the λ sweep on validation -> the arms on test -> report, tables, plot and verdict.
 
 Phases (wall time of each, and the machine's load average, go into ``report.json``):
 
@@ -7,15 +7,14 @@ Phases (wall time of each, and the machine's load average, go into ``report.json
    validation and test seeds through the client;
 2. train a ChatML byte-level BPE tokenizer on the generic corpus and the *train* episodes' text and build the model
    (or load SmolLM2);
-3. the start checkpoint, trained the way agents usually are: LM pretraining on generic text (the Python standard
-   library's docstrings), then SFT on the train episodes with the action tokens as the only targets; the reference
-   lines (uniform, unigram, bigram of the training env text, the start checkpoint) on the same held-out targets;
-4. for each RL seed, from the start weights and AdamW state, with the same prompt seeds, sampler seed and budget:
-   GRPO + ECHO at every λ of the sweep (λ = 0 is the GRPO arm) and the direct-CE arm: policy-sampled rollouts ->
-   TITO sequences -> ``echo_loss`` -> AdamW, with validation env CE and success at every curve point;
-5. λ chosen on validation (``choose_lambda``); the chosen arms evaluated on test at every curve point; per-seed
-   results, means with 95% intervals, the share of the start -> direct-CE gap each arm closes; ``report.json``,
-   ``summary.md`` and the PNG.
+3. the start checkpoint: LM pretraining on generic text (the Python standard library's docstrings), then SFT on the
+   train episodes with the action tokens as the only targets, kept a language model elsewhere (``sft_teacher``);
+   the reference lines (uniform, unigram to 4-gram of the training env text) on the same held-out targets;
+4. the λ sweep: on each sweep seed, GRPO + ECHO at every λ (λ = 0 is the GRPO arm), each from the start weights with
+   a fresh AdamW, on its own policy-sampled rollouts; λ chosen on their final validation figures (``choose_lambda``);
+5. for each arm seed: GRPO, GRPO + ECHO at the chosen λ and direct CE (on the GRPO run's rollouts), evaluated on
+   test at every curve point; per-world figures, paired worlds × seeds bootstrap intervals, the share of the start
+   -> direct-CE gap, the targets; ``report.json``, ``summary.md``, ``verdict.json`` and the PNG after every seed.
 """
 
 from __future__ import annotations

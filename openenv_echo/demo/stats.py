@@ -1,4 +1,13 @@
-"""Intervals for the demo's figures: Student-t 95% intervals over training seeds, Wilson intervals for success.
+"""Intervals for the demo's figures.
+
+* ``bootstrap``: the headline intervals. A two-level percentile bootstrap over **test worlds × RL seeds**, paired by
+  world (and by seed where two arms are compared): each replicate draws the worlds with replacement once, and the
+  seeds with replacement once, and applies both draws to every quantity of the comparison, so world sampling and
+  RL-seed variance are both in the interval and a difference keeps its pairing. The start checkpoint is one
+  evaluation on the same worlds, so it enters with the world draw only. Env CE is a ratio (nats over tokens of the
+  drawn worlds), success a mean over the drawn (seed, world) cells: replays of one world are never counted as
+  independent episodes.
+* ``mean_ci``: Student-t 95% intervals over seeds (validation figures of the λ sweep).
 
 Every interval is ``[low, high]``; with a single seed there is no spread to estimate, so ``ci95`` is ``None``.
 """
@@ -6,8 +15,14 @@ Every interval is ``[low, high]``; with a single seed there is no spread to esti
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+BOOTSTRAP_REPLICATES = 4000
+BOOTSTRAP_SEED = 20261126
 
 # two-sided 95% quantiles of Student's t by degrees of freedom (1..30); beyond 30 the normal 1.96 is within 2%
 _T975 = (
@@ -45,18 +60,59 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     return mean_ci([x - y for x, y in zip(a, b, strict=True)])
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> list[float]:
-    """Wilson score 95% interval of a binomial proportion."""
-    if n < 1 or not 0 <= successes <= n:
-        raise ValueError("need 0 <= successes <= n and n >= 1")
-    p = successes / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return [max(0.0, centre - half), min(1.0, centre + half)]
-
-
 def gap_closed(start: float, arm: float, reference: float) -> float | None:
     """Share of the start -> reference drop in env CE that an arm achieves (1 = as far as direct CE)."""
     gap = start - reference
     return None if gap <= 0 else (start - arm) / gap
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Per (seed, world) values of one quantity: ``num[s, w] / den[w]`` summed over drawn cells is the figure
+    (``den`` all ones: a mean of per-world values such as success; token counts: a per-token CE)."""
+
+    num: np.ndarray  # (S, W)
+    den: np.ndarray  # (W,)
+
+    @classmethod
+    def of(cls, num: Sequence[Sequence[float]] | Sequence[float], den: Sequence[float] | None = None) -> Cells:
+        a = np.asarray(num, dtype=np.float64)
+        if a.ndim == 1:
+            a = a[None, :]  # one evaluation (the start): the same values under every seed draw
+        d = np.ones(a.shape[1]) if den is None else np.asarray(den, dtype=np.float64)
+        if d.shape != (a.shape[1],):
+            raise ValueError("den must have one value per world")
+        return cls(a, d)
+
+    def point(self) -> float:
+        return float(self.num.sum(axis=1).mean() / self.den.sum())
+
+    def replicates(self, seed_w: np.ndarray, world_w: np.ndarray) -> np.ndarray:
+        """(B,) the figure under each replicate's seed weights (B, S) and world weights (B, W)."""
+        s = self.num.shape[0]
+        sw = seed_w if s == seed_w.shape[1] else np.ones((seed_w.shape[0], s))
+        top: np.ndarray = np.einsum("bs,sw,bw->b", sw, self.num, world_w) / sw.sum(axis=1)
+        out: np.ndarray = top / (world_w @ self.den)
+        return out
+
+
+def bootstrap(
+    fn: Callable[[dict[str, Any]], Any], cells: dict[str, Cells], replicates: int = BOOTSTRAP_REPLICATES
+) -> list[float]:
+    """``[point, low, high]`` of ``fn(figures)`` (``figures``: name -> figure of each ``Cells``; ``fn`` must work
+    on floats and elementwise on arrays, e.g. ``lambda f: f["echo"] - f["grpo"]``), with a 95% percentile interval
+    from the paired worlds × seeds bootstrap: every figure sees the same world and seed draws. Figures with several
+    seeds must share them (same count, same order); one-evaluation figures (the start) see the world draw only."""
+    worlds = {c.num.shape[1] for c in cells.values()}
+    seeds = {c.num.shape[0] for c in cells.values()} - {1}
+    if len(worlds) != 1 or len(seeds) > 1:
+        raise ValueError("paired figures need the same worlds and the same seeds")
+    w, s = worlds.pop(), (seeds.pop() if seeds else 1)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    world_w = rng.multinomial(w, np.full(w, 1 / w), size=replicates).astype(np.float64)
+    seed_w = rng.multinomial(s, np.full(s, 1 / s), size=replicates).astype(np.float64)
+    point = float(fn({k: c.point() for k, c in cells.items()}))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps = np.asarray(fn({k: c.replicates(seed_w, world_w) for k, c in cells.items()}), dtype=np.float64)
+    lo, hi = np.nanpercentile(reps, [2.5, 97.5])
+    return [point, float(lo), float(hi)]

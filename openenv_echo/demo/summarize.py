@@ -1,240 +1,260 @@
-"""From runs to figures: λ chosen on validation, per-arm means with 95% intervals, the share of the start ->
-direct-CE gap each arm closes, and the ECHO - GRPO differences (paired by RL seed)."""
+"""From runs to figures: λ chosen on validation, each arm's held-out figures with paired worlds × seeds bootstrap
+intervals (the start evaluated on the same worlds the same way), the share of the start -> direct-CE gap GRPO +
+ECHO closes, whether direct CE flattened, the issue's targets, and ``verdict.json``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .stats import gap_closed, mean_ci, paired_difference, wilson
+from .stats import Cells, bootstrap, mean_ci
+
+SUCCESS_MARGIN = 0.05
+"""The policy-cost margin: ECHO − GRPO success must stay above −0.05 (the λ rule's non-inferiority margin too)."""
 
 LAMBDA_RULE = (
-    "among λ > 0 whose mean validation reward at the final step is at least the λ = 0 (GRPO) run's, the lowest mean "
-    "validation env CE; if none qualifies, the highest mean validation reward (then lower env CE); validation split "
-    "only, means over RL seeds"
+    "among λ > 0 whose mean greedy validation success at the final RL step (mean over the sweep seeds) is at least "
+    f"GRPO's (λ = 0) minus {SUCCESS_MARGIN:g}, the lowest mean validation env CE; if none qualifies, the highest "
+    "mean validation success (then the lower env CE); validation split only"
 )
+FLAT_RULE = (
+    "direct CE has flattened when its mean validation env CE fell by less than 10 % of its total fall from the start "
+    "over the last quarter of the RL steps (from the last curve point at or before 3/4 of the steps to the end)"
+)
+FLAT_SHARE = 0.10
+CE_PARTS = {
+    "env_ce": "env_output",
+    "warning_env_ce": "warning",
+    "novel_env_ce": "novel",
+    "novel_structural_env_ce": "novel_structural",
+}
+"""Held-out env CE figures: env_output tokens (the headline, what ECHO trains on), warning tokens, env_output tokens
+on lines never seen verbatim in training, and on lines whose structure was never seen in training."""
 
 
 def _val(run: dict[str, Any]) -> dict[str, Any]:
-    val: dict[str, Any] = run["evals"][-1]["val"]
-    return val
+    last: dict[str, Any] = run["evals"][-1]
+    return last
 
 
-def choose_lambda(runs: list[dict[str, Any]], lambdas: tuple[float, ...] | list[float]) -> dict[str, Any]:
-    """``lambda_selection`` of the report: each λ's final validation figures (mean and interval over seeds), the
-    rule (``LAMBDA_RULE``) and the chosen λ. Only seeds that ran every λ count. Test numbers are never read."""
-    by_seed: dict[int, set[float]] = {}
-    for r in runs:
-        if r["arm"] != "direct_ce":
-            by_seed.setdefault(r["seed"], set()).add(r["lambda"])
-    sweep = {s for s, lams in by_seed.items() if set(lambdas) <= lams}
+def choose_lambda(
+    runs: list[dict[str, Any]], lambdas: tuple[float, ...] | list[float], sweep_seeds: list[int]
+) -> dict[str, Any]:
+    """``lambda_selection`` of the report: each λ's final validation figures over the sweep seeds (mean and
+    t interval), the rule (``LAMBDA_RULE``), the chosen λ and whether it is interior (a larger λ was swept and
+    rejected). Test numbers are never read."""
     rows: list[dict[str, Any]] = []
     for lam in lambdas:
-        rs = [r for r in runs if r["arm"] != "direct_ce" and r["lambda"] == lam and r["seed"] in sweep]
-        if not rs:
-            raise ValueError(f"no run for λ = {lam}")
+        rs = sorted(
+            (r for r in runs if r["arm"] != "direct_ce" and r["lambda"] == lam and r["seed"] in sweep_seeds),
+            key=lambda r: r["seed"],
+        )
+        if [r["seed"] for r in rs] != sorted(sweep_seeds):
+            raise ValueError(f"λ = {lam:g} has not run on every sweep seed")
         rows.append(
             {
                 "lambda": lam,
-                "env_ce": mean_ci([_val(r)["env_ce"]["nats_per_token"] for r in rs]),
-                "success": mean_ci([_val(r)["policy"]["success"] for r in rs]),
-                "mean_reward": mean_ci([_val(r)["policy"]["mean_reward"] for r in rs]),
-                "updates": mean_ci([r["updates"] for r in rs]),
+                "env_ce": mean_ci([_val(r)["val_env_ce"]["nats_per_token"] for r in rs]),
+                "success": mean_ci([_val(r)["val_policy"]["success"] for r in rs]),
+                "mean_reward": mean_ci([_val(r)["val_policy"]["mean_reward"] for r in rs]),
+                "submitted": mean_ci([_val(r)["val_policy"]["submitted"] for r in rs]),
                 "policy_updates": mean_ci([r["policy_updates"] for r in rs]),
                 "curve": [
                     {
                         "step": e["step"],
-                        "env_ce": sum(r["evals"][i]["val"]["env_ce"]["nats_per_token"] for r in rs) / len(rs),
-                        "success": sum(r["evals"][i]["val"]["policy"]["success"] for r in rs) / len(rs),
+                        "env_ce": sum(r["evals"][i]["val_env_ce"]["nats_per_token"] for r in rs) / len(rs),
                     }
                     for i, e in enumerate(rs[0]["evals"])
                 ],
             }
         )
-    base = next(r for r in rows if r["lambda"] == 0)["mean_reward"]["mean"]
+    base = next(r for r in rows if r["lambda"] == 0)["success"]["mean"]
     positive = [r for r in rows if r["lambda"] > 0]
-    eligible = [r for r in positive if r["mean_reward"]["mean"] >= base]
+    eligible = [r for r in positive if r["success"]["mean"] >= base - SUCCESS_MARGIN - 1e-12]
     if eligible:
         best = min(eligible, key=lambda r: (r["env_ce"]["mean"], r["lambda"]))
     else:
-        best = min(positive, key=lambda r: (-r["mean_reward"]["mean"], r["env_ce"]["mean"], r["lambda"]))
+        best = min(positive, key=lambda r: (-r["success"]["mean"], r["env_ce"]["mean"], r["lambda"]))
     return {
         "values": list(lambdas),
-        "seeds": sorted(sweep),
+        "seeds": sorted(sweep_seeds),
         "validation": rows,
         "rule": LAMBDA_RULE,
         "chosen": best["lambda"],
         "qualified": [r["lambda"] for r in eligible],
+        "interior": any(x > best["lambda"] for x in lambdas),
         "split": "validation",
     }
 
 
-def direct_drop(start_ce: float, direct: list[float]) -> dict[str, Any]:
-    """How far the direct-CE arm lowered held-out env CE from the start (per seed), and whether that drop is
-    *established*: its 95% interval lies above 0 (with one seed, no interval: the drop is positive). Only an
-    established drop is a gap worth taking shares of; otherwise ``gap_closed`` is not defined."""
-    drop = mean_ci([start_ce - d for d in direct])
-    ci = drop["ci95"]
-    established = drop["mean"] > 0 if ci is None else ci[0] > 0
-    return {**drop, "established": established}
+# -- held-out figures ---------------------------------------------------------------------------------------
+def _success(test: dict[str, Any]) -> list[float]:
+    return [1.0 if r >= 1.0 else 0.0 for r in test["policy"]["per_world_reward"]]
 
 
-CE_FIGURES = {
-    "env_ce": "nats_per_token",
-    "all_env_ce": "all_nats_per_token",
-    "warning_env_ce": "warning_nats_per_token",
-    "novel_env_ce": "novel_nats_per_token",
-}
-"""Held-out env CE figures of each arm: env_output tokens (the headline, what ECHO trains on), every observation-body
-token (env_output + warning), warning tokens only, and env_output tokens on lines never seen in training."""
+def _reward(test: dict[str, Any]) -> list[float]:
+    return [float(r) for r in test["policy"]["per_world_reward"]]
+
+
+def cells(report: dict[str, Any], tests: list[dict[str, Any]] | dict[str, Any], figure: str) -> Cells:
+    """The (seed, world) cells of one figure of test evaluations (a list: one per seed; a dict: one evaluation,
+    the start): ``success``, ``mean_reward`` or one of ``CE_PARTS``."""
+    many = tests if isinstance(tests, list) else [tests]
+    if figure == "success":
+        return Cells.of([_success(t) for t in many])
+    if figure == "mean_reward":
+        return Cells.of([_reward(t) for t in many])
+    part = CE_PARTS[figure]
+    den = report["data"]["env_ce_sets"]["test"]["per_world_tokens"][part]
+    return Cells.of([t["env_ce"]["per_world_nats"][part] for t in many], den)
+
+
+def _finals(arm: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s["final"]["test"] for s in sorted(arm["seeds"], key=lambda s: s["seed"])]
 
 
 def start_of(report: dict[str, Any]) -> dict[str, Any]:
-    """The start checkpoint's test figures (every arm's step 0)."""
+    """The start checkpoint's test evaluation (every arm's step 0)."""
     test: dict[str, Any] = report["start_checkpoint"]["after"]["test"]
     return test
 
 
-def _arm_summary(
-    seeds: list[dict[str, Any]], start: dict[str, Any], direct: list[float] | None, gap_ok: bool
-) -> dict[str, Any]:
-    tests = [s["final"]["test"] for s in seeds]
-    out: dict[str, Any] = {}
-    for name, field in CE_FIGURES.items():
-        xs = [t["env_ce"][field] for t in tests]
-        out[f"test_{name}"] = mean_ci(xs)
-        out[f"test_{name}_change"] = mean_ci([x - start["env_ce"][field] for x in xs])  # from the shared start
-    ce = out["test_env_ce"]["per_seed"]
-    n_test = int(tests[0]["policy"]["episodes"])
-    wins = sum(round(t["policy"]["success"] * n_test) for t in tests)
-    out |= {
-        "test_env_ce_per_byte": mean_ci([t["env_ce"]["nats_per_byte"] for t in tests]),
-        "test_success": {
-            **mean_ci([t["policy"]["success"] for t in tests]),
-            "binomial_ci95": wilson(wins, n_test * len(tests)),
-            "successes": wins,
-            "episodes": n_test * len(tests),
-        },
-        "test_success_change": mean_ci([t["policy"]["success"] - start["policy"]["success"] for t in tests]),
-        "test_mean_reward": mean_ci([t["policy"]["mean_reward"] for t in tests]),
-        "test_mean_reward_change": mean_ci(
-            [t["policy"]["mean_reward"] - start["policy"]["mean_reward"] for t in tests]
-        ),
-        "test_submitted": mean_ci([t["policy"]["submitted"] for t in tests]),
-        "nonzero_gradient_steps": mean_ci([s["updates"] for s in seeds]),
-        "steps_with_reward_variance": mean_ci([s["policy_updates"] for s in seeds]),
-        "rl_steps": len(seeds[0]["train"]),
-        "gap_closed": None,
-    }
-    if direct is not None and gap_ok:
-        shares = [gap_closed(start["env_ce"]["nats_per_token"], a, d) for a, d in zip(ce, direct, strict=True)]
-        if all(x is not None for x in shares):
-            out["gap_closed"] = mean_ci([x for x in shares if x is not None])
+def _diff(a: Cells, b: Cells) -> list[float]:
+    return bootstrap(lambda f: f["a"] - f["b"], {"a": a, "b": b})
+
+
+def _one(a: Cells) -> list[float]:
+    return bootstrap(lambda f: f["a"], {"a": a})
+
+
+def gap_share(start: Cells, arm: Cells, direct: Cells) -> list[float] | None:
+    """``(start − arm) / (start − direct CE)`` of held-out env CE, with its paired bootstrap interval; ``None``
+    when direct CE did not lower env CE from the start (no gap to take a share of)."""
+    if start.point() - direct.point() <= 0:
+        return None
+    return bootstrap(lambda f: (f["s"] - f["a"]) / (f["s"] - f["d"]), {"s": start, "a": arm, "d": direct})
+
+
+def _arm_summary(report: dict[str, Any], arm: dict[str, Any]) -> dict[str, Any]:
+    start = start_of(report)
+    finals = _finals(arm)
+    out: dict[str, Any] = {"rl_steps": len(arm["seeds"][0]["train"]), "seeds": [s["seed"] for s in arm["seeds"]]}
+    for fig in (*CE_PARTS, "success", "mean_reward"):
+        a, s = cells(report, finals, fig), cells(report, start, fig)
+        out[fig] = _one(a)
+        out[f"{fig}_vs_start"] = _diff(a, s)
+    out["submitted"] = mean_ci([t["policy"]["submitted"] for t in finals])
+    out["steps_with_reward_variance"] = mean_ci([s["policy_updates"] for s in arm["seeds"]])
+    out["nonzero_gradient_steps"] = mean_ci([s["updates"] for s in arm["seeds"]])
     return out
 
 
-def _ce_getter(field: str) -> Any:
-    return lambda t: t["env_ce"][field]
-
-
-def curves(arm: dict[str, Any]) -> list[dict[str, Any]]:
-    """The arm's held-out (test) curve: per curve step, env CE and success with 95% intervals over seeds."""
-    seeds = arm["seeds"]
+def curves(report: dict[str, Any], arm: dict[str, Any]) -> list[dict[str, Any]]:
+    """The arm's held-out (test) curve: per curve step, env CE (and success where evaluated) with bootstrap
+    intervals."""
+    seeds = sorted(arm["seeds"], key=lambda s: s["seed"])
     rows = []
     for i, point in enumerate(seeds[0]["test_curve"]):
         tests = [s["test_curve"][i]["test"] for s in seeds]
-        rows.append(
-            {
-                "step": point["step"],
-                "env_ce": mean_ci([t["env_ce"]["nats_per_token"] for t in tests]),
-                "success": mean_ci([t["policy"]["success"] for t in tests]),
-            }
-        )
+        row = {"step": point["step"], "env_ce": _one(cells(report, tests, "env_ce"))}
+        if "policy" in tests[0]:  # success is evaluated at the start and the final step
+            row["success"] = _one(cells(report, tests, "success"))
+        rows.append(row)
     return rows
 
 
-def summarize(report: dict[str, Any]) -> None:
-    """Adds ``summary`` (one row per arm), each arm's ``summary`` and ``curve``, and ``comparisons`` to the report."""
-    start = start_of(report)
-    start_ce = start["env_ce"]["nats_per_token"]
-    arms = report["arms"]
-    direct = [s["final"]["test"]["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]
-    drop = direct_drop(start_ce, direct)
-    start_val = report["start_checkpoint"]["after"]["val"]["env_ce"]["nats_per_token"]
-    for a in arms.values():
-        a["summary"] = _arm_summary(a["seeds"], start, direct, drop["established"])
-        a["curve"] = curves(a)
-    rows = []
-    for arm, a in arms.items():
-        sm = a["summary"]
-        rows.append(
-            {
-                "arm": arm,
-                "label": a["label"],
-                "lambda": a["lambda"],
-                "test_env_ce_start": start_ce,
-                "test_env_ce_final": sm["test_env_ce"]["mean"],
-                "test_env_ce_ci95": sm["test_env_ce"]["ci95"],
-                "test_novel_ce_start": start["env_ce"]["novel_nats_per_token"],
-                "test_novel_ce_final": sm["test_novel_env_ce"]["mean"],
-                "test_success_start": start["policy"]["success"],
-                "test_success_final": sm["test_success"]["mean"],
-                "test_success_binomial_ci95": sm["test_success"]["binomial_ci95"],
-                "test_mean_reward_start": start["policy"]["mean_reward"],
-                "test_mean_reward_final": sm["test_mean_reward"]["mean"],
-                "gap_closed": sm.get("gap_closed"),
-            }
-        )
-    report["summary"] = rows
-
-    def per_seed(arm: str, f: Any) -> list[float]:
-        return [f(s["final"]["test"]) for s in arms[arm]["seeds"]]
-
-    figures: dict[str, Any] = {f"test_{name}": _ce_getter(field) for name, field in CE_FIGURES.items()}
-    figures |= {
-        "test_success": lambda t: t["policy"]["success"],
-        "test_mean_reward": lambda t: t["policy"]["mean_reward"],
+def flattening(direct: dict[str, Any], rl_steps: int) -> dict[str, Any]:
+    """Whether direct CE's validation env CE curve (mean over its seeds) has flattened (``FLAT_RULE``)."""
+    seeds = direct["seeds"]
+    steps = [e["step"] for e in seeds[0]["evals"]]
+    mean = [sum(s["evals"][i]["val_env_ce"]["nats_per_token"] for s in seeds) / len(seeds) for i in range(len(steps))]
+    late = max(i for i, st in enumerate(steps) if st <= 0.75 * rl_steps)
+    total, last = mean[0] - mean[-1], mean[late] - mean[-1]
+    return {
+        "rule": FLAT_RULE,
+        "validation_curve": [{"step": st, "env_ce": m} for st, m in zip(steps, mean, strict=True)],
+        "from_step": steps[late],
+        "total_fall": total,
+        "last_quarter_fall": last,
+        "flattened": bool(total > 0 and last < FLAT_SHARE * total),
     }
+
+
+def summarize(report: dict[str, Any]) -> None:
+    """Adds each arm's ``summary`` and ``curve``, ``comparisons`` and ``targets`` to the report."""
+    arms = report["arms"]
+    start = start_of(report)
+    for a in arms.values():
+        a["summary"] = _arm_summary(report, a)
+        a["curve"] = curves(report, a)
+    s_ce = cells(report, start, "env_ce")
+    d_ce = cells(report, _finals(arms["direct_ce"]), "env_ce")
+    for name in ("grpo", "grpo_echo"):
+        arms[name]["summary"]["gap_closed"] = gap_share(s_ce, cells(report, _finals(arms[name]), "env_ce"), d_ce)
+    echo, grpo = _finals(arms["grpo_echo"]), _finals(arms["grpo"])
     report["comparisons"] = {
         "echo_minus_grpo": {
-            k: paired_difference(per_seed("grpo_echo", f), per_seed("grpo", f)) for k, f in figures.items()
+            fig: _diff(cells(report, echo, fig), cells(report, grpo, fig))
+            for fig in (*CE_PARTS, "success", "mean_reward")
         },
-        "echo_minus_direct_ce": {
-            k: paired_difference(per_seed("grpo_echo", f), per_seed("direct_ce", f)) for k, f in figures.items()
-        },
-        "direct_ce_drop": {
-            **drop,
-            "what": "start − direct CE on test env CE, nats/token; established when its 95% interval is above 0 "
-            "(one seed: when positive); gap_closed is only defined for an established drop",
-        },
-        "direct_ce_drop_validation": {
-            **mean_ci([start_val - _val(s)["env_ce"]["nats_per_token"] for s in arms["direct_ce"]["seeds"]]),
-            "what": "start − direct CE on validation env CE at the final RL step, nats/token (the room the start "
-            "leaves, measured where settings are chosen)",
-        },
-        "note": "paired by RL seed (same start, prompts and sampler seed); negative env CE = ECHO predicts better",
+        "direct_ce_drop": _diff(s_ce, d_ce),
+        "direct_ce_flattening": flattening(arms["direct_ce"], arms["direct_ce"]["summary"]["rl_steps"]),
+        "start": {fig: _one(cells(report, start, fig)) for fig in (*CE_PARTS, "success", "mean_reward")},
+        "note": "[point, 2.5 %, 97.5 %] of a percentile bootstrap over test worlds × RL seeds, paired by world and "
+        "seed; the start is one evaluation on the same worlds (world draws only); negative env CE = better",
     }
+    report["targets"] = targets(report)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m openenv_echo.demo.summarize OUT``: re-derive the summaries, comparisons, ``summary.md`` and the
-    plot of a finished run from its per-seed results in ``OUT/report.json`` (nothing is re-run or re-evaluated)."""
-    import json
-    import sys
-    from pathlib import Path
+def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the figure that decides it and whether it is met."""
+    a = report["arms"]
+    b = report["baselines"]
+    c = report["comparisons"]
+    start_val = report["start_checkpoint"]["after"]["val"]["policy"]["success"]
+    echo, grpo = a["grpo_echo"]["summary"], a["grpo"]["summary"]
+    rows = [
+        ("the start predicts held-out env text better than a uniform guess", b["start"] < b["uniform"]),
+        ("the start solves 20-60 % of validation worlds", 0.2 <= start_val <= 0.6),
+        ("GRPO raises held-out success over the start (interval above 0)", grpo["success_vs_start"][1] > 0),
+        ("GRPO + ECHO's held-out env CE is below the unigram reference", echo["env_ce"][0] < b["unigram"]),
+        (
+            "GRPO + ECHO closes at least half of the start -> direct-CE gap",
+            echo["gap_closed"] is not None and echo["gap_closed"][0] >= 0.5,
+        ),
+        ("direct CE's curve has flattened", c["direct_ce_flattening"]["flattened"]),
+        (
+            f"ECHO − GRPO success interval's lower end >= −{SUCCESS_MARGIN:g}",
+            c["echo_minus_grpo"]["success"][1] >= -SUCCESS_MARGIN,
+        ),
+        ("the chosen λ is interior to its grid", report["lambda_selection"]["interior"]),
+    ]
+    return [{"target": t, "met": bool(m)} for t, m in rows]
 
-    from .plots import plot_report
-    from .tables import summary_markdown
 
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        raise SystemExit("usage: python -m openenv_echo.demo.summarize OUT_DIR")
-    out = Path(args[0])
-    report = json.loads((out / "report.json").read_text())
-    summarize(report)
-    plot_report(report, out / report["plots"][0])
-    (out / "report.json").write_text(json.dumps(report, indent=1))
-    (out / "summary.md").write_text(summary_markdown(report))
-
-
-if __name__ == "__main__":
-    main()
+def verdict(report: dict[str, Any]) -> dict[str, Any]:
+    """``verdict.json``: the answer in the issue's fixed schema (intervals ``[mean, lo, hi]``, env CE in nats/token
+    on held-out env_output targets)."""
+    a = {k: v["summary"] for k, v in report["arms"].items()}
+    b = report["baselines"]
+    sel = report["lambda_selection"]
+    diff = report["comparisons"]["echo_minus_grpo"]
+    return {
+        "complete": bool(report["status"]["complete"]),
+        "seeds": report["status"]["rl_seeds_done"],
+        "lambda_rule": {"sweep_seeds": len(sel["seeds"]), "grid": sel["values"], "chosen": sel["chosen"]},
+        "references": {k: b[k] for k in ("uniform", "unigram", "bigram", "trigram", "fourgram")},
+        "start": {
+            "env_ce": b["start"],
+            "success": report["comparisons"]["start"]["success"],
+        },
+        "arms": {
+            "grpo": {k: a["grpo"][k] for k in ("env_ce", "success", "success_vs_start")},
+            "grpo_echo": {k: a["grpo_echo"][k] for k in ("env_ce", "success", "success_vs_start", "gap_closed")},
+            "direct_ce": {k: a["direct_ce"][k] for k in ("env_ce", "success_vs_start")},
+        },
+        "echo_minus_grpo": {
+            "env_ce": diff["env_ce"],
+            "env_ce_novel_structural": diff["novel_structural_env_ce"],
+            "success": diff["success"],
+        },
+    }

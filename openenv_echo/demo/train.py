@@ -162,8 +162,15 @@ def sft_actions(
     checkpoint: Callable[[int, torch.optim.Optimizer], None] | None = None,
     checkpoint_every: int = 0,
     progress: bool = False,
+    replay: torch.Tensor | None = None,
+    replay_batch: int = 0,
+    teacher: torch.nn.Module | None = None,
+    teacher_weight: float = 0.0,
 ) -> PhaseResult:
     """Assistant-only SFT on expert episodes: the mean NLL of the batch's action tokens; everything else is input.
+    ``teacher`` (with ``teacher_weight``): plus the mean KL(teacher || model) over every other target position, so
+    the model stays the teacher's language model where it is not predicting an action (no token there is a target).
+    ``replay``: plus the LM loss of ``replay_batch`` generic-text chunks per step.
     Continues the generic phase's AdamW moments (``optimizer``) at its own learning rate. ``checkpoint(step, opt)``
     is called every ``checkpoint_every`` steps and after the last (the caller evaluates and keeps what it wants)."""
     from tqdm.auto import tqdm
@@ -177,6 +184,7 @@ def sft_actions(
         return PhaseResult([], 0, 0, opt.state_dict())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(steps, warmup))
     rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed + 7)
     order: list[int] = []
     losses: list[float] = []
     seen = targets = 0
@@ -192,14 +200,30 @@ def sft_actions(
         n_action = sum(int((r.role_ids[1:] == Role.ACTION.code).sum()) for r in rows)
         opt.zero_grad(set_to_none=True)
         total = 0.0
+        n_other = sum(int((r.role_ids[1:] != Role.ACTION.code).sum()) for r in rows)
         for part in micro_batches(rows, micro_batch):
             b = collate(part, tokenizer=tokenizer)
-            lp = forward_logps(model, b)
+            logits = forward_logits(model, b)
+            lp = token_logps(logits, b["input_ids"])
             act = action_targets(b["role_ids"], b["attention_mask"])
             loss = -torch.where(act, lp, torch.zeros((), dtype=lp.dtype)).sum() / max(n_action, 1)
+            if teacher is not None and teacher_weight > 0:  # stay the pretrained LM wherever no action is predicted
+                other = target_positions(b["role_ids"]) & b["attention_mask"].bool() & ~act
+                with torch.no_grad():
+                    t_logp = torch.log_softmax(forward_logits(teacher, b)[:, :-1].float(), dim=-1)
+                s_logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+                kl = (t_logp.exp() * (t_logp - s_logp)).sum(-1)
+                loss = loss + teacher_weight * torch.where(
+                    other[:, 1:], kl, torch.zeros((), dtype=kl.dtype)
+                ).sum() / max(n_other, 1)
             loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
             total += float(loss.detach())
             seen += int(b["attention_mask"].sum())
+        if replay is not None and replay_batch > 0:  # generic-text LM replay: keeps the LM a language model
+            x = replay[torch.randint(0, len(replay), (replay_batch,), generator=gen)]
+            rl = -token_logps(model(input_ids=x, use_cache=False).logits, x)[:, 1:].mean()
+            rl.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+            seen += int(x.numel())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
@@ -214,8 +238,7 @@ def sft_actions(
 
 
 def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
-    """The optimizer of every phase and of every RL arm (each loads the previous phase's state, so its first steps
-    are not the full-size, sign-like steps of a fresh Adam)."""
+    """The optimizer of every phase: SFT continues the generic phase's state; every RL run starts a fresh one."""
     return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
 
 
@@ -241,10 +264,11 @@ def rl_step(
     the same logits of one forward pass.
     """
     r = torch.tensor(rewards, dtype=torch.float32)
-    varied_groups = int((~zero_variance_groups(r, group_size)).sum()) // group_size
+    flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
+    varied_groups = int((~flat).sum()) // group_size
     adv = None if cfg.verifier_free else group_advantages(r, group_size, advantage)  # type: ignore[arg-type]
     full = collate(sequences, tokenizer=tokenizer)
-    full_batch = EchoBatch(role_ids=full["role_ids"], advantages=adv, obs_count=full["obs_count"])
+    full_batch = EchoBatch(role_ids=full["role_ids"], advantages=adv, obs_count=full["obs_count"], verifier_free=flat)
     dens = local_denominators(full_batch, cfg)
     model.train()
     opt.zero_grad(set_to_none=True)
@@ -252,7 +276,12 @@ def rl_step(
     for lo in range(0, len(sequences), micro_batch):
         rows = slice(lo, lo + micro_batch)
         b = collate(sequences[rows], tokenizer=tokenizer)
-        eb = EchoBatch(role_ids=b["role_ids"], advantages=None if adv is None else adv[rows], obs_count=b["obs_count"])
+        eb = EchoBatch(
+            role_ids=b["role_ids"],
+            advantages=None if adv is None else adv[rows],
+            obs_count=b["obs_count"],
+            verifier_free=flat[rows],
+        )
         logits = forward_logits(model, b)
         lp = token_logps(logits, b["input_ids"], temperature)
         lp_env = token_logps(logits, b["input_ids"]) if temperature != 1.0 else None

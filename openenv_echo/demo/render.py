@@ -1,0 +1,85 @@
+"""Everything a run's figures are shown in, rendered from its ``report.json`` (nothing re-run or re-evaluated).
+
+``render_run(report, OUT)``: the summaries, ``report.json``, ``summary.md``, ``echo_world_model.png`` and
+``verdict.json`` of one run (what a run writes after every seed). ``python -m openenv_echo.demo.render [ROOT]``
+re-renders the committed runs of the repository at ROOT (default: the current directory):
+``examples/echo_world_model/results`` and ``results-sql``, the example README's tables block and the top-level
+README's demo block. Tests check that the committed files are exactly its output.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .plots import plot_report
+from .summarize import summarize, verdict
+from .tables import (
+    README_BEGIN,
+    README_END,
+    SQL_BEGIN,
+    SQL_END,
+    readme_section,
+    replace_block,
+    summary_markdown,
+    timing_line,
+)
+
+PLOT_NAME = "echo_world_model.png"
+VERDICT_NAME = "verdict.json"
+ONE_SEED_NAME = "report-one-seed.json"
+"""The default one-seed run's report, kept beside the multi-seed run that resumed from its checkpoints."""
+RESULTS = Path("examples/echo_world_model/results")
+RESULTS_SQL = Path("examples/echo_world_model/results-sql")
+EXAMPLE_README = Path("examples/echo_world_model/README.md")
+TOP_README = Path("README.md")
+
+
+def render_run(report: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Summaries, ``report.json``, ``summary.md``, the plot and ``verdict.json`` of a report's per-seed results."""
+    summarize(report)
+    report["plots"] = [PLOT_NAME]
+    plot_report(report, out / PLOT_NAME)
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "summary.md").write_text(summary_markdown(report))
+    (out / VERDICT_NAME).write_text(json.dumps(verdict(report), indent=1) + "\n")
+    return report
+
+
+def render_repo(root: Path) -> None:
+    """Re-render the committed runs and both README blocks of the repository at ``root``."""
+    reports: dict[Path, dict[str, Any]] = {}
+    for d in (RESULTS, RESULTS_SQL):
+        f = root / d / "report.json"
+        if f.is_file():
+            reports[d] = render_run(json.loads(f.read_text()), root / d)
+    main = reports[RESULTS]
+    one = root / RESULTS / ONE_SEED_NAME
+    one_seed = summarize_copy(json.loads(one.read_text())) if one.is_file() else main
+    readme = root / EXAMPLE_README
+    one_line = f"The default one-seed run (its report: `{ONE_SEED_NAME}`): {timing_line(one_seed)}"
+    text = replace_block(readme.read_text(), summary_markdown(main) + "\n" + one_line)
+    if RESULTS_SQL in reports:
+        text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)
+    readme.write_text(text)
+    top = root / TOP_README
+    body = readme_section(main, one_seed, reports.get(RESULTS_SQL))
+    top.write_text(replace_block(top.read_text(), body, README_BEGIN, README_END))
+
+
+def summarize_copy(report: dict[str, Any]) -> dict[str, Any]:
+    summarize(report)
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1:
+        raise SystemExit("usage: python -m openenv_echo.demo.render [REPO_ROOT]")
+    render_repo(Path(args[0]) if args else Path("."))
+
+
+if __name__ == "__main__":
+    main()
