@@ -30,10 +30,6 @@ LISTING = re.compile(r"^(Index of |Directory listing for )", re.M)  # Chromium's
 LOCAL_SCHEMES = {"file", "data", "blob", "about", "chrome", "chrome-extension", "devtools"}
 WAIT_S = 60  # a loaded 2-core machine
 HITS = ".md-search-result__item a[href]"  # the search's result links
-# pages whose code another change is rewriting (tests/docs/test_code_width.py's PENDING, as built pages)
-WIDE_CODE_PENDING = {
-    "guides/demo.html",
-}
 
 
 def _external(url: str) -> bool:
@@ -114,7 +110,7 @@ def _read_page(driver: Any, url: str, site: Path, mode: str) -> str:
     # every code block of a written page fits its box in this 1280 px window: nothing to scroll sideways (the API
     # pages show constants' values as the source writes them, at the package's 120 columns)
     path = urlsplit(url).path
-    if "/reference/" not in path and not any(path.endswith("/" + page) for page in WIDE_CODE_PENDING):
+    if "/reference/" not in path:
         wide = driver.execute_script(
             "return [...document.querySelectorAll('article pre > code')]"
             ".filter(c => c.scrollWidth > c.clientWidth + 1)"
