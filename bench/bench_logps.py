@@ -11,7 +11,7 @@ upstream gradient:
 
 Memory is the peak above the inputs during forward + backward, gradients included, in units of the bf16 logits'
 bytes (B·T·V·2; the logits' gradient alone is 1×). On CPU each implementation runs in a fresh subprocess and its
-peak is the RSS high-water mark (``resource.getrusage``) minus the RSS once its inputs exist (after one call on
+peak is its own RSS high-water mark (``VmHWM``; ``getrusage``'s carries the parent's across exec) minus the RSS once its inputs exist (after one call on
 tiny inputs, so that the kernels' code pages are not counted, and minus file-backed pages faulted in since; glibc's mmap threshold is fixed at 1 MiB with
 ``MALLOC_MMAP_THRESHOLD_`` so that a freed block leaves the RSS as it leaves the allocator); on CUDA it is
 ``torch.cuda.max_memory_allocated`` minus the memory allocated before. Time is the median of ``--reps`` timed
@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -90,7 +89,9 @@ def _rss_bytes() -> tuple[int, int]:
 
 
 def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+    """VmHWM, this process's own high-water mark (getrusage's ru_maxrss carries the parent's peak across exec)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 
 def _sync(dev: torch.device) -> None:

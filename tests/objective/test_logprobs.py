@@ -190,7 +190,7 @@ def test_hidden_logps_on_a_real_causal_lm_matches_its_logits() -> None:
 # -- memory: the RSS high-water mark of a fresh process ------------------------------------------------------------
 PROBE = textwrap.dedent(
     """
-    import json, os, resource, sys
+    import json, os, sys
     import torch
     from openenv_echo.objective import hidden_logps, token_logps
 
@@ -199,10 +199,16 @@ PROBE = textwrap.dedent(
     def gather_fp32(x, ids):
         return torch.gather(x[:, :-1].float().log_softmax(-1), -1, ids[:, 1:, None]).squeeze(-1)
 
-    def rss():  # (resident, of which file-backed: code pages the kernel may evict and fault back in)
+    def status():  # /proc/self/status in bytes: VmRSS, RssFile (code pages the kernel may evict and fault back
+        # in) and VmHWM, this process's own high-water mark (getrusage's ru_maxrss is not: Linux carries the
+        # parent's peak into it across fork and exec, so a child of a big pytest process would report that)
         with open("/proc/self/status") as f:
-            kb = {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f) if k in ("VmRSS", "RssFile")}
-        return kb["VmRSS"] * 1024, kb["RssFile"] * 1024
+            keys = ("VmRSS", "RssFile", "VmHWM")
+            return {k: int(v.split()[0]) * 1024 for k, _, v in (line.partition(":") for line in f) if k in keys}
+
+    def rss():
+        kb = status()
+        return kb["VmRSS"], kb["RssFile"]
 
     def bf16(*shape):
         x = torch.empty(shape, dtype=torch.bfloat16)
@@ -227,7 +233,7 @@ PROBE = textwrap.dedent(
             p.grad = None
         fn().sum().backward()
     paged_in = max(0, rss()[1] - file_base)  # file pages faulted back in are no allocation
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base - paged_in
+    peak = status()["VmHWM"] - base - paged_in
     grads = sum(p.numel() * p.element_size() for p in inputs)
     print(json.dumps({"peak": peak, "logits": b * t * v * 2, "grads": grads}))
     """
