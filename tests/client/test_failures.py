@@ -210,12 +210,15 @@ def test_cancelling_the_batch_ends_every_episode_on_disk(running_server, tmp_pat
 
     async def main() -> None:
         enough = asyncio.Event()
-        calls = {"n": 0}
+        calls = {"n": 0, "held": 0}
 
         async def policy(result: StepResult, traj: Trajectory) -> dict[str, Any]:
             calls["n"] += 1
-            if calls["n"] == 40:
-                enough.set()
+            if calls["n"] >= 40:  # from here every worker is held mid-episode, so exactly 4 are in flight
+                calls["held"] += 1
+                if calls["held"] == 4:
+                    enough.set()
+                await asyncio.Event().wait()
             await asyncio.sleep(0.001)
             return {"message": f"m{len(traj.steps)}"}
 
