@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from openenv_echo.envs.shell.generate_tasks import SUITE, generate
-from openenv_echo.envs.shell.tasks import (
+from shell_env.server.generate_tasks import SUITE, generate
+from shell_env.server.tasks import (
     BASE_IMAGE,
     CONTAINER_REWARD_TXT,
     CONTAINER_TESTS_DIR,
@@ -17,6 +16,7 @@ from openenv_echo.envs.shell.tasks import (
     load_suite,
     load_task,
 )
+
 from openenv_echo.envs.splits import TASK_SPLITS
 
 GOOD_TOML = """\
