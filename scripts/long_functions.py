@@ -10,9 +10,9 @@ from pathlib import Path
 
 
 def long_functions(root: Path, over: int) -> list[tuple[int, str]]:
-    """``(lines, "path:line qualified.name")`` for every function in ``root``'s .py files over ``over`` lines."""
+    """``(lines, "path:line qualified.name")`` for every function in ``root`` (a .py file, or the .py files below a folder) over ``over`` lines."""
     found: list[tuple[int, str]] = []
-    for path in sorted(root.rglob("*.py")):
+    for path in [root] if root.is_file() else sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         found += [(size, f"{path}:{line} {name}") for size, line, name in _functions(tree, "") if size > over]
     return sorted(found, key=lambda item: (-item[0], item[1]))
