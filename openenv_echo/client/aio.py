@@ -9,11 +9,10 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
 
 from ..trajectory import ChatMessage
 from .base import ClientBase
-from .core import Op, ws_url
+from .core import CLOSE_FRAME, Op, ws_url
 from .results import StepResult
 
 T = TypeVar("T")
@@ -63,10 +62,9 @@ class AsyncEnvClient(ClientBase):
         if self._ws is not None:
             ws, self._ws = self._ws, None
             try:
-                await ws.send('{"type":"close"}')
-                await ws.close()
-            except (ConnectionClosed, OSError):
-                pass
+                with self._core.closing():
+                    await ws.send(CLOSE_FRAME)
+                    await ws.close()
             finally:
                 ws.transport.abort()  # a no-op after a clean close; frees the socket when close was interrupted
         if self._http is not None:
@@ -95,38 +93,19 @@ class AsyncEnvClient(ClientBase):
     async def _get(self, path: str) -> dict[str, Any]:
         if self._http is None:
             self._http = httpx.AsyncClient(**self._core.http_options())
-        try:
+        with self._core.fetching(path):
             response = await self._http.get(path)
-        except Exception as e:
-            error = self._core.http_error(path, e)
-            if error is None:
-                raise
-            raise error from e
         return self._core.http_reply(response)
 
     async def _run(self, op: Op[T]) -> T:
         if self._ws is None:
-            self._core.not_connected(op)
-            try:
+            with self._core.connecting(op):
                 self._ws = await connect(ws_url(self.base_url), **self._core.connect_options())
-            except Exception as e:
-                error = self._core.connect_error(e)
-                if error is None:
-                    raise
-                raise error from e
         ws = self._ws
-        try:
-            try:
+        with self._core.exchanging(op, self._drop):
+            with self._core.sending():
                 await ws.send(op.frame)
-            except ConnectionClosed:
-                pass  # a refusal (e.g. CAPACITY_REACHED) may already be buffered: recv reads it, or raises
             reply = await asyncio.wait_for(ws.recv(), self.message_timeout_s)
-        except BaseException as e:  # a late reply must never pair with the next request: drop the connection
-            self._drop()
-            failure = self._core.lost(op, e)
-            if failure is e:
-                raise
-            raise failure from e
         return self._core.answer(op, reply, self._drop)
 
     def _drop(self) -> None:

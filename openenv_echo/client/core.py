@@ -12,8 +12,10 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -35,6 +37,7 @@ from .errors import (
 from .results import SegmentRule, StepResult, parse_observation
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CLOSE_FRAME = '{"type":"close"}'
 T = TypeVar("T")
 
 logging.getLogger("openenv_echo.client").addHandler(logging.NullHandler())  # a library logs only where asked to
@@ -265,13 +268,29 @@ class ClientCore:
                 drop()
             raise
 
-    def lost(self, op: Op[Any], exc: BaseException) -> BaseException:
-        """The typed error for a transport failure (the connection is dropped by the caller); the running
-        episode is cut (or abandoned, when the caller was interrupted). Other exceptions are returned as they are."""
-        error = self.transport_error(exc)
-        if op.ends_on_loss or error is None:
-            self.end("abandoned" if error is None else "cut", error or exc)
-        return exc if error is None else error
+    def exchanging(self, op: Op[Any], drop: Callable[[], None]) -> Failures:
+        """Wraps sending ``op`` and receiving its reply: any failure, an interruption included, calls ``drop`` (a
+        late reply must never pair with the next request) and raises its typed error; the running episode is cut
+        (or abandoned, when the caller was interrupted). Exceptions that are not transport failures pass as they are.
+        """
+
+        def failed(exc: BaseException) -> EnvClientError | None:
+            drop()
+            error = self.transport_error(exc)
+            if op.ends_on_loss or error is None:
+                self.end("abandoned" if error is None else "cut", error or exc)
+            return error
+
+        return Failures(BaseException, failed)
+
+    def sending(self) -> AbstractContextManager[None]:
+        """Wraps sending a request frame: a closed connection is not an error yet, because the server's refusal
+        (e.g. ``CAPACITY_REACHED``) may already be buffered; the receive that follows reads it, or raises."""
+        return suppress(ConnectionClosed)
+
+    def closing(self) -> AbstractContextManager[None]:
+        """Wraps the goodbye (``CLOSE_FRAME``, then the closing handshake): a connection already gone is fine."""
+        return suppress(ConnectionClosed, OSError)
 
     def transport_error(self, exc: BaseException) -> EnvClientError | None:
         """Who closed what, as a typed error; None for exceptions that are not transport failures."""
@@ -303,24 +322,31 @@ class ClientCore:
             return ConnectionLostError(f"connection to {url} lost: {exc}")
         return None
 
-    def not_connected(self, op: Op[Any]) -> None:
-        """Raise unless ``op`` may open a connection (only a reset does: never a silent resume)."""
+    def connecting(self, op: Op[Any]) -> Failures:
+        """Wraps opening the WebSocket for ``op``: refused unless ``op`` may open one (only a reset does: never a
+        silent resume); a failure to connect raises its typed error."""
         if not op.opens:
             raise ConnectionLostError("not connected (the connection was lost): call reset() to start a new episode")
+        return Failures(Exception, self._connect_error)
 
-    def connect_error(self, exc: BaseException) -> EnvClientError | None:
+    def fetching(self, path: str) -> Failures:
+        """Wraps one GET of a stateless route: a timeout or transport failure raises its typed error."""
+
+        def failed(exc: BaseException) -> EnvClientError | None:
+            if isinstance(exc, httpx.TimeoutException):
+                return EnvTimeoutError(f"GET {path}: no answer within message_timeout_s={self.message_timeout_s}s")
+            if isinstance(exc, httpx.HTTPError):
+                return ConnectionLostError(f"GET {path}: {exc}")
+            return None
+
+        return Failures(Exception, failed)
+
+    def _connect_error(self, exc: BaseException) -> EnvClientError | None:
         if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
             return EnvTimeoutError(
                 f"no connection to {self.base_url} within connect_timeout_s={self.connect_timeout_s}s"
             )
         return self.transport_error(exc)
-
-    def http_error(self, path: str, exc: BaseException) -> EnvClientError | None:
-        if isinstance(exc, httpx.TimeoutException):
-            return EnvTimeoutError(f"GET {path}: no answer within message_timeout_s={self.message_timeout_s}s")
-        if isinstance(exc, httpx.HTTPError):
-            return ConnectionLostError(f"GET {path}: {exc}")
-        return None
 
     def http_reply(self, response: httpx.Response) -> dict[str, Any]:
         if response.status_code >= 400:
@@ -340,6 +366,26 @@ class ClientCore:
         if frame.get("type") != "observation":
             raise ValueError(f"expected an observation frame, got {frame.get('type')!r}")
         return parse_observation(frame["data"], self.rule)
+
+
+class Failures:
+    """A ``with`` block whose exceptions of type ``catch`` are raised as what ``translate`` makes of them (after
+    whatever it does first); an exception it returns None for propagates unchanged. A plain context manager, so the
+    blocking and the asyncio client wrap their transport calls (awaited or not) in the same one."""
+
+    def __init__(self, catch: type[BaseException], translate: Callable[[BaseException], EnvClientError | None]) -> None:
+        self.catch = catch
+        self.translate = translate
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is None or not isinstance(exc, self.catch):
+            return
+        error = self.translate(exc)
+        if error is not None:
+            raise error from exc
 
 
 def open_writer(writer: TrajectoryWriter | str | Path | None) -> TrajectoryWriter | None:

@@ -8,12 +8,11 @@ from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel
-from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from ..trajectory import ChatMessage
 from .base import ClientBase
-from .core import DEFAULT_MAX_MESSAGE_BYTES, Op, ws_url
+from .core import CLOSE_FRAME, DEFAULT_MAX_MESSAGE_BYTES, Op, ws_url
 from .results import StepResult
 
 __all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "EnvClient"]
@@ -74,11 +73,9 @@ class EnvClient(ClientBase):
         self._core.end("abandoned")
         if self._ws is not None:
             ws, self._ws = self._ws, None
-            try:
-                ws.send('{"type":"close"}')
+            with self._core.closing():
+                ws.send(CLOSE_FRAME)
                 ws.close()
-            except (ConnectionClosed, OSError):
-                pass
         if self._http is not None:
             self._http.close()
             self._http = None
@@ -106,40 +103,21 @@ class EnvClient(ClientBase):
     def _get(self, path: str) -> dict[str, Any]:
         if self._http is None:
             self._http = httpx.Client(**self._core.http_options())
-        try:
+        with self._core.fetching(path):
             response = self._http.get(path)
-        except Exception as e:
-            error = self._core.http_error(path, e)
-            if error is None:
-                raise
-            raise error from e
         return self._core.http_reply(response)
 
     # -- transport --------------------------------------------------------------------------------------
     def _run(self, op: Op[T]) -> T:
         if self._ws is None:
-            self._core.not_connected(op)
-            try:
+            with self._core.connecting(op):
                 # entered as a context manager: the form every websockets version takes without a warning
                 self._ws = connect(ws_url(self.base_url), **self._core.connect_options()).__enter__()
-            except Exception as e:
-                error = self._core.connect_error(e)
-                if error is None:
-                    raise
-                raise error from e
         ws = self._ws
-        try:
-            try:
+        with self._core.exchanging(op, self._drop):
+            with self._core.sending():
                 ws.send(op.frame)
-            except ConnectionClosed:
-                pass  # a refusal (e.g. CAPACITY_REACHED) may already be buffered: recv reads it, or raises
             reply = ws.recv(timeout=self.message_timeout_s)
-        except BaseException as e:  # a late reply must never pair with the next request: drop the connection
-            self._drop()
-            failure = self._core.lost(op, e)
-            if failure is e:
-                raise
-            raise failure from e
         return self._core.answer(op, reply, self._drop)
 
     def _drop(self) -> None:

@@ -7,7 +7,9 @@ must carry the server's own last log lines, because that is where the cause is.
 
 from __future__ import annotations
 
+import atexit
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +18,18 @@ from typing import Any
 import httpx
 
 DEFAULT_TAIL = 50
+RUNNING: weakref.WeakSet[ServerProvider] = weakref.WeakSet()
+"""Providers whose server is up: each adds itself when it launches and leaves when it stops; the rest are stopped
+at interpreter exit, so a script that forgets ``stop()`` leaves no server behind."""
+
+
+@atexit.register
+def _stop_all() -> None:
+    for provider in list(RUNNING):
+        try:
+            provider.stop()
+        except Exception:
+            pass
 
 
 class ProviderError(RuntimeError):

@@ -8,12 +8,10 @@ Python SDK (extra ``openenv-echo[docker]``).
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import time
 import uuid
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,23 +19,13 @@ from typing import Any, Literal
 
 from ..server.env_spec import EnvSpec
 from ..server.limits import ServerLimits
-from .base import DEFAULT_TAIL, ProviderError, ServerProvider, tail_lines
+from .base import DEFAULT_TAIL, RUNNING, ProviderError, ServerProvider, tail_lines
 
 CONTAINER_PORT = 8000
 LABEL = "io.openenv-echo.provider"
 DEFAULT_BASE_IMAGE = "python:3.11-slim"
 LOCAL_BASE_IMAGE = "openenv-echo/base:bookworm-py311"  # scripts/docker/build-base-image.sh
 _BUILD_TAIL = 200
-_LIVE: weakref.WeakSet[DockerProvider] = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for provider in list(_LIVE):
-        try:
-            provider.stop()
-        except Exception:
-            pass
 
 
 def docker_client(timeout_s: float = 120.0) -> Any:
@@ -289,7 +277,7 @@ class DockerProvider(ServerProvider):
             self._container = self.client.containers.create(image_id, **self._run_options())
         except docker.errors.APIError as e:
             raise ProviderError(f"cannot create {self.label} from {self.image}: {e.explanation or e}") from e
-        _LIVE.add(self)
+        RUNNING.add(self)
         try:
             self._container.start()
         except docker.errors.APIError as e:
@@ -353,7 +341,7 @@ class DockerProvider(ServerProvider):
         import docker.errors
 
         container, self._container = self._container, None
-        _LIVE.discard(self)
+        RUNNING.discard(self)
         if container is None:
             return
         try:

@@ -9,32 +9,20 @@ either (SIGKILL, a test runner's timeout).
 
 from __future__ import annotations
 
-import atexit
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import weakref
 from pathlib import Path
 from typing import Any, Literal
 
 from ..server.background import free_port
 from ..server.limits import ServerLimits
-from .base import DEFAULT_TAIL, ProviderError, ServerProvider, tail_lines
+from .base import DEFAULT_TAIL, RUNNING, ProviderError, ServerProvider, tail_lines
 from .parent_watch import guarded
 
-_LIVE: weakref.WeakSet[LocalProcessProvider] = weakref.WeakSet()
 _PORT_RETRIES = 3
-
-
-@atexit.register
-def _stop_all() -> None:
-    for provider in list(_LIVE):
-        try:
-            provider.stop()
-        except Exception:
-            pass
 
 
 class LocalProcessProvider(ServerProvider):
@@ -109,12 +97,12 @@ class LocalProcessProvider(ServerProvider):
             )
         except OSError as e:
             raise ProviderError(f"{self.label}: could not run {self.python}: {e}") from e
-        _LIVE.add(self)
+        RUNNING.add(self)
         return f"http://{_url_host(self.host)}:{self.port}"
 
     def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        _LIVE.discard(self)
+        RUNNING.discard(self)
         if proc is not None and proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)

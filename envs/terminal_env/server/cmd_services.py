@@ -145,138 +145,169 @@ def systemctl(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -
         raise Refused(
             f"`systemctl {verb}` changes the system; this is a read-only triage session (diagnose, then submit)"
         )
-    m = sh.m
     if verb == "status":
-        if not units:
-            failed = sum(s.active == "failed" for s in m.services.values())
-            yield (
-                f"● {m.hostname}\n    State: {'degraded' if failed else 'running'}\n     Jobs: 0 queued\n"
-                f"   Failed: {failed} units\n    Since: {systemd_ts(m.boot)}; {ago(sh.now - m.boot)} ago\n"
-                f"   CGroup: /\n"
-            )
-            return 0
-        status = 0
-        for i, u in enumerate(units):
-            svc = m.services.get(u)
-            if svc is None:
-                io.err(f"Unit {u}.service could not be found.\n")
-                status = 4
-                continue
-            if i:
-                yield "\n"
-            for line in _status_lines(sh, svc):
-                sh.work.charge()
-                yield line
-            if svc.active != "active" and status == 0:
-                status = 3
-        return status
+        return (yield from _status(sh, io, units))
     if verb in ("is-active", "is-failed", "is-enabled"):
-        if not units:
-            io.err("Too few arguments.\n")
-            return 1
-        ok = False
-        for u in units:
-            svc = m.services.get(u)
-            if verb == "is-enabled":
-                if svc is None:
-                    io.err(f"Failed to get unit file state for {u}.service: No such file or directory\n")
-                    continue
-                yield "enabled\n" if svc.enabled else "disabled\n"
-                ok = ok or svc.enabled
-                continue
-            state = "inactive" if svc is None else svc.active
-            if not has(opts, "-q", "--quiet"):
-                yield state + "\n"
-            ok = ok or (state == "active" if verb == "is-active" else state == "failed")
-        return 0 if ok else (1 if verb != "is-active" else 3)
+        return (yield from _is_state(sh, io, verb, units, opts))
     if verb == "cat":
-        status = 0
-        for u in units:
-            svc = m.services.get(u)
-            node = m.fs.get(svc.unit_path) if svc else None
-            if svc is None:
-                io.err(f"No files found for {u}.service.\n")
-                status = 1
-                continue
-            yield f"# {svc.unit_path}\n"
-            if isinstance(node, File) and node.text:
-                yield from node.text.splitlines(keepends=True)
-            else:
-                yield (
-                    f"[Unit]\nDescription={svc.description}\n\n[Service]\nExecStart={svc.exec_start}\n\n"
-                    f"[Install]\nWantedBy=multi-user.target\n"
-                )
-        return status
+        return (yield from _cat(sh, io, units))
     if verb == "show":
-        props = [p for o, v in opts if o in ("-p", "--property") for p in (v or "").split(",")]
-        for u in units or ["nginx"]:
-            svc = m.services.get(u)
-            if svc is None:
-                continue
-            allp = {
-                "Id": f"{u}.service",
-                "Description": svc.description,
-                "MainPID": str(svc.pid or 0),
-                "ActiveState": svc.active,
-                "SubState": svc.sub,
-                "Result": svc.result or "success",
-                "NRestarts": str(svc.restarts),
-                "FragmentPath": svc.unit_path,
-                "ExecMainPID": str(svc.pid or 0),
-                "MemoryCurrent": str(svc.memory_kb * 1024) if svc.memory_kb else "[not set]",
-                "ActiveEnterTimestamp": systemd_ts(svc.since),
-            }
-            for k, v in allp.items():
-                if not props or k in props:
-                    yield (v if has(opts, "--value") else f"{k}={v}") + "\n"
-        return 0
+        return (yield from _show(sh, opts, units))
     if verb in ("list-units", "list-unit-files", "--failed") or has(opts, "--failed"):
-        want_state = last(opts, "--state")
-        failed_only = has(opts, "--failed") or want_state == "failed"
-        rows: list[tuple[str, ...]] = []
-        for s in m.services.values():
-            if failed_only and s.active != "failed":
-                continue
-            if want_state and want_state not in ("failed",) and want_state not in (s.active, s.sub):
-                continue
-            if verb == "list-unit-files":
-                rows.append((f"{s.name}.service", "enabled" if s.enabled else "disabled", "enabled"))
-            else:
-                rows.append((f"{s.name}.service", "loaded", s.active, s.sub, s.description))
-        legend = not has(opts, "--no-legend")
-        if verb == "list-unit-files":
-            width = max([len(r[0]) for r in rows] + [9])
-            if legend:
-                yield f"{'UNIT FILE':<{width}} STATE   VENDOR PRESET\n"
-            for r in rows:
-                yield f"{r[0]:<{width}} {r[1]:<7} {r[2]}\n"
-            if legend:
-                yield f"\n{len(rows)} unit files listed.\n"
-            return 0
-        w = [max([len(r[i]) for r in rows] + [len(h)]) for i, h in enumerate(("UNIT", "LOAD", "ACTIVE", "SUB"))]
-        if legend:
-            yield f"  {'UNIT':<{w[0]}} {'LOAD':<{w[1]}} {'ACTIVE':<{w[2]}} {'SUB':<{w[3]}} DESCRIPTION\n"
-        for r in rows:
-            mark = "●" if r[2] == "failed" else " "
-            yield f"{mark} {r[0]:<{w[0]}} {r[1]:<{w[1]}} {r[2]:<{w[2]}} {r[3]:<{w[3]}} {r[4]}\n"
-        if legend and not rows:
-            yield "0 loaded units listed.\n"
-        elif legend:
-            yield (
-                "\nLOAD   = Reflects whether the unit definition was properly loaded.\n"
-                "ACTIVE = The high-level unit activation state, i.e. generalization of SUB.\n"
-                "SUB    = The low-level unit activation state, values depend on unit type.\n"
-                f"{len(rows)} loaded units listed."
-                + (
-                    " Pass --all to see loaded but inactive units, too.\nTo show all installed unit files use "
-                    "'systemctl list-unit-files'.\n"
-                    if not failed_only
-                    else "\n"
-                )
-            )
-        return 0
+        return (yield from _list(sh, verb, opts))
     io.err(f"Unknown command verb {verb}.\n")
     return 1
+
+
+def _status(sh: Shell, io: IO, units: list[str]) -> Out:
+    """``systemctl status [UNIT...]``: the host's summary, or each unit's status block (exit 3 when one is not
+    active, 4 when one is missing)."""
+    m = sh.m
+    if not units:
+        failed = sum(s.active == "failed" for s in m.services.values())
+        yield (
+            f"● {m.hostname}\n    State: {'degraded' if failed else 'running'}\n     Jobs: 0 queued\n"
+            f"   Failed: {failed} units\n    Since: {systemd_ts(m.boot)}; {ago(sh.now - m.boot)} ago\n"
+            f"   CGroup: /\n"
+        )
+        return 0
+    status = 0
+    for i, u in enumerate(units):
+        svc = m.services.get(u)
+        if svc is None:
+            io.err(f"Unit {u}.service could not be found.\n")
+            status = 4
+            continue
+        if i:
+            yield "\n"
+        for line in _status_lines(sh, svc):
+            sh.work.charge()
+            yield line
+        if svc.active != "active" and status == 0:
+            status = 3
+    return status
+
+
+def _is_state(sh: Shell, io: IO, verb: str, units: list[str], opts: list[tuple[str, str | None]]) -> Out:
+    """``is-active``/``is-failed``/``is-enabled``: one state per unit (with -q, only the exit status)."""
+    m = sh.m
+    if not units:
+        io.err("Too few arguments.\n")
+        return 1
+    ok = False
+    for u in units:
+        svc = m.services.get(u)
+        if verb == "is-enabled":
+            if svc is None:
+                io.err(f"Failed to get unit file state for {u}.service: No such file or directory\n")
+                continue
+            yield "enabled\n" if svc.enabled else "disabled\n"
+            ok = ok or svc.enabled
+            continue
+        state = "inactive" if svc is None else svc.active
+        if not has(opts, "-q", "--quiet"):
+            yield state + "\n"
+        ok = ok or (state == "active" if verb == "is-active" else state == "failed")
+    return 0 if ok else (1 if verb != "is-active" else 3)
+
+
+def _cat(sh: Shell, io: IO, units: list[str]) -> Out:
+    """``systemctl cat UNIT...``: each unit's file, headed by its path."""
+    m = sh.m
+    status = 0
+    for u in units:
+        svc = m.services.get(u)
+        node = m.fs.get(svc.unit_path) if svc else None
+        if svc is None:
+            io.err(f"No files found for {u}.service.\n")
+            status = 1
+            continue
+        yield f"# {svc.unit_path}\n"
+        if isinstance(node, File) and node.text:
+            yield from node.text.splitlines(keepends=True)
+        else:
+            yield (
+                f"[Unit]\nDescription={svc.description}\n\n[Service]\nExecStart={svc.exec_start}\n\n"
+                f"[Install]\nWantedBy=multi-user.target\n"
+            )
+    return status
+
+
+def _show(sh: Shell, opts: list[tuple[str, str | None]], units: list[str]) -> Out:
+    """``systemctl show [UNIT...]``: properties as ``Key=value`` (-p picks, --value drops the keys)."""
+    m = sh.m
+    props = [p for o, v in opts if o in ("-p", "--property") for p in (v or "").split(",")]
+    for u in units or ["nginx"]:
+        svc = m.services.get(u)
+        if svc is None:
+            continue
+        allp = {
+            "Id": f"{u}.service",
+            "Description": svc.description,
+            "MainPID": str(svc.pid or 0),
+            "ActiveState": svc.active,
+            "SubState": svc.sub,
+            "Result": svc.result or "success",
+            "NRestarts": str(svc.restarts),
+            "FragmentPath": svc.unit_path,
+            "ExecMainPID": str(svc.pid or 0),
+            "MemoryCurrent": str(svc.memory_kb * 1024) if svc.memory_kb else "[not set]",
+            "ActiveEnterTimestamp": systemd_ts(svc.since),
+        }
+        for k, v in allp.items():
+            if not props or k in props:
+                yield (v if has(opts, "--value") else f"{k}={v}") + "\n"
+    return 0
+
+
+def _list(sh: Shell, verb: str, opts: list[tuple[str, str | None]]) -> Out:
+    """``list-units``/``list-unit-files``/``--failed``: the unit table, filtered by --state/--failed, with systemd's
+    legend unless --no-legend."""
+    m = sh.m
+    want_state = last(opts, "--state")
+    failed_only = has(opts, "--failed") or want_state == "failed"
+    rows: list[tuple[str, ...]] = []
+    for s in m.services.values():
+        if failed_only and s.active != "failed":
+            continue
+        if want_state and want_state not in ("failed",) and want_state not in (s.active, s.sub):
+            continue
+        if verb == "list-unit-files":
+            rows.append((f"{s.name}.service", "enabled" if s.enabled else "disabled", "enabled"))
+        else:
+            rows.append((f"{s.name}.service", "loaded", s.active, s.sub, s.description))
+    legend = not has(opts, "--no-legend")
+    if verb == "list-unit-files":
+        width = max([len(r[0]) for r in rows] + [9])
+        if legend:
+            yield f"{'UNIT FILE':<{width}} STATE   VENDOR PRESET\n"
+        for r in rows:
+            yield f"{r[0]:<{width}} {r[1]:<7} {r[2]}\n"
+        if legend:
+            yield f"\n{len(rows)} unit files listed.\n"
+        return 0
+    w = [max([len(r[i]) for r in rows] + [len(h)]) for i, h in enumerate(("UNIT", "LOAD", "ACTIVE", "SUB"))]
+    if legend:
+        yield f"  {'UNIT':<{w[0]}} {'LOAD':<{w[1]}} {'ACTIVE':<{w[2]}} {'SUB':<{w[3]}} DESCRIPTION\n"
+    for r in rows:
+        mark = "●" if r[2] == "failed" else " "
+        yield f"{mark} {r[0]:<{w[0]}} {r[1]:<{w[1]}} {r[2]:<{w[2]}} {r[3]:<{w[3]}} {r[4]}\n"
+    if legend and not rows:
+        yield "0 loaded units listed.\n"
+    elif legend:
+        yield (
+            "\nLOAD   = Reflects whether the unit definition was properly loaded.\n"
+            "ACTIVE = The high-level unit activation state, i.e. generalization of SUB.\n"
+            "SUB    = The low-level unit activation state, values depend on unit type.\n"
+            f"{len(rows)} loaded units listed."
+            + (
+                " Pass --all to see loaded but inactive units, too.\nTo show all installed unit files use "
+                "'systemctl list-unit-files'.\n"
+                if not failed_only
+                else "\n"
+            )
+        )
+    return 0
 
 
 _PRIO = {"emerg": 0, "alert": 1, "crit": 2, "err": 3, "warning": 4, "notice": 5, "info": 6, "debug": 7}

@@ -6,10 +6,11 @@ import fnmatch
 import re
 from collections import deque
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from .opts import OptError, digits, getopt, has, last
-from .regex import MAX_PATTERN, BadRegex, TooComplex, compile_grep
+from .regex import MAX_PATTERN, BadRegex, Matcher, TooComplex, compile_grep
 from .shell import IO, Refused, Shell, _file_lines
 from .vfs import Dir, File
 
@@ -51,7 +52,58 @@ _GREP_LONGS = {
 }
 
 
+@dataclass
+class _Grep:
+    """What one grep command line asks for, parsed."""
+
+    name: str
+    ops: list[str]
+    matcher: Matcher
+    invert: bool
+    count: bool
+    listing: str | None  # "l" (-l: files with a match), "L" (-L: files without), or None
+    only: bool
+    quiet: bool
+    silent: bool
+    numbers: bool
+    recursive: bool
+    with_filename: bool  # -H
+    no_filename: bool  # -h
+    after: int
+    before: int
+    max_count: int | None
+    includes: list[str]
+    excludes: list[str]
+    exclude_dirs: list[str]
+
+
 def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out:
+    g = _grep_options(io, argv)
+    if isinstance(g, int):
+        return g
+    targets, errors, named = _grep_targets(sh, io, g)
+    with_name = (g.with_filename or named or g.recursive) and not g.no_filename
+    any_selected = False
+    for shown, node in targets:
+        if node is not None and node.binary:
+            any_selected = (yield from _grep_binary(sh, io, g, shown, node, with_name)) or any_selected
+            continue
+        lines = iter(stdin or ()) if node is None else _file_lines(sh, node)
+        selected = yield from _grep_lines(sh, g, lines, shown if with_name else "")
+        if selected is None:
+            return 0  # -q: the first match decides
+        any_selected = any_selected or selected > 0
+        if g.count:
+            yield (f"{shown}:" if with_name else "") + f"{selected}\n"
+        elif (g.listing == "l" and selected) or (g.listing == "L" and not selected):
+            yield shown + "\n"
+    if errors and not (g.quiet and any_selected):
+        return 2
+    return 0 if any_selected else 1
+
+
+def _grep_options(io: IO, argv: list[str]) -> _Grep | int:
+    """The parsed command line, or the exit status of a usage error (reported on ``io``)."""
     name = argv[0]
     try:
         opts, ops = getopt(name, argv[1:], flags="inRrlLcvEFGPwxoqsHhaIZz", valued="emABCf", longs=_GREP_LONGS)
@@ -80,17 +132,6 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             io.err(f"Usage: {name} [OPTION]... PATTERNS [FILE]...\nTry '{name} --help' for more information.\n")
             return 2
         patterns = ops.pop(0).split("\n")
-    icase = has(opts, "-i", "--ignore-case")
-    invert = has(opts, "-v", "--invert-match")
-    count = has(opts, "-c", "--count")
-    listing = (
-        "l" if has(opts, "-l", "--files-with-matches") else "L" if has(opts, "-L", "--files-without-match") else None
-    )
-    only = has(opts, "-o", "--only-matching")
-    quiet = has(opts, "-q", "--quiet", "--silent")
-    silent = has(opts, "-s", "--no-messages")
-    numbers = has(opts, "-n", "--line-number")
-    recursive = has(opts, "-r", "-R", "--recursive", "--dereference-recursive")
     ints = {}
     for key, names in (
         ("m", ("-m", "--max-count")),
@@ -105,17 +146,12 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
                 io.err(f"{name}: invalid {what}\n" if key == "m" else f"{name}: {v}: invalid context length argument\n")
                 return 2
             ints[key] = int(v)
-    after = ints.get("A", ints.get("C", 0))
-    before = ints.get("B", ints.get("C", 0))
-    max_count = ints.get("m")
-    includes = [v or "" for o, v in opts if o == "--include"]
-    excludes = [v or "" for o, v in opts if o == "--exclude"]
-    exclude_dirs = [v or "" for o, v in opts if o == "--exclude-dir"]
+    only = has(opts, "-o", "--only-matching")
     try:
         matcher = compile_grep(
             patterns,
             mode,
-            icase=icase,
+            icase=has(opts, "-i", "--ignore-case"),
             word=has(opts, "-w", "--word-regexp"),
             line=has(opts, "-x", "--line-regexp"),
             only=only,
@@ -128,28 +164,59 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
             "grep: this sandbox's grep runs a linear-time regex engine: backreferences and lookaround are not "
             f"supported, and patterns are limited to {MAX_PATTERN} characters"
         ) from None
+    return _Grep(
+        name=name,
+        ops=ops,
+        matcher=matcher,
+        invert=has(opts, "-v", "--invert-match"),
+        count=has(opts, "-c", "--count"),
+        listing=(
+            "l"
+            if has(opts, "-l", "--files-with-matches")
+            else "L"
+            if has(opts, "-L", "--files-without-match")
+            else None
+        ),
+        only=only,
+        quiet=has(opts, "-q", "--quiet", "--silent"),
+        silent=has(opts, "-s", "--no-messages"),
+        numbers=has(opts, "-n", "--line-number"),
+        recursive=has(opts, "-r", "-R", "--recursive", "--dereference-recursive"),
+        with_filename=has(opts, "-H", "--with-filename"),
+        no_filename=has(opts, "-h", "--no-filename"),
+        after=ints.get("A", ints.get("C", 0)),
+        before=ints.get("B", ints.get("C", 0)),
+        max_count=ints.get("m"),
+        includes=[v or "" for o, v in opts if o == "--include"],
+        excludes=[v or "" for o, v in opts if o == "--exclude"],
+        exclude_dirs=[v or "" for o, v in opts if o == "--exclude-dir"],
+    )
 
-    # -- inputs ------------------------------------------------------------------------------------------
-    targets: list[tuple[str, File | None, bool]] = []  # (display name, file or None for stdin, is_error)
+
+def _grep_targets(sh: Shell, io: IO, g: _Grep) -> tuple[list[tuple[str, File | None]], bool, bool]:
+    """``(shown name, file or None for stdin)`` to search in order (directories walked under -r, filtered by
+    --include/--exclude/--exclude-dir), whether an operand was missing or a directory, and whether there were
+    several operands (which shows file names)."""
+    targets: list[tuple[str, File | None]] = []
     errors = False
-    if recursive and not ops:
-        ops_, implicit = ["."], True
+    if g.recursive and not g.ops:
+        ops, implicit = ["."], True
     else:
-        ops_, implicit = ops or ["-"], False
-    for op in ops_:
+        ops, implicit = g.ops or ["-"], False
+    for op in ops:
         if op == "-":
-            targets.append(("(standard input)", None, False))
+            targets.append(("(standard input)", None))
             continue
         base, node, errno = sh.lookup(op)
         if node is None:
-            if not silent:
-                io.err(f"{name}: {op}: {errno}\n")
+            if not g.silent:
+                io.err(f"{g.name}: {op}: {errno}\n")
             errors = True
             continue
         if isinstance(node, Dir):
-            if not recursive:
-                if not silent:
-                    io.err(f"{name}: {op}: Is a directory\n")
+            if not g.recursive:
+                if not g.silent:
+                    io.err(f"{g.name}: {op}: Is a directory\n")
                 errors = True
                 continue
             for path, n in sh.m.fs.walk(base):
@@ -157,97 +224,94 @@ def grep(sh: Shell, io: IO, argv: list[str], stdin: Iterator[str] | None) -> Out
                 if isinstance(n, Dir):
                     continue
                 parts = path[len(base.rstrip("/")) + 1 :].split("/")
-                if exclude_dirs and any(fnmatch.fnmatchcase(d, g) for d in parts[:-1] for g in exclude_dirs):
+                if g.exclude_dirs and any(fnmatch.fnmatchcase(d, x) for d in parts[:-1] for x in g.exclude_dirs):
                     continue
                 fname = parts[-1]
-                if includes and not any(fnmatch.fnmatchcase(fname, g) for g in includes):
+                if g.includes and not any(fnmatch.fnmatchcase(fname, x) for x in g.includes):
                     continue
-                if any(fnmatch.fnmatchcase(fname, g) for g in excludes):
+                if any(fnmatch.fnmatchcase(fname, x) for x in g.excludes):
                     continue
                 shown = path[len(base.rstrip("/")) + 1 :] if implicit else sh.display(op, base, path)
                 assert isinstance(n, File)
-                targets.append((shown, n, False))
+                targets.append((shown, n))
         else:
             assert isinstance(node, File)
-            targets.append((op, node, False))
-    with_name = (has(opts, "-H", "--with-filename") or len(ops_) > 1 or recursive) and not has(
-        opts, "-h", "--no-filename"
-    )
+            targets.append((op, node))
+    return targets, errors, len(ops) > 1
 
-    any_selected = False
-    for shown, node, _ in targets:
-        if node is not None and node.binary:
-            text = "".join(node.lines())
-            sh.work.charge()
-            if matcher.search(text) != invert:
-                any_selected = True
-                if not quiet and not count and listing is None:
-                    io.err(f"{name}: {shown}: binary file matches\n")
-                elif listing == "l":
-                    yield shown + "\n"
-                elif count:
-                    yield (f"{shown}:" if with_name else "") + "1\n"
-            elif count:
-                yield (f"{shown}:" if with_name else "") + "0\n"
-            elif listing == "L":
-                yield shown + "\n"
-            continue
-        lines = iter(stdin or ()) if node is None else _file_lines(sh, node)
-        prefix = f"{shown}" if with_name else ""
-        selected = 0
-        last_printed = 0
-        pending_after = 0
-        before_buf: deque[tuple[int, str]] = deque(maxlen=before or 1)
-        for no, raw in enumerate(lines, 1):
-            line = raw[:-1] if raw.endswith("\n") else raw
-            sh.work.charge(matcher.cost(line))
-            hit = matcher.search(line) != invert
-            if hit:
-                selected += 1
-                any_selected = True
-                if quiet:
-                    return 0
-                if listing is not None:
-                    break
-                if not count:
-                    if before or after:
-                        first = before_buf[0][0] if before and before_buf else no
-                        if last_printed and first > last_printed + 1:
-                            yield "--\n"
-                        for bno, bline in before_buf if before else ():
-                            yield _fmt(prefix, bno, bline, "-", numbers)
-                        before_buf.clear()
-                    if only and not invert:
-                        for hit_text in matcher.matches(line):
-                            yield _fmt(prefix, no, hit_text, ":", numbers)
-                    else:
-                        yield _fmt(prefix, no, line, ":", numbers)
-                    last_printed = no
-                    pending_after = after
-                if max_count is not None and selected >= max_count:
-                    if after and not count:
-                        for no2, raw2 in enumerate(lines, no + 1):
-                            if pending_after <= 0:
-                                break
-                            l2 = raw2[:-1] if raw2.endswith("\n") else raw2
-                            if matcher.search(l2) != invert:
-                                break
-                            yield _fmt(prefix, no2, l2, "-", numbers)
-                            pending_after -= 1
-                    break
-            elif pending_after > 0 and not count and listing is None:
-                yield _fmt(prefix, no, line, "-", numbers)
-                last_printed = no
-                pending_after -= 1
-            elif before:
-                before_buf.append((no, line))
-        if count:
-            yield (f"{shown}:" if with_name else "") + f"{selected}\n"
-        elif (listing == "l" and selected) or (listing == "L" and not selected):
+
+def _grep_binary(sh: Shell, io: IO, g: _Grep, shown: str, node: File, with_name: bool) -> Generator[str, None, bool]:
+    """A binary file is one line to grep: "binary file matches" (on stderr), its name, or its count; True when
+    selected."""
+    text = "".join(node.lines())
+    sh.work.charge()
+    if g.matcher.search(text) != g.invert:
+        if not g.quiet and not g.count and g.listing is None:
+            io.err(f"{g.name}: {shown}: binary file matches\n")
+        elif g.listing == "l":
             yield shown + "\n"
-    if errors and not (quiet and any_selected):
-        return 2
-    return 0 if any_selected else 1
+        elif g.count:
+            yield (f"{shown}:" if with_name else "") + "1\n"
+        return True
+    if g.count:
+        yield (f"{shown}:" if with_name else "") + "0\n"
+    elif g.listing == "L":
+        yield shown + "\n"
+    return False
+
+
+def _grep_lines(sh: Shell, g: _Grep, lines: Iterator[str], prefix: str) -> Generator[str, None, int | None]:
+    """Print the selected lines of one input (with -n numbers, -A/-B/-C context, -o matches, -m limit) unless
+    counting or listing; the number selected, or None at the first match under -q."""
+    matcher, invert, count, numbers = g.matcher, g.invert, g.count, g.numbers
+    before, after = g.before, g.after
+    selected = 0
+    last_printed = 0
+    pending_after = 0
+    before_buf: deque[tuple[int, str]] = deque(maxlen=before or 1)
+    for no, raw in enumerate(lines, 1):
+        line = raw[:-1] if raw.endswith("\n") else raw
+        sh.work.charge(matcher.cost(line))
+        hit = matcher.search(line) != invert
+        if hit:
+            selected += 1
+            if g.quiet:
+                return None
+            if g.listing is not None:
+                break
+            if not count:
+                if before or after:
+                    first = before_buf[0][0] if before and before_buf else no
+                    if last_printed and first > last_printed + 1:
+                        yield "--\n"
+                    for bno, bline in before_buf if before else ():
+                        yield _fmt(prefix, bno, bline, "-", numbers)
+                    before_buf.clear()
+                if g.only and not invert:
+                    for hit_text in matcher.matches(line):
+                        yield _fmt(prefix, no, hit_text, ":", numbers)
+                else:
+                    yield _fmt(prefix, no, line, ":", numbers)
+                last_printed = no
+                pending_after = after
+            if g.max_count is not None and selected >= g.max_count:
+                if after and not count:
+                    for no2, raw2 in enumerate(lines, no + 1):
+                        if pending_after <= 0:
+                            break
+                        l2 = raw2[:-1] if raw2.endswith("\n") else raw2
+                        if matcher.search(l2) != invert:
+                            break
+                        yield _fmt(prefix, no2, l2, "-", numbers)
+                        pending_after -= 1
+                break
+        elif pending_after > 0 and not count and g.listing is None:
+            yield _fmt(prefix, no, line, "-", numbers)
+            last_printed = no
+            pending_after -= 1
+        elif before:
+            before_buf.append((no, line))
+    return selected
 
 
 def _fmt(prefix: str, no: int, line: str, sep: str, numbers: bool) -> str:

@@ -11,7 +11,7 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from . import catalog as C
-from .machine_state import Machine, Process
+from .machine_state import JournalEntry, Machine, Process
 from .timefmt import clf_ts, nginx_error_ts, syslog_ts
 from .vfs import VFS, Dir, File, join
 
@@ -159,11 +159,34 @@ alias l='ls -CF'
 
 
 def write_world(b: Builder) -> Machine:
-    r = b.rng
+    """The machine ``b`` describes, its files written family by family. The order of the families is part of each
+    seed's bytes: they all draw from the builder's one random stream."""
     fs = VFS(default_mtime=b.boot)
-    inc = b.incident
-    assert inc is not None
-    # -- skeleton ----------------------------------------------------------------------------------------
+    _skeleton(b, fs)
+    _etc(b, fs)
+    _nginx_files(b, fs)
+    if b.has_redis:
+        _redis_files(b, fs)
+    for a in b.apps:
+        _app_configs(b, fs, a)
+        _app_units(b, fs, a)
+        _app_install(b, fs, a)
+    _system_units(b, fs)
+    _homes(b, fs)
+    _app_logs(b, fs)
+    _system_logs(b, fs)
+    _nginx_logs(b, fs)
+    if b.has_redis:
+        _redis_log(b, fs)
+    _var_and_run(b, fs)
+    procs, mem_used, buffcache, load = _proc_files(b, fs)
+    _dir_mtimes(fs, "/")
+    return _machine(b, fs, procs, mem_used, buffcache, load)
+
+
+def _skeleton(b: Builder, fs: VFS) -> None:
+    """The directory tree, /dev/null, the binaries in /usr and /boot, nginx's default page."""
+    r = b.rng
     for d in (
         "/boot",
         "/dev",
@@ -215,7 +238,10 @@ def write_world(b: Builder) -> Machine:
         "<h1>Welcome to nginx!</h1>\n</body>\n</html>\n",
         mtime=b.boot - 86400 * 40,
     )
-    # -- /etc ---------------------------------------------------------------------------------------------
+
+
+def _etc(b: Builder, fs: VFS) -> None:
+    """The host's identity, resolver, accounts, mounts, cron and sshd files under /etc."""
     fs.add("/etc/hostname", b.hostname + "\n", mtime=b.boot - 86400 * 90)
     fs.add(
         "/etc/hosts",
@@ -278,6 +304,10 @@ def write_world(b: Builder) -> Machine:
         "Subsystem sftp /usr/lib/openssh/sftp-server\n",
         mtime=b.boot - 86400 * 120,
     )
+
+
+def _nginx_files(b: Builder, fs: VFS) -> None:
+    """nginx's config, its site (every API app behind it) and its TLS certificate."""
     fs.add("/etc/nginx/nginx.conf", NGINX_CONF, mtime=b.boot - 86400 * 50)
     site = _nginx_site(b)
     fs.add("/etc/nginx/sites-available/default", site, mtime=b.boot - 86400 * 20)
@@ -299,109 +329,126 @@ def write_world(b: Builder) -> Machine:
             "serial": f"{b.seed * 2654435761 % 2**64:016X}",
         },
     )
-    if b.has_redis:
+
+
+def _redis_files(b: Builder, fs: VFS) -> None:
+    """redis's config and its dump file."""
+    r = b.rng
+    fs.add(
+        "/etc/redis/redis.conf",
+        "bind 127.0.0.1 ::1\nprotected-mode yes\nport 6379\ndaemonize yes\n"
+        "supervised systemd\nloglevel notice\nlogfile /var/log/redis/redis-server.log\n"
+        "databases 16\nsave 900 1\nsave 300 10\ndir /var/lib/redis\nmaxmemory 512mb\n"
+        "maxmemory-policy allkeys-lru\n",
+        owner="redis",
+        group="redis",
+        mode="-rw-r-----",
+        mtime=b.boot - 86400 * 50,
+    )
+    fs.add(
+        "/var/lib/redis/dump.rdb",
+        mode="-rw-rw----",
+        owner="redis",
+        group="redis",
+        binary=True,
+        size=r.randrange(2_000_000, 300_000_000),
+        mtime=b.now - r.randrange(60, 900),
+    )
+
+
+def _app_configs(b: Builder, fs: VFS, a: AppState) -> None:
+    """An app's config (and the ``.orig`` an incident left beside it), its README and its TLS files."""
+    r = b.rng
+    fs.add(
+        a.config_path,
+        _config_text(a, a.config),
+        mtime=a.config_mtime,
+        owner="root",
+        group=a.spec.user,
+        mode="-rw-r-----",
+    )
+    orig = b.extra_files.get(a.config_path + ".orig")
+    if orig:
+        good = {s: dict(kv) for s, kv in a.config.items()}
+        good[orig["section"]][orig["key"]] = orig["value"]
         fs.add(
-            "/etc/redis/redis.conf",
-            "bind 127.0.0.1 ::1\nprotected-mode yes\nport 6379\ndaemonize yes\n"
-            "supervised systemd\nloglevel notice\nlogfile /var/log/redis/redis-server.log\n"
-            "databases 16\nsave 900 1\nsave 300 10\ndir /var/lib/redis\nmaxmemory 512mb\n"
-            "maxmemory-policy allkeys-lru\n",
-            owner="redis",
-            group="redis",
-            mode="-rw-r-----",
-            mtime=b.boot - 86400 * 50,
-        )
-        fs.add(
-            "/var/lib/redis/dump.rdb",
-            mode="-rw-rw----",
-            owner="redis",
-            group="redis",
-            binary=True,
-            size=r.randrange(2_000_000, 300_000_000),
-            mtime=b.now - r.randrange(60, 900),
-        )
-    for a in b.apps:
-        fs.add(
-            a.config_path,
-            _config_text(a, a.config),
-            mtime=a.config_mtime,
+            a.config_path + ".orig",
+            _config_text(a, good),
+            mtime=a.config_mtime - r.randrange(30, 300),
             owner="root",
             group=a.spec.user,
             mode="-rw-r-----",
         )
-        orig = b.extra_files.get(a.config_path + ".orig")
-        if orig:
-            good = {s: dict(kv) for s, kv in a.config.items()}
-            good[orig["section"]][orig["key"]] = orig["value"]
-            fs.add(
-                a.config_path + ".orig",
-                _config_text(a, good),
-                mtime=a.config_mtime - r.randrange(30, 300),
-                owner="root",
-                group=a.spec.user,
-                mode="-rw-r-----",
-            )
+    fs.add(
+        f"/etc/{a.name}/README",
+        f"{a.name} is deployed by the platform pipeline.\nConfig changes: open a PR "
+        f"against infra/config/{a.name}; hotfixes must be reverted within 24h.\n",
+        mtime=a.config_mtime - 86400 * 10,
+    )
+    if a.tls:
+        crt = a.config["tls"]["cert_file"]
+        cert = b.certs[crt]
         fs.add(
-            f"/etc/{a.name}/README",
-            f"{a.name} is deployed by the platform pipeline.\nConfig changes: open a PR "
-            f"against infra/config/{a.name}; hotfixes must be reverted within 24h.\n",
-            mtime=a.config_mtime - 86400 * 10,
+            crt,
+            _pem("CERTIFICATE", (b.seed, a.name), 1000 + r.randrange(0, 200)),
+            mtime=cert["not_before"] + 120,
         )
-        if a.tls:
-            crt = a.config["tls"]["cert_file"]
-            cert = b.certs[crt]
-            fs.add(
-                crt,
-                _pem("CERTIFICATE", (b.seed, a.name), 1000 + r.randrange(0, 200)),
-                mtime=cert["not_before"] + 120,
-            )
-            fs.add(
-                a.config["tls"]["key_file"],
-                _pem("PRIVATE KEY", (b.seed, a.name, "k"), 1190),
-                mode="-rw-------",
-                owner=a.spec.user,
-                group=a.spec.user,
-                mtime=cert["not_before"] + 120,
-            )
-        fs.add(f"/etc/systemd/system/{a.name}.service", _unit_text(b, a), mtime=a.since - r.randrange(3600, 86400 * 9))
         fs.add(
-            f"/etc/logrotate.d/{a.name}",
-            f"/var/log/{a.name}/*.log {{\n    daily\n    rotate 14\n    compress\n"
-            "    delaycompress\n    missingok\n    notifempty\n    copytruncate\n}\n",
-            mtime=b.boot - 86400 * 20,
+            a.config["tls"]["key_file"],
+            _pem("PRIVATE KEY", (b.seed, a.name, "k"), 1190),
+            mode="-rw-------",
+            owner=a.spec.user,
+            group=a.spec.user,
+            mtime=cert["not_before"] + 120,
         )
-        # -- /opt --
-        fs.add(f"/opt/{a.name}/VERSION", a.version + "\n", mtime=a.since - 60, owner=a.spec.user, group=a.spec.user)
-        if a.spec.runtime == "go":
-            fs.add(
-                f"/opt/{a.name}/bin/{a.name}",
-                mode="-rwxr-xr-x",
-                binary=True,
-                size=r.randrange(9_000_000, 40_000_000),
-                mtime=a.since - 60,
-            )
-        elif a.spec.runtime == "java":
-            fs.add(
-                f"/opt/{a.name}/{a.name}.jar", binary=True, size=r.randrange(40_000_000, 90_000_000), mtime=a.since - 60
-            )
-        elif a.spec.runtime == "node":
-            fs.add(
-                f"/opt/{a.name}/dist/server.js", binary=True, size=r.randrange(200_000, 3_000_000), mtime=a.since - 60
-            )
-            fs.add(
-                f"/opt/{a.name}/package.json",
-                f'{{\n  "name": "{a.name}",\n  "version": "{a.version}",\n'
-                f'  "private": true,\n  "main": "dist/server.js",\n'
-                f'  "engines": {{ "node": ">=20" }}\n}}\n',
-                mtime=a.since - 60,
-            )
-        else:
-            fs.add(
-                f"/opt/{a.name}/requirements.txt",
-                "gunicorn==21.2.0\npsycopg[binary]==3.1.18\nredis==5.0.3\npydantic==2.6.4\n",
-                mtime=a.since - 60,
-            )
-            fs.mkdir(f"/opt/{a.name}/venv", mtime=a.since - 60)
+
+
+def _app_units(b: Builder, fs: VFS, a: AppState) -> None:
+    """An app's systemd unit file and its logrotate rule."""
+    r = b.rng
+    fs.add(f"/etc/systemd/system/{a.name}.service", _unit_text(b, a), mtime=a.since - r.randrange(3600, 86400 * 9))
+    fs.add(
+        f"/etc/logrotate.d/{a.name}",
+        f"/var/log/{a.name}/*.log {{\n    daily\n    rotate 14\n    compress\n"
+        "    delaycompress\n    missingok\n    notifempty\n    copytruncate\n}\n",
+        mtime=b.boot - 86400 * 20,
+    )
+
+
+def _app_install(b: Builder, fs: VFS, a: AppState) -> None:
+    """An app's install under /opt, shaped by its runtime (go, java, node, python)."""
+    r = b.rng
+    fs.add(f"/opt/{a.name}/VERSION", a.version + "\n", mtime=a.since - 60, owner=a.spec.user, group=a.spec.user)
+    if a.spec.runtime == "go":
+        fs.add(
+            f"/opt/{a.name}/bin/{a.name}",
+            mode="-rwxr-xr-x",
+            binary=True,
+            size=r.randrange(9_000_000, 40_000_000),
+            mtime=a.since - 60,
+        )
+    elif a.spec.runtime == "java":
+        fs.add(f"/opt/{a.name}/{a.name}.jar", binary=True, size=r.randrange(40_000_000, 90_000_000), mtime=a.since - 60)
+    elif a.spec.runtime == "node":
+        fs.add(f"/opt/{a.name}/dist/server.js", binary=True, size=r.randrange(200_000, 3_000_000), mtime=a.since - 60)
+        fs.add(
+            f"/opt/{a.name}/package.json",
+            f'{{\n  "name": "{a.name}",\n  "version": "{a.version}",\n'
+            f'  "private": true,\n  "main": "dist/server.js",\n'
+            f'  "engines": {{ "node": ">=20" }}\n}}\n',
+            mtime=a.since - 60,
+        )
+    else:
+        fs.add(
+            f"/opt/{a.name}/requirements.txt",
+            "gunicorn==21.2.0\npsycopg[binary]==3.1.18\nredis==5.0.3\npydantic==2.6.4\n",
+            mtime=a.since - 60,
+        )
+        fs.mkdir(f"/opt/{a.name}/venv", mtime=a.since - 60)
+
+
+def _system_units(b: Builder, fs: VFS) -> None:
+    """The unit files of the services that are not apps (cron, ssh, ...)."""
     for svc in b.services.values():
         if not svc.app:
             kind = "Type=oneshot\nRemainAfterExit=yes\n" if svc.oneshot else "Type=simple\n"
@@ -412,7 +459,13 @@ def write_world(b: Builder) -> Machine:
                 f"ExecStart={svc.exec_start}\n{restart}\n[Install]\nWantedBy=multi-user.target\n",
                 mtime=b.boot - 86400 * 60,
             )
-    # -- homes ------------------------------------------------------------------------------------------
+
+
+def _homes(b: Builder, fs: VFS) -> None:
+    """root's and every user's home: shell rc files and the bash histories the builder recorded."""
+    r = b.rng
+    inc = b.incident
+    assert inc is not None
     fs.add("/root/.bashrc", BASHRC, mtime=b.boot - 86400 * 200)
     fs.add(
         "/root/.profile",
@@ -439,8 +492,11 @@ def write_world(b: Builder) -> Machine:
                 group=user,
                 mtime=inc.started - r.randrange(10, 300),
             )
-    # -- logs -------------------------------------------------------------------------------------------
-    _logs(b, fs)
+
+
+def _var_and_run(b: Builder, fs: VFS) -> None:
+    """State beside the logs: the binary journal, apt's cache, dpkg's status, pid files, systemd's private /tmp."""
+    r = b.rng
     fs.add(
         f"/var/log/journal/{_digest(b.seed, 'mid').hex()[:32]}/system.journal",
         mode="-rw-r-----",
@@ -469,7 +525,12 @@ def write_world(b: Builder) -> Machine:
         mode="drwx------",
         mtime=b.boot + 5,
     )
-    # -- /proc ------------------------------------------------------------------------------------------
+
+
+def _proc_files(b: Builder, fs: VFS) -> tuple[list[Process], int, int, tuple[float, float, float]]:
+    """/proc's memory, load, uptime, version and CPU files; returns the processes, used and buffer/cache memory
+    (kB) and the load averages they show, for the machine to agree with."""
+    r = b.rng
     procs = _processes(b)
     rss = sum(p.rss_kb for p in procs)
     mem_used = rss + r.randrange(250_000, 600_000)
@@ -512,7 +573,16 @@ def write_world(b: Builder) -> Machine:
         mode="-r--r--r--",
         mtime=b.now,
     )
-    _dir_mtimes(fs, "/")
+    return procs, mem_used, buffcache, load
+
+
+def _machine(
+    b: Builder, fs: VFS, procs: list[Process], mem_used: int, buffcache: int, load: tuple[float, float, float]
+) -> Machine:
+    """The final machine: the filesystem plus the state the commands read (services, listeners, journal, ...)."""
+    inc = b.incident
+    assert inc is not None
+    r = b.rng
     services = dict(sorted(b.services.items()))
     listeners = list(b.extra_listeners)
     for a in b.apps:
@@ -632,10 +702,8 @@ def _processes(b: Builder) -> list[Process]:
     return sorted(procs, key=lambda p: p.pid)
 
 
-def _logs(b: Builder, fs: VFS) -> None:
-    r = b.rng
-    host = b.hostname
-    # app logs
+def _app_logs(b: Builder, fs: VFS) -> None:
+    """Each app's log in its runtime's format, and the huge (lazy) logs an incident grew."""
     for a in b.apps:
         fs.mkdir(f"/var/log/{a.name}", owner=a.spec.user, group="adm", mode="drwxr-x---")
         lines = [
@@ -649,8 +717,14 @@ def _logs(b: Builder, fs: VFS) -> None:
     for path, lazy in b.lazy_files.items():
         a = next(x for x in b.apps if path.startswith(f"/var/log/{x.name}/"))
         fs.add(path, lazy=lazy, owner=a.spec.user, group="adm", mode="-rw-r-----", mtime=incident.started)
-    # journal-derived logs
-    entries = sorted(b.journal, key=lambda e: e.ts)
+
+
+def _system_logs(b: Builder, fs: VFS) -> None:
+    """syslog and kern.log from the journal (with the firewall's kernel lines added to it first), auth.log, dpkg.log."""
+    r = b.rng
+    host = b.hostname
+    incident = b.incident
+    assert incident is not None, "logs are rendered after the incident is planted"
     syslog_until = incident.started + 29 if incident.kind == "disk_full" else b.now + 1
     ufw = [
         (
@@ -667,7 +741,7 @@ def _logs(b: Builder, fs: VFS) -> None:
         b.jlog(t, "kernel", None, m, prio=4)
     entries = sorted(b.journal, key=lambda e: e.ts)
 
-    def fmt(e) -> str:  # type: ignore[no-untyped-def]
+    def fmt(e: JournalEntry) -> str:
         if e.kernel:
             return f"{syslog_ts(e.ts)} {host} kernel: [{e.ts - b.boot:12.6f}] {e.message}"
         tag = f"{e.ident}[{e.pid}]" if e.pid is not None else e.ident
@@ -710,7 +784,11 @@ def _logs(b: Builder, fs: VFS) -> None:
         f"openssl:amd64 3.0.2-0ubuntu1.15\n",
         mtime=b.boot - 86400 * 5 + 9,
     )
-    # nginx
+
+
+def _nginx_logs(b: Builder, fs: VFS) -> None:
+    """nginx's access log (every request the builder made) and its error log."""
+    r = b.rng
     fs.mkdir("/var/log/nginx", owner="root", group="adm", mode="drwxr-xr-x")
     reqs = sorted(b.requests, key=lambda q: q.ts)
     fs.add(
@@ -736,22 +814,26 @@ def _logs(b: Builder, fs: VFS) -> None:
         mode="-rw-r-----",
         mtime=int(errs[-1][0]),
     )
-    if b.has_redis:
-        rp = b.services["redis-server"].pid
-        assert rp is not None, "redis-server runs on a healthy machine"
-        fs.add(
-            "/var/log/redis/redis-server.log",
-            "".join(
-                f"{rp}:M {_redis_ts(t)} * 10 changes in 300 seconds. Saving...\n{rp}:M {_redis_ts(t)} * "
-                f"Background saving started by pid {rp + 1 + i}\n{rp}:M {_redis_ts(t + 1)} * Background saving "
-                f"terminated with success\n"
-                for i, t in enumerate(b.times(r.randrange(3, 7), b.window, b.now))
-            ),
-            owner="redis",
-            group="adm",
-            mode="-rw-r-----",
-            mtime=b.now - r.randrange(30, 600),
-        )
+
+
+def _redis_log(b: Builder, fs: VFS) -> None:
+    """redis's log: its background saves."""
+    r = b.rng
+    rp = b.services["redis-server"].pid
+    assert rp is not None, "redis-server runs on a healthy machine"
+    fs.add(
+        "/var/log/redis/redis-server.log",
+        "".join(
+            f"{rp}:M {_redis_ts(t)} * 10 changes in 300 seconds. Saving...\n{rp}:M {_redis_ts(t)} * "
+            f"Background saving started by pid {rp + 1 + i}\n{rp}:M {_redis_ts(t + 1)} * Background saving "
+            f"terminated with success\n"
+            for i, t in enumerate(b.times(r.randrange(3, 7), b.window, b.now))
+        ),
+        owner="redis",
+        group="adm",
+        mode="-rw-r-----",
+        mtime=b.now - r.randrange(30, 600),
+    )
 
 
 def _dpkg_ts(ts: float) -> str:
