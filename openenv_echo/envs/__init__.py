@@ -26,6 +26,7 @@ ENVIRONMENTS: dict[str, EnvSpec] = {
         EnvSpec("shell", "shell_env.server:ShellEnvironment", "8401-8410", needs_docker=True),
     )
 }
+"""Name -> ``EnvSpec`` of every registered env (the CLI's choices, the compose services, the container tier)."""
 
 
 def spec_of(name: str) -> EnvSpec:
