@@ -78,10 +78,11 @@ def _near_miss(task: Any) -> dict[str, str]:
     return {"command": f"bash <<'__NEAR_MISS__'\n{script}\n__NEAR_MISS__"}
 
 
-def _three_submissions(url: str, name: str) -> tuple[float, float, float]:
-    """The reward of the reference solution, of an untouched submission and of the task's near miss."""
+def _three_submissions(url: str, name: str) -> tuple[tuple[float, float, float], list[dict[str, Any]]]:
+    """The rewards of the reference solution, of an untouched submission and of the task's near miss, and what
+    the verifier said of each (its problem, the end of what the tests printed): a failure explains itself."""
     task = SUITE.by_name(name)
-    rewards = []
+    rewards, verdicts = [], []
     with EnvClient(url) as client:
         for actions in (solution_actions(task), [{"command": "submit"}], [_near_miss(task), {"command": "submit"}]):
             first = client.reset(task=name)
@@ -91,7 +92,9 @@ def _three_submissions(url: str, name: str) -> tuple[float, float, float]:
             assert result.done, result.text
             assert "output" not in result.metadata["verifier"]  # what the tests printed stays off the observation
             rewards.append(float(result.reward or 0.0))
-    return rewards[0], rewards[1], rewards[2]
+            output = client.state().get("verifier_output") or ""
+            verdicts.append({**result.metadata["verifier"], "output": output[-600:]})
+    return (rewards[0], rewards[1], rewards[2]), verdicts
 
 
 @pytest.mark.timeout(1200)  # 126 episodes on a loaded 2-core machine
@@ -99,7 +102,11 @@ def test_every_task_scores_1_solved_0_untouched_0_near_miss(shell_url: str) -> N
     names = [t.name for t in SUITE.tasks]
     with ThreadPoolExecutor(max_workers=4) as pool:
         outcomes = dict(zip(names, pool.map(lambda n: _three_submissions(shell_url, n), names)))
-    wrong = {n: o for n, o in outcomes.items() if o != (1.0, 0.0, 0.0)}
+    wrong = {
+        name: {"rewards": rewards, "verifier (solved, untouched, near miss)": verdicts}
+        for name, (rewards, verdicts) in outcomes.items()
+        if rewards != (1.0, 0.0, 0.0)
+    }
     assert not wrong, wrong
 
 
