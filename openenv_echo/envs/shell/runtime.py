@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .sandbox import Sandbox, SandboxSpec, workdir_tar
-from .tasks import BASE_IMAGE, HarborTask
+from .sandbox import Sandbox, SandboxSpec, app_tar, workdir_tar
+from .tasks import BASE_IMAGE, SUITE_DIR, HarborTask, load_task
 
 T = TypeVar("T")
 
@@ -206,6 +206,9 @@ class ShellRuntime:
                 log.append(text.rstrip())
 
     def spec_for(self, task: HarborTask) -> SandboxSpec:
+        if task.image_of is not None:  # a generated instance: its family's image, its own files (never cached)
+            image = self.image_for(load_task(SUITE_DIR / task.image_of))
+            return SandboxSpec(task.name, image, task.workdir, task.limits, app_tar(task.environment_dir / "app"))
         image = self.image_for(task)
         with self._lock:
             spec = self._specs.get(task.name)
@@ -238,7 +241,7 @@ class ShellRuntime:
                 self.release(sandbox)
             sandbox = self._create(spec)
             self.cold_starts += 1
-        if self.pool_size > 0:
+        if self.pool_size > 0 and task.image_of is None:  # a generated instance is seldom asked for twice
             self.executor.submit(self._refill, task)
         return sandbox
 

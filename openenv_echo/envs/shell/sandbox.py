@@ -139,6 +139,14 @@ def _tar_dir(path: Path) -> bytes:
     return raw.getvalue()
 
 
+def app_tar(path: Path) -> bytes:
+    """``path`` as a working-directory tar in ``workdir_tar``'s layout (one top directory, stripped on unpacking)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.add(path, arcname="app")
+    return raw.getvalue()
+
+
 def workdir_tar(client: Any, image: str, workdir: str, labels: dict[str, str]) -> bytes | None:
     """The image's ``workdir`` as a tar, read from a created (never started) container carrying ``labels`` (so the
     orphan sweep finds it if the server dies meanwhile); None if the image has no such directory."""
