@@ -239,8 +239,7 @@ def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
     from openenv_echo.envs.shell import environment, instances
     from openenv_echo.envs.shell.generate_tasks import FAMILIES, GENERATED_FAMILIES, instance_entry
 
-    monkeypatch.setattr(instances, "INSTANCE_DIR", tmp_path / "cache")
-    monkeypatch.setattr(environment, "instance_task", lambda i: instances.instance_task(i, tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     suite = load_suite()
     train = suite.split("train")
     held_out = {f.name for f in FAMILIES if f.held_out is not None}
@@ -262,7 +261,7 @@ def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
         assert (task.tests_dir / "check.py").read_text() != (shipped.tests_dir / "check.py").read_text(), task.name
     # the same seed gives the same bytes, from the cache or written afresh
     again = environment.task_for_seed(len(train) + 3)
-    assert again.path == first[3].path
+    assert again.path == first[3].path and again.path.is_relative_to(tmp_path / "cache")
     fresh = instances.instance_task(3, tmp_path / "other")
     assert _tree(fresh.path) == _tree(first[3].path)
     # validation and test seeds keep the shipped held-out tasks

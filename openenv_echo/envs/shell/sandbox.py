@@ -228,14 +228,7 @@ class Sandbox:
             sandbox.supervise("status -1")  # answered once the supervisor has set up the log mounts
             shell = sandbox._spawn_shell()  # the driver's Python starts while the work directory is filled
             if spec.workdir_tar is not None:
-                code, out, _ = sandbox.exec(
-                    ["tar", "-x", "-m", "-C", spec.workdir, "--strip-components=1"],
-                    user=_AGENT,
-                    stdin=spec.workdir_tar,
-                    timeout_s=60,
-                )
-                if code != 0:
-                    raise RuntimeError(f"could not fill {spec.workdir}: {out.decode(errors='replace')[-500:]}")
+                sandbox.fill(spec.workdir_tar)
             sandbox._adopt_shell(shell)
         except BaseException:
             if shell is not None:
@@ -243,6 +236,17 @@ class Sandbox:
             sandbox.remove()
             raise
         return sandbox
+
+    def fill(self, workdir_tar: bytes) -> None:
+        """Unpack ``workdir_tar`` (one top directory, stripped) into the working directory, as the agent."""
+        code, out, _ = self.exec(
+            ["tar", "-x", "-m", "-C", self.spec.workdir, "--strip-components=1"],
+            user=_AGENT,
+            stdin=workdir_tar,
+            timeout_s=60,
+        )
+        if code != 0:
+            raise RuntimeError(f"could not fill {self.spec.workdir}: {out.decode(errors='replace')[-500:]}")
 
     @property
     def cwd(self) -> str:
