@@ -22,9 +22,10 @@ from __future__ import annotations
 AGENT_UID = 1000
 """Unprivileged uid (and gid) of the agent's shell; it holds no capabilities."""
 KILL_WAIT_S = 10
-"""How long the supervisor's ``kill`` keeps killing until no other process is left, pausing 20 ms between rounds. A
-killed process still has to run its exit: one holding 440 MB outlived 200 quick rounds every time, and on a loaded
-machine ordinary ones did too (the verifier then refused to run the tests, and a solved task scored 0)."""
+"""How long the supervisor's ``kill`` keeps killing until no other process is left: 200 quick rounds (which outpace a
+fork bomb), then rounds 20 ms apart until this many seconds have passed. A killed process still has to run its
+exit: one holding 440 MB outlived 200 quick rounds every time, and on a loaded machine ordinary ones did too (the
+verifier then refused to run the tests, and a solved task scored 0)."""
 
 SUPERVISOR = r"""
 log() { printf 'openenv-echo sandbox: %s\n' "$*" >&2; }
@@ -50,13 +51,15 @@ while IFS= read -r req; do
   set -- $req
   case "$1" in
     kill)
-      # until none is left, for up to KILL_WAIT_S seconds: a killed process still has to run its exit, which for a
-      # big one or on a loaded machine takes a while; the pauses leave it the CPU
-      now_us; end=$((now + KILL_WAIT_S * 1000000))
+      # until none is left: 200 quick rounds first (they outpace a fork bomb), then rounds 20 ms apart for up to
+      # KILL_WAIT_S seconds (a killed process still has to run its exit, which for a big one or on a loaded machine
+      # takes a while; the pauses leave it the CPU)
+      now_us; end=$((now + KILL_WAIT_S * 1000000)) i=0
       while :; do
         kill -9 -1 2>/dev/null
         count_others
         ((n == 0)) && break
+        ((++i < 200)) && continue
         now_us; ((now < end)) || break
         read -rt 0.02 -u "$nap" _
       done
