@@ -178,7 +178,10 @@ def check_answer(name: str, text: str, obs: dict[str, Any], host_file: Path) -> 
     if name == "leave files":
         assert obs["exit_code"] == 0
     elif name == "memory hog":
-        assert obs["exit_code"] == 137 and "OOM killer stopped" in text and "limit is 512 MB" in text
+        # killed by the kernel (137); on a loaded machine filling 512 MB can outlast the 3 s limit, and the harness's
+        # kill then comes first: either way the OOM notice is there
+        assert obs["exit_code"] == 137 or obs["timed_out"], text
+        assert "OOM killer stopped" in text and "limit is 512 MB" in text
     elif name == "disk filler":
         assert "No space left on device" in text and obs["exit_code"] == 1
     elif name == "network":
