@@ -504,24 +504,17 @@ class Sandbox:
 
     def _read_reward(self) -> tuple[float, str | None]:
         """``reward.txt`` if it exists (as a regular file, else the reward is 0: no fallback), else
-        ``reward.json``; read as root from the verifier's own mount. A read that itself fails raises (the episode
-        ends in an error, never in a reward the submission did not earn)."""
-        script = (
-            'for f in "$1" "$2"; do if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then echo "bad $f"; exit; '
-            'elif [ -f "$f" ]; then echo "ok $f"; head -c 4096 "$f"; exit; fi; done; echo none'
-        )
-        code, out, timed_out = self.exec(
-            ["sh", "-c", script, "sh", CONTAINER_REWARD_TXT, CONTAINER_REWARD_JSON], timeout_s=30
-        )
-        head, _, body = out.decode("utf-8", "replace").partition("\n")
-        if code != 0 or not head:  # the harness's failure, not the submission's: no reward is made up for it
-            how = "timed out" if timed_out else f"exit status {code}"
-            raise RuntimeError(f"could not read the verifier's reward ({how}): {out.decode(errors='replace')[-300:]!r}")
-        if head == "none":
+        ``reward.json``; read by the supervisor (root, from the verifier's own mount) over its channel. An answer
+        it cannot give raises (the episode ends in an error, never in a reward the submission did not earn)."""
+        answer = self.supervise("reward")
+        verdict, _, rest = answer.partition(" ")
+        if verdict == "none":
             return 0.0, f"the verifier wrote no {CONTAINER_REWARD_TXT} or {CONTAINER_REWARD_JSON}"
-        verdict, _, path = head.partition(" ")
         if verdict == "bad":
-            return 0.0, f"{path} is not a regular file"
+            return 0.0, f"{rest} is not a regular file"
+        path, _, body = rest.partition(" ")
+        if verdict != "ok" or path not in (CONTAINER_REWARD_TXT, CONTAINER_REWARD_JSON):
+            raise RuntimeError(f"could not read the verifier's reward: the supervisor answered {answer[:200]!r}")
         if path == CONTAINER_REWARD_TXT:
             return _parse_reward(body, CONTAINER_REWARD_TXT)
         return _parse_reward_json(body)

@@ -7,7 +7,7 @@ Two processes of ours live in every sandbox container:
   works when the agent's fork bomb holds every pid of the container. ``kill`` SIGKILLs every other process (the
   agent's shell, its children, anything it left behind) until none is left and answers how many remain; ``status
   PID`` answers the cgroup's OOM kills and the forks it refused at its pids limit so far, and the processes the
-  agent left running besides its shell ``PID``.
+  agent left running besides its shell ``PID``; ``reward`` answers the verifier's reward file (``_read_reward``).
 * the agent's **shell**: one ``bash --noprofile --norc`` per episode (a new one after a kill or an ``exit``) as the
   unprivileged ``AGENT_UID``, under the ``driver`` (which owns its pipes). ``SHELL_INIT`` defines the harness's
   end-of-step function; each step is one ``command_line``: the agent's command run with ``eval`` (so ``cd``,
@@ -18,6 +18,8 @@ Two processes of ours live in every sandbox container:
 """
 
 from __future__ import annotations
+
+from .tasks import CONTAINER_REWARD_JSON, CONTAINER_REWARD_TXT
 
 AGENT_UID = 1000
 """Unprivileged uid (and gid) of the agent's shell; it holds no capabilities."""
@@ -94,10 +96,25 @@ while IFS= read -r req; do
         while read -r k v; do [[ $k == max ]] && refused=$v; done < "$f"
       done
       printf 'status %s %s%s\n' "$oom" "$refused" "$out";;
+    reward)
+      # reward -> "none", "bad PATH" (a link or not a regular file: no fallback) or "ok PATH BODY" (its first 4096
+      # characters, line breaks and tabs as spaces): the verifier's reward, read here and not by an exec, whose
+      # output the engine can lose under load (an exec that printed it once came back empty, exit status 0)
+      ans=none
+      for f in REWARD_TXT REWARD_JSON; do
+        if [[ -L $f ]] || { [[ -e $f ]] && [[ ! -f $f ]]; }; then
+          ans="bad $f"; break
+        elif [[ -f $f ]]; then
+          body=""; IFS= read -r -d '' -n 4096 body < "$f"
+          ans="ok $f ${body//[$'\n\r\t']/ }"; break
+        fi
+      done
+      printf '%s\n' "$ans";;
     *) printf 'error unknown request\n';;
   esac
 done
 """.replace("AGENT_UID", str(AGENT_UID)).replace("KILL_WAIT_S", str(KILL_WAIT_S))
+SUPERVISOR = SUPERVISOR.replace("REWARD_TXT", CONTAINER_REWARD_TXT).replace("REWARD_JSON", CONTAINER_REWARD_JSON)
 
 
 def ansi_c_quote(text: str | bytes) -> str:
