@@ -146,7 +146,7 @@ class LocalProcessProvider(ServerProvider):
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault("_TYPER_STANDARD_TRACEBACK", "1")  # plain tracebacks in the log, not rich boxes
         env.setdefault("COLUMNS", "160")
-        for name, value in self.limits.model_dump().items():
+        for name, value in self.limits.model_dump(exclude_unset=True).items():  # the rest: the env's own defaults
             env[f"OPENENV_ECHO_{name.upper()}"] = "none" if value is None else str(value)
         return env
 

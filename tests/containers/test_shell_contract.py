@@ -136,6 +136,16 @@ def test_every_agent_process_is_gone_before_the_tests_start(shell_task_images: d
     assert result.reward == 1.0 and result.problem is None, result
 
 
+def test_an_agent_process_slow_to_die_is_waited_for_and_the_tests_still_run(
+    shell_task_images: dict[str, str], tmp_path: Path
+) -> None:
+    # a killed process that holds 440 MB takes a while to exit: the supervisor's sweep once gave up after 200 quick
+    # rounds (every time here; on a loaded machine ordinary processes did too) and a solved task scored 0
+    hog = 'python3 -c "b = bytearray(440 << 20); import time; print(1, flush=True); time.sleep(1e4)" & sleep 3'
+    result = _verify_with("echo 1 > /logs/verifier/reward.txt\n", tmp_path, (hog,))
+    assert result.reward == 1.0 and result.problem is None, result
+
+
 def test_a_reward_txt_that_is_not_a_regular_file_scores_0_never_the_json_fallback(
     shell_task_images: dict[str, str], tmp_path: Path
 ) -> None:

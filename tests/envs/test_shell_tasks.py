@@ -231,3 +231,47 @@ def test_regeneration_reproduces_the_committed_suite(tmp_path: Path) -> None:
     for entry in SUITE:
         assert _tree(tmp_path / entry.name) == _tree(SUITE_DIR / entry.name), entry.name
     assert sorted(p.name for p in SUITE_DIR.iterdir()) == sorted(e.name for e in SUITE)
+
+
+def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shell_env.server import instances
+    from shell_env.server import shell_environment as environment
+    from shell_env.server.generate_tasks import FAMILIES, GENERATED_FAMILIES, instance_entry
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    suite = load_suite()
+    train = suite.split("train")
+    held_out = {f.name for f in FAMILIES if f.held_out is not None}
+    # generated only for training families, never on a shipped seed (so never a validation or test input)
+    assert held_out and not held_out & {f.name for f in GENERATED_FAMILIES} and len(GENERATED_FAMILIES) >= 8
+    shipped_seeds = {e.seed for e in SUITE}
+    entries = [instance_entry(i) for i in range(5 * len(GENERATED_FAMILIES))]
+    assert not shipped_seeds & {e.seed for e in entries} and len({e.seed for e in entries}) == len(entries)
+    # the shipped training tasks keep their seeds; the next seeds are instances, each family in turn
+    assert [environment.task_for_seed(s).name for s in range(len(train))] == [t.name for t in train]
+    first = [environment.task_for_seed(len(train) + i) for i in range(len(GENERATED_FAMILIES))]
+    assert [t.image_of for t in first] == [f.name for f in GENERATED_FAMILIES]
+    for task in first:
+        assert task.split == "train" and task.image_of is not None and task.solution is not None
+        shipped = suite.by_name(task.image_of)
+        # the family's shape (the image it runs on holds nothing of the instance), its own inputs and answers
+        assert shipped.dockerfile is not None
+        assert (task.path / "environment" / "Dockerfile").read_text() == shipped.dockerfile.read_text()
+        assert (task.tests_dir / "check.py").read_text() != (shipped.tests_dir / "check.py").read_text(), task.name
+    # the same seed gives the same bytes, from the cache or written afresh
+    again = environment.task_for_seed(len(train) + 3)
+    assert again.path == first[3].path and again.path.is_relative_to(tmp_path / "cache")
+    fresh = instances.instance_task(3, tmp_path / "other")
+    assert _tree(fresh.path) == _tree(first[3].path)
+    # validation and test seeds keep the shipped held-out tasks
+    for split in ("validation", "test"):
+        task = environment.task_for_seed(TASK_SPLITS[split].start)
+        assert task.image_of is None and task.split == split
+
+
+def test_image_of_must_name_a_task(tmp_path: Path) -> None:
+    bad = GOOD_TOML.replace('split = "validation"', 'split = "train"\nimage_of = "../escape"')
+    with pytest.raises(TaskError, match="image_of must be a task name"):
+        load_task(make_task(tmp_path, toml=bad))

@@ -144,3 +144,12 @@ def test_startup_timeout_reports_logs() -> None:
         provider.start()
     assert "sleeping instead of serving" in info.value.logs
     assert not provider.started
+
+
+def test_only_the_limits_given_reach_the_child_the_rest_are_the_envs_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the server's 2 s default step timeout once overrode the shell env's own (1900 s: a verifier runs in a step)
+    for name in ("OPENENV_ECHO_STEP_TIMEOUT_S", "OPENENV_ECHO_MAX_SESSIONS"):
+        monkeypatch.delenv(name, raising=False)
+    assert "OPENENV_ECHO_STEP_TIMEOUT_S" not in LocalProcessProvider("shell")._child_env()
+    given = LocalProcessProvider("shell", step_timeout_s=5.0, max_sessions=3)._child_env()
+    assert given["OPENENV_ECHO_STEP_TIMEOUT_S"] == "5.0" and given["OPENENV_ECHO_MAX_SESSIONS"] == "3"

@@ -550,7 +550,7 @@ RUN bash /tmp/setup.sh && rm /tmp/setup.sh \\
 """
 
 
-def _toml(entry: Entry, spec: Spec) -> str:
+def _toml(entry: Entry, spec: Spec, image_of: str | None = None) -> str:
     return (
         'schema_version = "1.4"\n\n'
         "[metadata]\n"
@@ -560,8 +560,7 @@ def _toml(entry: Entry, spec: Spec) -> str:
         "[metadata.openenv_echo]\n"
         f'family = "{entry.family}"\n'
         f'split = "{entry.split}"\n'
-        f"seed = {entry.seed}\n"
-        "pids = 128\n"
+        f"seed = {entry.seed}\n" + (f'image_of = "{image_of}"\n' if image_of is not None else "") + "pids = 128\n"
         "command_timeout_sec = 30.0\n\n"
         "[verifier]\ntimeout_sec = 120.0\n\n"
         "[agent]\ntimeout_sec = 600.0\n\n"
@@ -582,13 +581,13 @@ def _write(path: Path, content: str | bytes, executable: bool = False) -> None:
     path.chmod(0o755 if executable else 0o644)
 
 
-def write_task(entry: Entry, out: Path) -> Path:
+def write_task(entry: Entry, out: Path, image_of: str | None = None) -> Path:
     """Write one task directory from its seed (replacing what was there)."""
     spec = entry.build(random.Random(entry.seed))
     task = out / entry.name
     if task.exists():
         shutil.rmtree(task)
-    _write(task / "task.toml", _toml(entry, spec))
+    _write(task / "task.toml", _toml(entry, spec, image_of))
     _write(task / "instruction.md", spec.instruction + "\n")
     _write(task / "environment" / "Dockerfile", _DOCKERFILE if spec.setup is None else _DOCKERFILE_GIT)
     if spec.setup is not None:
@@ -602,6 +601,32 @@ def write_task(entry: Entry, out: Path) -> Path:
     _write(task / "tests" / "test.sh", _TEST_SH, executable=True)
     _write(task / "tests" / "check.py", _CHECK_HEAD + spec.check)
     return task
+
+
+GENERATED_FAMILIES: tuple[Family, ...] = tuple(
+    f for f in FAMILIES if f.held_out is None and f.build(random.Random(f.seed)).setup is None
+)
+"""The training families whose fresh instances the env generates per seed (``write_instance``): every one but the
+held-out families (their kinds of task stay unseen in training) and those whose image setup depends on the instance
+(``Spec.setup``: the git family's repository is made at build time)."""
+
+
+def instance_entry(index: int) -> Entry:
+    """The ``index``-th generated training instance: family ``index % len(GENERATED_FAMILIES)``, that family's
+    instance ``INSTANCES + index // len(GENERATED_FAMILIES)`` (seed ``family.seed + 1000 * k``: never one of the
+    shipped instances, so never a validation or test seed)."""
+    if index < 0:
+        raise ValueError(f"instance index {index} is negative")
+    family = GENERATED_FAMILIES[index % len(GENERATED_FAMILIES)]
+    k = INSTANCES + index // len(GENERATED_FAMILIES)
+    return Entry(f"{family.name}-g{k + 1}", family.name, family.seed + 1000 * k, "train", family.build)
+
+
+def write_instance(index: int, out: Path) -> Path:
+    """Write the ``index``-th generated instance (``instance_entry``) under ``out`` as a Harbor task that runs on its
+    family's shipped image (``image_of``): inputs and expected outputs drawn from its own seed."""
+    entry = instance_entry(index)
+    return write_task(entry, out, image_of=entry.family)
 
 
 def generate(out: Path = SUITE_DIR) -> list[Path]:

@@ -79,7 +79,8 @@ class ShellLink:
                     self.transport.send(record(b"c", SHELL_INIT))
                     return
             if self.transport.eof or time.monotonic() >= deadline:
-                why = " ".join(self.problems).strip() or "no answer"
+                ended = "its driver ended without a word" if self.transport.eof else f"no answer in {timeout_s:g} s"
+                why = " ".join(self.problems).strip() or ended
                 raise ShellStartError(f"the agent's shell did not start: {why[-500:]}")
 
     def _next(self, deadline: float) -> list[tuple[bytes, bytes]]:

@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .sandbox import Sandbox, SandboxSpec, workdir_tar
-from .tasks import BASE_IMAGE, HarborTask
+from .sandbox import Sandbox, SandboxSpec, app_tar, workdir_tar
+from .tasks import BASE_IMAGE, SUITE_DIR, HarborTask, load_task
 
 T = TypeVar("T")
 
@@ -221,16 +221,36 @@ class ShellRuntime:
                 self._specs[task.name] = spec
         return spec
 
+    def generated_spec(self, task: HarborTask) -> SandboxSpec:
+        """What a generated instance's containers are made of before its files come in: its family's shipped
+        image and limits, an empty working directory. Shared by every instance of the family (one pool entry,
+        ``<family>+generated``)."""
+        assert task.image_of is not None
+        shipped = load_task(SUITE_DIR / task.image_of)
+        image = self.image_for(shipped)
+        return SandboxSpec(f"{shipped.name}+generated", image, shipped.workdir, shipped.limits, None)
+
     # -- containers ----------------------------------------------------------------------------------------
     def acquire(self, task: HarborTask) -> Sandbox:
-        """A ready sandbox for ``task``: a pooled one if waiting, else a new one; then the pool is refilled."""
-        spec = self.spec_for(task)
+        """A ready sandbox for ``task``: a pooled one if waiting, else a new one; then the pool is refilled. A
+        generated instance (``image_of``) gets one of its family's empty ones, its files unpacked now."""
+        if task.image_of is None:
+            return self._take(self.spec_for(task))
+        sandbox = self._take(self.generated_spec(task))
+        try:
+            sandbox.fill(app_tar(task.environment_dir / "app"))
+        except BaseException:
+            self.release(sandbox)
+            raise
+        return sandbox
+
+    def _take(self, spec: SandboxSpec) -> Sandbox:
         sandbox = None
         with self._lock:
-            waiting = self._pool.get(task.name)
+            waiting = self._pool.get(spec.task)
             if waiting:
                 sandbox = waiting.pop()
-                self._pool.move_to_end(task.name)
+                self._pool.move_to_end(spec.task)
         if sandbox is not None and sandbox.spec.image == spec.image and sandbox.status() == "running":
             self.warm_starts += 1
         else:
@@ -239,7 +259,7 @@ class ShellRuntime:
             sandbox = self._create(spec)
             self.cold_starts += 1
         if self.pool_size > 0:
-            self.executor.submit(self._refill, task)
+            self.executor.submit(self._refill, spec)
         return sandbox
 
     def _create(self, spec: SandboxSpec) -> Sandbox:
@@ -253,22 +273,22 @@ class ShellRuntime:
             raise RuntimeError("the shell runtime is shut down")
         return sandbox
 
-    def _refill(self, task: HarborTask) -> None:
+    def _refill(self, spec: SandboxSpec) -> None:
         with self._lock:
-            if self._closed or task.name in self._filling or self._pool.get(task.name):
+            if self._closed or spec.task in self._filling or self._pool.get(spec.task):
                 return
-            self._filling.add(task.name)
+            self._filling.add(spec.task)
         try:
-            sandbox = self._create(self.spec_for(task))
+            sandbox = self._create(spec)
         except Exception:
             return
         finally:
             with self._lock:
-                self._filling.discard(task.name)
+                self._filling.discard(spec.task)
         evicted: list[Sandbox] = []
         with self._lock:
-            self._pool.setdefault(task.name, []).append(sandbox)
-            self._pool.move_to_end(task.name)
+            self._pool.setdefault(spec.task, []).append(sandbox)
+            self._pool.move_to_end(spec.task)
             while sum(len(v) for v in self._pool.values()) > self.pool_size:
                 oldest = next(iter(self._pool))
                 evicted.append(self._pool[oldest].pop(0))
@@ -291,7 +311,7 @@ class ShellRuntime:
             self.release(sandbox)
 
     def warm(self, task: str | None = None) -> int:
-        """Containers waiting in the pool (for ``task``, or all)."""
+        """Containers waiting in the pool (for ``task``, or ``<family>+generated``, or all)."""
         with self._lock:
             if task is not None:
                 return len(self._pool.get(task, ()))

@@ -28,7 +28,7 @@ from openenv_echo.providers.docker import container_status
 
 from .link import DRIVER_ARGV, ShellLink, ShellStartError
 from .render import CommandResult, Ending
-from .scripts import AGENT_UID, SUPERVISOR
+from .scripts import AGENT_UID, KILL_WAIT_S, SUPERVISOR
 from .streams import STDOUT, FrameDecoder, shown
 from .tasks import (
     CONTAINER_AGENT_LOG_DIR,
@@ -51,6 +51,8 @@ TESTS_MB = 64
 FLOOD_FACTOR = 64
 """A command that writes more than this many times the output cap is killed (reading it all would cost the server)."""
 LOG_TAIL = 20
+EXIT_WAIT_S = 30.0
+"""How long an exec's exit status may take to show in the engine after its output ended (a loaded machine)."""
 _DRAIN_S = 2.0
 _AGENT = f"{AGENT_UID}:{AGENT_UID}"
 KIND_LABEL = "io.openenv-echo.shell.kind"
@@ -138,6 +140,14 @@ def _tar_dir(path: Path) -> bytes:
     return raw.getvalue()
 
 
+def app_tar(path: Path) -> bytes:
+    """``path`` as a working-directory tar in ``workdir_tar``'s layout (one top directory, stripped on unpacking)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.add(path, arcname="app")
+    return raw.getvalue()
+
+
 def workdir_tar(client: Any, image: str, workdir: str, labels: dict[str, str]) -> bytes | None:
     """The image's ``workdir`` as a tar, read from a created (never started) container carrying ``labels`` (so the
     orphan sweep finds it if the server dies meanwhile); None if the image has no such directory."""
@@ -219,14 +229,7 @@ class Sandbox:
             sandbox.supervise("status -1")  # answered once the supervisor has set up the log mounts
             shell = sandbox._spawn_shell()  # the driver's Python starts while the work directory is filled
             if spec.workdir_tar is not None:
-                code, out, _ = sandbox.exec(
-                    ["tar", "-x", "-m", "-C", spec.workdir, "--strip-components=1"],
-                    user=_AGENT,
-                    stdin=spec.workdir_tar,
-                    timeout_s=60,
-                )
-                if code != 0:
-                    raise RuntimeError(f"could not fill {spec.workdir}: {out.decode(errors='replace')[-500:]}")
+                sandbox.fill(spec.workdir_tar)
             sandbox._adopt_shell(shell)
         except BaseException:
             if shell is not None:
@@ -234,6 +237,17 @@ class Sandbox:
             sandbox.remove()
             raise
         return sandbox
+
+    def fill(self, workdir_tar: bytes) -> None:
+        """Unpack ``workdir_tar`` (one top directory, stripped) into the working directory, as the agent."""
+        code, out, _ = self.exec(
+            ["tar", "-x", "-m", "-C", self.spec.workdir, "--strip-components=1"],
+            user=_AGENT,
+            stdin=workdir_tar,
+            timeout_s=60,
+        )
+        if code != 0:
+            raise RuntimeError(f"could not fill {self.spec.workdir}: {out.decode(errors='replace')[-500:]}")
 
     @property
     def cwd(self) -> str:
@@ -308,12 +322,22 @@ class Sandbox:
                     out += payload[: max(cap_bytes - len(out), 0)]
         finally:
             channel.close()
-        for _ in range(50):
-            code = self.client.api.exec_inspect(exec_id).get("ExitCode")
-            if code is not None:
-                return int(code), bytes(out), False
-            time.sleep(0.01)
-        return None, bytes(out), False
+        return self._exit_code(exec_id), bytes(out), False
+
+    def _exit_code(self, exec_id: str) -> int | None:
+        """The exit status of an exec whose output has ended. The engine records it only once it has handled the
+        process's exit, which on a loaded machine comes well after the stream's end (0.5 s was not always enough:
+        a verifier that had written its reward read as "no reward"), so this waits up to ``EXIT_WAIT_S``."""
+        deadline = time.monotonic() + EXIT_WAIT_S
+        pause = 0.005
+        while True:
+            info = self.client.api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     def supervise(self, request: str, timeout_s: float = 10.0) -> str:
         """One supervisor request, its one-line answer."""
@@ -337,8 +361,8 @@ class Sandbox:
 
     def kill_all(self, why: str) -> int:
         """SIGKILL every process but the supervisor (the agent's shell and all it started); returns how many the
-        supervisor still saw afterwards (0 unless one would not die)."""
-        words = self.supervise(f"kill {why.split()[0] if why else 'request'}").split()
+        supervisor still saw afterwards (0 unless one would not die within ``KILL_WAIT_S``)."""
+        words = self.supervise(f"kill {why.split()[0] if why else 'request'}", timeout_s=KILL_WAIT_S + 20).split()
         return int(words[1]) if len(words) == 2 and words[0] == "killed" and words[1].isdigit() else 1
 
     def start_shell(self) -> None:
@@ -481,18 +505,17 @@ class Sandbox:
 
     def _read_reward(self) -> tuple[float, str | None]:
         """``reward.txt`` if it exists (as a regular file, else the reward is 0: no fallback), else
-        ``reward.json``; read as root from the verifier's own mount."""
-        script = (
-            'for f in "$1" "$2"; do if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then echo "bad $f"; exit; '
-            'elif [ -f "$f" ]; then echo "ok $f"; head -c 4096 "$f"; exit; fi; done; echo none'
-        )
-        code, out, _ = self.exec(["sh", "-c", script, "sh", CONTAINER_REWARD_TXT, CONTAINER_REWARD_JSON], timeout_s=10)
-        head, _, body = out.decode("utf-8", "replace").partition("\n")
-        if code != 0 or head == "none" or not head:
+        ``reward.json``; read by the supervisor (root, from the verifier's own mount) over its channel. An answer
+        it cannot give raises (the episode ends in an error, never in a reward the submission did not earn)."""
+        answer = self.supervise("reward")
+        verdict, _, rest = answer.partition(" ")
+        if verdict == "none":
             return 0.0, f"the verifier wrote no {CONTAINER_REWARD_TXT} or {CONTAINER_REWARD_JSON}"
-        verdict, _, path = head.partition(" ")
         if verdict == "bad":
-            return 0.0, f"{path} is not a regular file"
+            return 0.0, f"{rest} is not a regular file"
+        path, _, body = rest.partition(" ")
+        if verdict != "ok" or path not in (CONTAINER_REWARD_TXT, CONTAINER_REWARD_JSON):
+            raise RuntimeError(f"could not read the verifier's reward: the supervisor answered {answer[:200]!r}")
         if path == CONTAINER_REWARD_TXT:
             return _parse_reward(body, CONTAINER_REWARD_TXT)
         return _parse_reward_json(body)

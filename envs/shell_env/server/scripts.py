@@ -7,7 +7,7 @@ Two processes of ours live in every sandbox container:
   works when the agent's fork bomb holds every pid of the container. ``kill`` SIGKILLs every other process (the
   agent's shell, its children, anything it left behind) until none is left and answers how many remain; ``status
   PID`` answers the cgroup's OOM kills and the forks it refused at its pids limit so far, and the processes the
-  agent left running besides its shell ``PID``.
+  agent left running besides its shell ``PID``; ``reward`` answers the verifier's reward file (``_read_reward``).
 * the agent's **shell**: one ``bash --noprofile --norc`` per episode (a new one after a kill or an ``exit``) as the
   unprivileged ``AGENT_UID``, under the ``driver`` (which owns its pipes). ``SHELL_INIT`` defines the harness's
   end-of-step function; each step is one ``command_line``: the agent's command run with ``eval`` (so ``cd``,
@@ -19,8 +19,15 @@ Two processes of ours live in every sandbox container:
 
 from __future__ import annotations
 
+from .tasks import CONTAINER_REWARD_JSON, CONTAINER_REWARD_TXT
+
 AGENT_UID = 1000
 """Unprivileged uid (and gid) of the agent's shell; it holds no capabilities."""
+KILL_WAIT_S = 10
+"""How long the supervisor's ``kill`` keeps killing until no other process is left: 200 quick rounds (which outpace a
+fork bomb), then rounds 20 ms apart until this many seconds have passed. A killed process still has to run its
+exit: one holding 440 MB outlived 200 quick rounds every time, and on a loaded machine ordinary ones did too (the
+verifier then refused to run the tests, and a solved task scored 0)."""
 
 SUPERVISOR = r"""
 log() { printf 'openenv-echo sandbox: %s\n' "$*" >&2; }
@@ -39,15 +46,24 @@ count_others() {  # live processes other than init, the supervisor and $1 (zombi
 chown 0:0 /logs/verifier /tests && chmod 0755 /logs/verifier /tests && chown AGENT_UID:AGENT_UID /logs/agent \
   && chmod 0755 /logs/agent || { log "cannot set up /logs"; exit 1; }
 for f in /logs/verifier/* /logs/verifier/.[!.]*; do [[ -e $f || -L $f ]] && rm -rf -- "$f"; done
+exec {nap}<> <(:)  # a pipe only we hold: `read -t S -u $nap` sleeps S seconds without a fork (none may be left)
+now_us() { now=${EPOCHREALTIME//[!0-9]/}; }
 log "ready"
 while IFS= read -r req; do
   set -- $req
   case "$1" in
     kill)
-      for ((i = 0; i < 200; i++)); do
+      # until none is left: 200 quick rounds first (they outpace a fork bomb), then rounds 20 ms apart for up to
+      # KILL_WAIT_S seconds (a killed process still has to run its exit, which for a big one or on a loaded machine
+      # takes a while; the pauses leave it the CPU)
+      now_us; end=$((now + KILL_WAIT_S * 1000000)) i=0
+      while :; do
         kill -9 -1 2>/dev/null
         count_others
         ((n == 0)) && break
+        ((++i < 200)) && continue
+        now_us; ((now < end)) || break
+        read -rt 0.02 -u "$nap" _
       done
       log "stopped every other process (${2:-request})"
       printf 'killed %d\n' "$n";;
@@ -80,10 +96,25 @@ while IFS= read -r req; do
         while read -r k v; do [[ $k == max ]] && refused=$v; done < "$f"
       done
       printf 'status %s %s%s\n' "$oom" "$refused" "$out";;
+    reward)
+      # reward -> "none", "bad PATH" (a link or not a regular file: no fallback) or "ok PATH BODY" (its first 4096
+      # characters, line breaks and tabs as spaces): the verifier's reward, read here and not by an exec, whose
+      # output the engine can lose under load (an exec that printed it once came back empty, exit status 0)
+      ans=none
+      for f in REWARD_TXT REWARD_JSON; do
+        if [[ -L $f ]] || { [[ -e $f ]] && [[ ! -f $f ]]; }; then
+          ans="bad $f"; break
+        elif [[ -f $f ]]; then
+          body=""; IFS= read -r -d '' -n 4096 body < "$f"
+          ans="ok $f ${body//[$'\n\r\t']/ }"; break
+        fi
+      done
+      printf '%s\n' "$ans";;
     *) printf 'error unknown request\n';;
   esac
 done
-""".replace("AGENT_UID", str(AGENT_UID))
+""".replace("AGENT_UID", str(AGENT_UID)).replace("KILL_WAIT_S", str(KILL_WAIT_S))
+SUPERVISOR = SUPERVISOR.replace("REWARD_TXT", CONTAINER_REWARD_TXT).replace("REWARD_JSON", CONTAINER_REWARD_JSON)
 
 
 def ansi_c_quote(text: str | bytes) -> str:

@@ -27,6 +27,7 @@ from openenv_echo.server.tools import EnvTool
 from openenv_echo.wire import ErrorCode, Segment, warning
 
 from . import runtime as runtime_module
+from .instances import instance_task
 from .models import SUBMIT, CommandArguments, ShellAction, ShellObservation, SubmitArguments
 from .render import CommandResult, echo_segment, reset_segments, step_segments, verdict_segment
 from .runtime import EngineUnavailable, ShellRuntime
@@ -70,9 +71,21 @@ def solution_actions(task: HarborTask) -> list[dict[str, str]]:
     ]
 
 
+def task_for_seed(seed: int) -> HarborTask:
+    """The task of ``seed``. Training seeds below the number of shipped training tasks name those; every later
+    training seed of the shipped suite names a fresh generated instance (``instances``: its own inputs and
+    answers, so none can be memorized across epochs); validation and test seeds name the shipped held-out tasks
+    (``TaskSuite.for_seed``)."""
+    suite = task_suite()
+    shipped = len(suite.split("train"))
+    if seed in TASK_SPLITS["train"] and seed >= shipped and suite.root == SUITE_DIR.resolve():
+        return instance_task(seed - shipped)
+    return suite.for_seed(seed)
+
+
 def expert_actions(seed: int) -> list[dict[str, str]]:
     """The registry's scripted expert: ``solution_actions`` of the seed's task."""
-    return solution_actions(task_suite().for_seed(seed))
+    return solution_actions(task_for_seed(seed))
 
 
 def _rejection(command: str) -> str | None:
@@ -205,7 +218,7 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
             if seed is None:
                 seed = random.SystemRandom().randrange(TASK_SPLITS["train"].stop)
             try:
-                chosen = suite.for_seed(seed)
+                chosen = task_for_seed(seed)
             except KeyError as e:
                 raise EnvError(str(e).strip("'\""), ErrorCode.VALIDATION_ERROR) from None
         if command_timeout_s is not None and command_timeout_s > chosen.limits.command_timeout_s:

@@ -72,7 +72,7 @@ SPLITS = tuple(TASK_SPLITS)
 
 OUR_TABLE = "openenv_echo"
 """Our keys live in ``[metadata.openenv_echo]`` (Harbor's ``[metadata]`` is free-form, so ``harbor lint`` stays
-clean): ``split``, ``seed``, ``pids``, ``command_timeout_sec``."""
+clean): ``family``, ``split``, ``seed``, ``pids``, ``command_timeout_sec`` and, for a generated instance, ``image_of``."""
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -135,6 +135,10 @@ class HarborTask:
     split: str
     workdir: str = DEFAULT_WORKDIR
     """The in-container working directory (``[environment].workdir`` or ``DEFAULT_WORKDIR``)."""
+    image_of: str | None = None
+    """A generated instance (``[metadata.openenv_echo].image_of``): it runs on that shipped task's image (its
+    family's, which holds nothing of the instance) with its working directory filled from ``environment/app``, so
+    no image is built per instance. ``None``: the task's own image."""
 
     @property
     def test_script(self) -> Path:
@@ -274,6 +278,9 @@ def load_task(path: Path) -> HarborTask:
     split = ours.get("split", "train")
     if split not in SPLITS:
         raise TaskError(f"{where}: [metadata.{OUR_TABLE}].split = {split!r} is not one of {list(SPLITS)}")
+    image_of = ours.get("image_of")
+    if image_of is not None and not (isinstance(image_of, str) and _NAME.match(image_of)):
+        raise TaskError(f"{where}: [metadata.{OUR_TABLE}].image_of must be a task name, got {image_of!r}")
     workdir = env.get("workdir", DEFAULT_WORKDIR)
     if not isinstance(workdir, str) or not workdir.startswith("/"):
         raise TaskError(f"{where}: [environment].workdir must be an absolute path, got {workdir!r}")
@@ -297,6 +304,7 @@ def load_task(path: Path) -> HarborTask:
         solution=solution if solution.is_file() else None,
         split=split,
         workdir=workdir,
+        image_of=image_of,
     )
 
 

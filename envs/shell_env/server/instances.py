@@ -1,0 +1,59 @@
+"""Fresh training instances, one per seed: a family's task with its own inputs and expected outputs.
+
+The shipped suite (``envs/shell_env/tasks``) is fixed, so an answer seen in one epoch could be recalled in the
+next. Training seeds past the shipped training tasks therefore name generated instances instead
+(``generate_tasks.instance_entry``): the family's generator run with a seed of its own, written once as a Harbor
+task directory under ``instance_root()`` and run on the family's shipped image (``HarborTask.image_of``), its
+working directory filled from the instance's files. No image is built per instance. Validation and test seeds keep the
+shipped held-out tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+from .generate_tasks import instance_entry, write_instance
+from .tasks import HarborTask, load_task
+
+
+def instance_root() -> Path:
+    """Where generated instances are written (the same index always gives the same bytes, so they are kept):
+    ``$XDG_CACHE_HOME`` or ``~/.cache``, under ``openenv-echo/shell-instances``; where that cannot be written (a
+    server in a read-only container) a private directory of this user under the temporary directory."""
+    try:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openenv-echo" / "shell-instances"
+        cache.mkdir(parents=True, exist_ok=True)
+        if os.access(cache, os.W_OK):
+            return cache
+    except (OSError, RuntimeError, KeyError):  # no home directory, or a read-only one
+        pass
+    private = Path(tempfile.gettempdir()) / f"openenv-echo-shell-instances-{os.getuid()}"
+    private.mkdir(mode=0o700, exist_ok=True)
+    info = private.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise RuntimeError(f"{private} is not a private directory of this user: generated tasks are not written there")
+    return private
+
+
+def instance_task(index: int, root: Path | None = None) -> HarborTask:
+    """The ``index``-th generated instance, written under ``root`` (default ``instance_root()``) first if it is not
+    there (atomically: a directory appears whole or not at all, and a concurrent writer wrote the same bytes)."""
+    entry = instance_entry(index)
+    root = instance_root() if root is None else root
+    path = root / entry.name
+    if not (path / "task.toml").is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=root, prefix=".staging-"))
+        try:
+            write_instance(index, staging)
+            try:
+                os.rename(staging / entry.name, path)
+            except OSError:  # written meanwhile by another session
+                pass
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return load_task(path)
