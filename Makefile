@@ -8,28 +8,33 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP := $(BIN)/pip install -qq --disable-pip-version-check
+# The reference environments' OpenEnv packages (their logic lives there, not in the library), installed editable
+# beside the project by every target that serves them; `openenv-echo serve NAME` finds them through the registry.
+ENV_PKGS := envs/echo_env envs/terminal_env envs/sql_env envs/shell_env
+ENV_PYPROJECTS := $(ENV_PKGS:%=%/pyproject.toml)
+EDITABLE_ENVS := $(ENV_PKGS:%=-e %)
 
 .PHONY: setup quickstart lint docs test test-fast test-main test-docker test-trainers setup-trainers test-verifiers \
 	setup-verifiers bench
-$(BIN)/.installed: pyproject.toml
-	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test,docs]'"
+$(BIN)/.installed: pyproject.toml $(ENV_PYPROJECTS)
+	@echo "[make setup] creating $(VENV) with $(PY); installing torch==2.13.0$(if $(TORCH_INDEX), from $(TORCH_INDEX)), then -e '.[all,test,docs]' and the env packages"
 	@$(PY) -m venv $(VENV)
 	@echo "[make setup] 1/3 pip itself"
 	@$(PIP) --upgrade pip
 	@echo "[make setup] 2/3 torch==2.13.0 (CPU; a few minutes)"
 	@$(PIP) torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	@echo "[make setup] 3/3 the project with every extra (trainers, docs, tests; several minutes)"
-	@$(PIP) -e '.[all,test,docs]'
+	@$(PIP) -e '.[all,test,docs]' $(EDITABLE_ENVS)
 	@touch $@
 
 # The light install: the project alone (server, client, CLI); skipped when the full stack is already there.
-$(BIN)/.quickstart: pyproject.toml
+$(BIN)/.quickstart: pyproject.toml $(ENV_PYPROJECTS)
 	@if [ -f $(BIN)/.installed ] && [ $(BIN)/.installed -nt pyproject.toml ]; then \
 	  echo "[make quickstart] $(VENV) already has the full stack (make setup)"; \
 	else \
 	  echo "[make quickstart] 1/2 creating $(VENV) with $(PY)" && $(PY) -m venv $(VENV) && \
-	  echo "[make quickstart] 2/2 pip install -e . (the server, client and CLI; no torch; about a minute)" && \
-	  $(PIP) -e . ; \
+	  echo "[make quickstart] 2/2 pip install -e . and the env packages (the server, client, CLI and envs; no torch; about a minute)" && \
+	  $(PIP) -e . $(EDITABLE_ENVS) ; \
 	fi
 	@touch $@
 
@@ -44,12 +49,12 @@ TVENV ?= .venv-trainers
 TBIN := $(TVENV)/bin
 NO_PY312 := no python3.12 found (PATH, pyenv): the Python 3.12 trainer tier (SkyRL, Tinker server) is skipped
 
-$(TBIN)/.installed: pyproject.toml requirements/trainers.txt
+$(TBIN)/.installed: pyproject.toml requirements/trainers.txt $(ENV_PYPROJECTS)
 	@echo "[make setup-trainers] creating $(TVENV) with $(PY312); torch==2.13.0, then -e '.[skyrl,test]' pinned by requirements/trainers.txt"
 	$(PY312) -m venv $(TVENV)
 	$(TBIN)/pip install -q --upgrade pip
 	$(TBIN)/pip install -q -c requirements/trainers.txt torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(TBIN)/pip install -q -c requirements/trainers.txt -e '.[skyrl,test]'
+	$(TBIN)/pip install -q -c requirements/trainers.txt -e '.[skyrl,test]' $(EDITABLE_ENVS)
 	touch $@
 
 setup-trainers:
@@ -62,12 +67,12 @@ VBIN := $(VVENV)/bin
 PY_OK_VERIFIERS := $(shell $(PY) -c 'import sys; print(int(sys.version_info >= (3, 11)))' 2>/dev/null)
 NO_PY311 := $(PY) is older than Python 3.11, which verifiers needs: the verifiers tier is skipped
 
-$(VBIN)/.installed: pyproject.toml
+$(VBIN)/.installed: pyproject.toml $(ENV_PYPROJECTS)
 	@echo "[make setup-verifiers] creating $(VVENV) with $(PY); torch==2.13.0, then -e '.[verifiers]' and pytest"
 	$(PY) -m venv $(VVENV)
 	$(VBIN)/pip install -q --upgrade pip
 	$(VBIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(VBIN)/pip install -q -e '.[verifiers]' 'pytest>=8' 'pytest-timeout>=2.3'
+	$(VBIN)/pip install -q -e '.[verifiers]' $(EDITABLE_ENVS) 'pytest>=8' 'pytest-timeout>=2.3'
 	touch $@
 
 setup-verifiers:

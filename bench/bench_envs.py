@@ -15,13 +15,13 @@ import statistics
 import time
 from collections.abc import Callable
 
+from sql_env.server import SqlAction, SqlEnvironment
+from sql_env.server import expert_actions as sql_expert
+from terminal_env.server import TerminalAction, TerminalEnvironment
+from terminal_env.server import expert_actions as terminal_expert
 from tqdm import tqdm
 
 from openenv_echo.envs.echo import EchoAction, EchoEnvironment
-from openenv_echo.envs.sql import SqlAction, SqlEnvironment
-from openenv_echo.envs.sql import expert_actions as sql_expert
-from openenv_echo.envs.terminal import TerminalAction, TerminalEnvironment
-from openenv_echo.envs.terminal import expert_actions as terminal_expert
 
 WORST_TERMINAL = [
     "grep -r x /var/log | wc -l",

@@ -32,9 +32,10 @@ ACTIONS = {
 
 
 def ray_urls(env: str, replicas: int, max_sessions: int) -> tuple[object, list[str]]:
+    from openenv_echo.envs import spec_of
     from openenv_echo.providers.ray import RayProvider
 
-    provider = RayProvider(env, replicas=replicas, num_cpus=0.01, max_sessions=max_sessions)  # local: loopback
+    provider = RayProvider(spec_of(env), replicas=replicas, num_cpus=0.01, max_sessions=max_sessions)  # local: loopback
     provider.start()
     return provider, provider.urls
 

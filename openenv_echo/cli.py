@@ -462,7 +462,7 @@ def show(
 
 @app.command("validate-runtime")
 def validate_runtime(
-    env: str = typer.Argument(..., help="Environment name (echo, terminal, sql).", callback=_registered_env),
+    env: str = typer.Argument(..., help="Environment name (echo, terminal, sql, shell).", callback=_registered_env),
     base_image: str | None = typer.Option(None, help="Base image for the build (default: the Dockerfile's)."),
     debug: Debug = False,
 ) -> None:
@@ -470,10 +470,11 @@ def validate_runtime(
 
     Exits 1 if any check fails."""
     _set(debug=debug)
+    from .envs import spec_of
     from .providers.validation import validate_runtime as run_validation
 
     console = make_console(plain=_OPTS.plain)
-    report = run_validation(env, base_image=base_image)
+    report = run_validation(spec_of(env), base_image=base_image)
     failed = False
     for r in report.results:
         status = str(getattr(r.status, "value", r.status)).lower()

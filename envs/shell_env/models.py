@@ -1,5 +1,5 @@
-"""Wire models of the `shell` environment, re-exported from ``openenv_echo.envs.shell`` (OpenEnv layout)."""
+"""Wire models of the `shell` environment (OpenEnv layout), defined beside its logic in ``server/models.py``."""
 
-from openenv_echo.envs.shell import ShellAction, ShellObservation
+from .server.models import ShellAction, ShellObservation
 
 __all__ = ["ShellAction", "ShellObservation"]

@@ -1,5 +1,5 @@
-"""Wire models of the `sql` environment, re-exported from ``openenv_echo.envs.sql`` (OpenEnv layout)."""
+"""Wire models of the `sql` environment (OpenEnv layout), defined beside its logic in ``server/models.py``."""
 
-from openenv_echo.envs.sql import SqlAction, SqlObservation
+from .server.models import SqlAction, SqlObservation
 
 __all__ = ["SqlAction", "SqlObservation"]

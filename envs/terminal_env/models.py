@@ -1,5 +1,5 @@
-"""Wire models of the `terminal` environment, re-exported from ``openenv_echo.envs.terminal`` (OpenEnv layout)."""
+"""Wire models of the `terminal` environment (OpenEnv layout), defined beside its logic in ``server/models.py``."""
 
-from openenv_echo.envs.terminal import TerminalAction, TerminalObservation
+from .server.models import TerminalAction, TerminalObservation
 
 __all__ = ["TerminalAction", "TerminalObservation"]

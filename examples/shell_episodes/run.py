@@ -20,10 +20,10 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from shell_env.server import solution_actions, task_suite
 from tqdm import tqdm
 
 from openenv_echo.client import EnvClient
-from openenv_echo.envs.shell import solution_actions, task_suite
 from openenv_echo.providers import LocalProcessProvider
 from openenv_echo.roles import Role
 from openenv_echo.tokenize import build_tokenizer, show, tokenize_trajectory, write_jsonl

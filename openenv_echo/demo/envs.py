@@ -41,13 +41,13 @@ class DemoEnv:
 
 
 def _terminal_expert(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
-    from ..envs.terminal import expert_actions
+    from terminal_env.server import expert_actions  # on use: the env packages sit above the library
 
     return list(expert_actions(seed, kind))
 
 
 def _sql_expert(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
-    from ..envs.sql.expert import expert_actions
+    from sql_env.server.expert import expert_actions  # on use: the env packages sit above the library
 
     return list(expert_actions(seed, kind))
 

@@ -241,7 +241,7 @@ def policy_success(
 def hostnames_seen(train_seeds: list[int], held_out_seeds: list[int]) -> dict[str, float]:
     """How many held-out machines share their hostname with some training machine (hostnames come from a finite
     pool ``<env>-<role>-<NN>``, so a new machine can carry a name seen in training)."""
-    from ..envs.terminal.machine import generate_machine
+    from terminal_env.server.machine import generate_machine  # on use: the env packages sit above the library
 
     train = {generate_machine(s).hostname for s in train_seeds}
     held = [generate_machine(s).hostname for s in held_out_seeds]

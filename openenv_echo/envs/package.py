@@ -1,7 +1,8 @@
 """The one implementation behind every OpenEnv package under ``envs/``: app, ``server`` entry point, oracle, client.
 
-Each ``envs/<name>_env`` holds only OpenEnv's layout (``openenv.yaml``, ``pyproject.toml``, ``README.md``,
-``server/Dockerfile``, ``validation/runtime.json``) and one-line modules that call these with its registry name.
+Each ``envs/<name>_env`` holds OpenEnv's layout (``openenv.yaml``, ``pyproject.toml``, ``README.md``,
+``server/Dockerfile``, ``validation/runtime.json``) and its ``server/app.py``, ``client.py`` and oracle call these
+with its registry name, so every package serves the same way; the env's own logic lives in its ``server/``.
 """
 
 from __future__ import annotations

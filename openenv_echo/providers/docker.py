@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from ..server.env_spec import EnvSpec
 from ..server.limits import ServerLimits
 from .base import DEFAULT_TAIL, RUNNING, ProviderError, ServerProvider, tail_lines
 
@@ -157,7 +158,7 @@ class DockerProvider(ServerProvider):
     @classmethod
     def for_env(
         cls,
-        env_name: str,
+        spec: EnvSpec,
         *,
         root: Path | str | None = None,
         base_image: str | None = None,
@@ -165,26 +166,23 @@ class DockerProvider(ServerProvider):
         build: bool = True,
         **kwargs: Any,
     ) -> DockerProvider:
-        """The image of a bundled env (``echo``, ``terminal``, ``sql``, ``shell``), built from the checkout's
-        ``envs/<env>_env/server/Dockerfile`` with the repo root as context. ``base_image`` (else env var
+        """The image of a registered env (``spec_of("terminal")`` from ``openenv_echo.envs``), built from the
+        checkout's ``envs/<env>_env/server/Dockerfile`` with the repo root as context. ``base_image`` (else env var
         ``BASE_IMAGE``, else the Dockerfile's default python:3.11-slim) becomes the ``BASE_IMAGE`` build arg. An env
         whose sessions need a Docker engine (``shell``) gets this host's engine socket (``docker_socket``) and the
         base image for its tasks' images."""
-        from ..envs import ENVIRONMENTS
-
         root_path = Path(root).resolve() if root is not None else repo_root()
-        dockerfile = env_dockerfile(env_name, root_path)
+        dockerfile = env_dockerfile(spec.name, root_path)
         base = base_image or os.environ.get("BASE_IMAGE")
         build_args = dict(kwargs.pop("build_args", None) or {})
         if base:
             build_args.setdefault("BASE_IMAGE", base)
-        spec = ENVIRONMENTS.get(env_name)
-        if spec is not None and spec.needs_docker:
+        if spec.needs_docker:
             kwargs.setdefault("docker_socket", "/var/run/docker.sock")
             if base:
                 kwargs["env"] = {"BASE_IMAGE": base, **dict(kwargs.get("env") or {})}
         return cls(
-            tag or f"openenv-echo/{env_name}:latest",
+            tag or f"openenv-echo/{spec.name}:latest",
             build_context=root_path if build else None,
             dockerfile=dockerfile if build else None,
             build_args=build_args,

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from ..server.env_spec import EnvSpec
 from ..server.limits import ServerLimits
 from .base import DEFAULT_TAIL, ProviderError, ServerProvider, tail_lines
 
@@ -61,12 +62,12 @@ def _node_address() -> str:
 class _Replica:
     """Actor body: serve ``env_name`` on a free port of this node until the actor dies."""
 
-    def __init__(self, env_name: str, limits: dict[str, Any], host: str | None) -> None:
+    def __init__(self, env_name: str, target: str, limits: dict[str, Any], host: str | None) -> None:
         import uvicorn
 
-        from ..envs import load_env
         from ..server.app import create_app
         from ..server.background import free_port
+        from ..server.env_spec import load_target
         from ..server.serve import uvicorn_config
 
         self.logs_handler = _LogBuffer()
@@ -76,7 +77,7 @@ class _Replica:
         if host is None:
             host = _node_address()
         self.host = host
-        app = create_app(load_env(env_name), limits=ServerLimits(**limits))
+        app = create_app(load_target(target), limits=ServerLimits(**limits))
         self.port = free_port(host)
         self.server = uvicorn.Server(uvicorn_config(app, host, self.port, app.state.limits, log_level="info"))
         self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
@@ -102,17 +103,9 @@ class _Replica:
         return tail_lines("\n".join(self.logs_handler.lines), tail)
 
 
-def _env_defaults(env_name: str) -> dict[str, Any]:
-    """The registered env's own ``ServerLimits`` defaults (the shell env's longer step timeout), if any."""
-    from ..envs import ENVIRONMENTS
-
-    spec = ENVIRONMENTS.get(env_name)
-    return dict(spec.load().DEFAULT_LIMITS) if spec is not None else {}
-
-
 class RayProvider(ServerProvider):
-    """``replicas`` servers of ``env_name`` as Ray actors; ``address`` is an existing cluster ("auto",
-    "127.0.0.1:6379", "ray://...") or None for a local one started on demand.
+    """``replicas`` servers of the env ``spec`` (``openenv_echo.envs.spec_of("echo")``) as Ray actors; ``address`` is
+    an existing cluster ("auto", "127.0.0.1:6379", "ray://...") or None for a local one started on demand.
 
     ``num_cpus`` is reserved per replica (placement); ``spread=True`` asks Ray to put replicas on different nodes.
     ``limits`` are ``ServerLimits`` fields, validated here. ``base_url`` is the first live replica; ``urls`` all.
@@ -120,7 +113,7 @@ class RayProvider(ServerProvider):
 
     def __init__(
         self,
-        env_name: str,
+        spec: EnvSpec,
         replicas: int = 2,
         *,
         address: str | None = None,
@@ -133,15 +126,16 @@ class RayProvider(ServerProvider):
         super().__init__()
         if replicas < 1:
             raise ValueError(f"replicas must be >= 1, got {replicas}")
-        self.env_name = env_name
+        self.spec = spec
+        self.env_name = spec.name
         self.replicas = replicas
         self.address = address
         self.num_cpus = num_cpus
         self.spread = spread
         self.host = host
         self.startup_timeout_s = startup_timeout_s
-        self.limits = ServerLimits.model_validate({**_env_defaults(env_name), **limits}).model_dump()
-        self.label = f"ray:{env_name}"
+        self.limits = ServerLimits.model_validate({**_env_defaults(spec), **limits}).model_dump()
+        self.label = f"ray:{spec.name}"
         self._actors: list[Any] = []
         self._urls: list[str] = []
         self._dead: dict[str, str] = {}  # url -> cause, for replicas found dead and not yet replaced
@@ -166,7 +160,7 @@ class RayProvider(ServerProvider):
         options: dict[str, Any] = {"num_cpus": self.num_cpus, "max_restarts": 0, "max_concurrency": 4}
         if self.spread:
             options["scheduling_strategy"] = "SPREAD"
-        actor = ray.remote(_Replica).options(**options).remote(self.env_name, self.limits, self.host)
+        actor = ray.remote(_Replica).options(**options).remote(self.env_name, self.spec.target, self.limits, self.host)
         try:
             url = ray.get(actor.url.remote(), timeout=self.startup_timeout_s)
         except Exception as e:
@@ -266,3 +260,12 @@ class RayProvider(ServerProvider):
         if not dead:
             return None
         return f"{len(dead)} of {len(self._urls)} replicas dead: " + "; ".join(f"{u}: {c}" for u, c in dead.items())
+
+
+def _env_defaults(spec: EnvSpec) -> dict[str, Any]:
+    """The env's own ``ServerLimits`` defaults (the shell env's longer step timeout); none when its class does not
+    import here (a replica then reports why it did not start)."""
+    try:
+        return dict(spec.load().DEFAULT_LIMITS)
+    except ImportError:
+        return {}

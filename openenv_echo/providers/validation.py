@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..server.env_spec import EnvSpec
 from .base import ProviderError
 from .docker import DEFAULT_BASE_IMAGE, DockerProvider, docker_client, repo_root
 
@@ -175,22 +176,17 @@ def _launcher(helper_image_id: str | None) -> Any:
 
 
 def validate_runtime(
-    package: Path | str, *, root: Path | str | None = None, base_image: str | None = None, client: Any = None
+    spec: EnvSpec, *, root: Path | str | None = None, base_image: str | None = None, client: Any = None
 ) -> Any:
-    """Run OpenEnv's static + runtime validation of an env package (``envs/echo_env`` or just ``echo``) in
-    Docker (a package whose server drives the engine, ``shell``, with ``EngineSocketValidationProvider``); returns
-    OpenEnv's ``ValidationReportV2`` (``.verdict``, ``.results``)."""
+    """Run OpenEnv's static + runtime validation of the env package of ``spec`` (``envs/<name>_env`` of the
+    checkout) in Docker (an env whose server drives the engine, ``shell``, with ``EngineSocketValidationProvider``);
+    returns OpenEnv's ``ValidationReportV2`` (``.verdict``, ``.results``)."""
     from openenv.validation import Level, run_validation
 
     repo = Path(root).resolve() if root is not None else repo_root()
-    path = Path(package)
-    if not path.exists() and not path.is_absolute():
-        path = repo / "envs" / f"{package}_env"
+    path = repo / "envs" / spec.package
     if not (path / "openenv.yaml").is_file():
         raise ProviderError(f"{path} is not an OpenEnv package (no openenv.yaml)")
-    from ..envs import ENVIRONMENTS
-
-    spec = ENVIRONMENTS.get(path.name.removesuffix("_env"))
-    kind = EngineSocketValidationProvider if spec is not None and spec.needs_docker else RepoBuildValidationProvider
+    kind = EngineSocketValidationProvider if spec.needs_docker else RepoBuildValidationProvider
     provider = kind(repo, base_image=base_image, client=client)
     return run_validation(path, max_level=Level.RUNTIME, provider=provider)

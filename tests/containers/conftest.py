@@ -63,7 +63,7 @@ def env_image(docker_engine: Any, base_image: str) -> Callable[[str], str]:
 
     def build(env: str) -> str:
         if env not in built:
-            provider = DockerProvider.for_env(env, root=ROOT, base_image=base_image, client=docker_engine)
+            provider = DockerProvider.for_env(ENVIRONMENTS[env], root=ROOT, base_image=base_image, client=docker_engine)
             provider.build()
             built[env] = provider.image
         return built[env]
@@ -123,8 +123,8 @@ def shell_task_images(docker_engine: Any, base_image: str) -> Iterator[dict[str,
     """Every shipped Harbor task's image, built once for the tier by the shell env's own runtime (the tags its
     servers look up, so they never build again; only the git task's build uses the network, for Debian's mirror).
     ``BASE_IMAGE`` is set for the servers the tests start. Removed at the end unless ``KEEP_DOCKER=1``."""
-    from openenv_echo.envs.shell import task_suite
-    from openenv_echo.envs.shell.runtime import IMAGE_LABEL, ShellRuntime
+    from shell_env.server import task_suite
+    from shell_env.server.runtime import IMAGE_LABEL, ShellRuntime
 
     os.environ.setdefault("BASE_IMAGE", base_image)
     runtime = ShellRuntime(pool_size=0)

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from openenv_echo.client import EnvClient
+from openenv_echo.envs import EnvSpec
 from openenv_echo.providers import DockerProvider, ProviderError
 
 pytestmark = pytest.mark.docker
@@ -136,7 +137,7 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="dockerfile needs build_context"):
         DockerProvider("x", dockerfile="Dockerfile")
     with pytest.raises(ProviderError, match="no Dockerfile for environment 'nope'"):
-        DockerProvider.for_env("nope")
+        DockerProvider.for_env(EnvSpec("nope", "nope:Env", "0"))
 
 
 def test_health_endpoint_reachable_only_on_loopback(docker_engine: Any, env_image: Callable[[str], str]) -> None:

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sql_env.server import expert_actions as sql_expert
+from terminal_env.server import expert_actions as terminal_expert
 
 from openenv_echo.client import EnvClient
-from openenv_echo.envs.sql import expert_actions as sql_expert
-from openenv_echo.envs.terminal import expert_actions as terminal_expert
 from openenv_echo.roles import Role
 from openenv_echo.trajectory import Trajectory
 
@@ -110,7 +110,8 @@ def test_shell_episode_in_container(
 ) -> None:
     """The shell env's server in its own container, starting the episode's container through the engine's socket;
     the recorded trajectory tokenizes and exports like any other (masks per role, stderr still env_output)."""
-    from openenv_echo.envs.shell import solution_actions, task_suite
+    from shell_env.server import solution_actions, task_suite
+
     from openenv_echo.tokenize import build_tokenizer, read_jsonl, tokenize_offline, tokenize_trajectory, write_jsonl
 
     task = task_suite().by_name("count-word")

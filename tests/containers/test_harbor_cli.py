@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from openenv_echo.envs.shell.tasks import SUITE_DIR
+from shell_env.server.tasks import SUITE_DIR
 
 pytestmark = pytest.mark.docker
 

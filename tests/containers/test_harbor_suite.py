@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from openenv_echo.envs.shell.tasks import (
+from shell_env.server.tasks import (
     CONTAINER_REWARD_TXT,
     CONTAINER_SOLUTION_DIR,
     CONTAINER_TESTS_DIR,

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shell_env.server import ShellEnvironment, solution_actions, task_suite
+from shell_env.server.link import ShellLink, ShellStartError
+from shell_env.server.runtime import OWNER_LABEL, ShellRuntime
+from shell_env.server.sandbox import KIND_LABEL, _Channel
 
 from openenv_echo.client import EnvClient
-from openenv_echo.envs.shell import ShellEnvironment, solution_actions, task_suite
-from openenv_echo.envs.shell.link import ShellLink, ShellStartError
-from openenv_echo.envs.shell.runtime import OWNER_LABEL, ShellRuntime
-from openenv_echo.envs.shell.sandbox import KIND_LABEL, _Channel
 from openenv_echo.roles import Role
 from openenv_echo.server import BackgroundServer, ServerLimits, create_app
 from openenv_echo.server.background import free_port

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shell_env.server import ShellEnvironment, solution_actions, task_suite
+from shell_env.server.generate_tasks import GENERATED_FAMILIES
+from shell_env.server.runtime import OWNER_LABEL, owner_token
+from shell_env.server.shell_environment import task_for_seed
 
 from openenv_echo.client import EnvClient, SandboxLostError
-from openenv_echo.envs.shell import ShellEnvironment, solution_actions, task_suite
-from openenv_echo.envs.shell.environment import task_for_seed
-from openenv_echo.envs.shell.generate_tasks import GENERATED_FAMILIES
-from openenv_echo.envs.shell.runtime import OWNER_LABEL, owner_token
 from openenv_echo.roles import Role
 from openenv_echo.server import BackgroundServer, ServerLimits, create_app
 from openenv_echo.server.background import free_port
@@ -275,7 +275,7 @@ def test_a_killed_container_is_a_typed_error_with_its_last_log_lines(shell_url: 
 def test_containers_go_on_episode_end_reset_disconnect_and_the_pool_serves_resets(
     shell_url: str, docker_engine: Any
 ) -> None:
-    from openenv_echo.envs.shell import runtime as runtime_module
+    from shell_env.server import runtime as runtime_module
 
     rt = runtime_module.runtime()
     with EnvClient(shell_url) as client:

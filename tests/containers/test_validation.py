@@ -70,8 +70,7 @@ def test_openenv_runtime_graders_pass_on_a_real_build(env: str, base_image: str,
         validate_runtime,
     )
 
-    package = ROOT / "envs" / f"{env}_env"
-    report = validate_runtime(package, root=ROOT, base_image=base_image, client=docker_engine)
+    report = validate_runtime(ENVIRONMENTS[env], root=ROOT, base_image=base_image, client=docker_engine)
     status = {r.check_id: r.status.value.upper() for r in report.results}
     detail = {r.check_id: r.evidence for r in report.results}
     assert status.get("static.manifest") == "PASS", detail

@@ -664,8 +664,9 @@ def test_gap_share_is_a_paired_ratio_of_drops() -> None:
 
 
 def test_hostnames_shared_with_training_are_counted() -> None:
+    from terminal_env.server.machine import generate_machine
+
     from openenv_echo.demo.evaluate import hostnames_seen
-    from openenv_echo.envs.terminal.machine import generate_machine
 
     train = list(range(1000, 1040))
     names = {generate_machine(s).hostname for s in train}

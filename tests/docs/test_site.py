@@ -19,6 +19,8 @@ PACKAGE = ROOT / "openenv_echo"
 PACKAGES = sorted(
     ".".join(("openenv_echo", *init.parent.relative_to(PACKAGE).parts)) for init in PACKAGE.rglob("__init__.py")
 ) + ["openenv_echo.trajectory"]
+# and the env packages' server side (envs/<name>_env/server: the terminal, sql and shell envs' logic)
+PACKAGES += sorted(f"{init.parent.parent.name}.server" for init in (ROOT / "envs").glob("*_env/server/__init__.py"))
 OWN_VENV = {"verifiers"}  # libraries not installable beside the main environment (make setup-verifiers)
 
 
@@ -64,8 +66,8 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
     import shutil
 
     copy = tmp_path / "repo"
-    for name in ("docs", "rfcs", "examples", "openenv_echo"):
-        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("results*", "__pycache__"))
+    for name in ("docs", "rfcs", "examples", "openenv_echo", "envs"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("results*", "__pycache__", "tasks"))
     for name in ("mkdocs.yml", "README.md"):
         shutil.copy(ROOT / name, copy / name)
     page = copy / "docs" / "guides" / "objective.md"
@@ -94,7 +96,7 @@ def _documented() -> tuple[set[int], set[str]]:
 
 def test_api_reference_covers_every_public_name() -> None:
     objects, identifiers = _documented()
-    assert {"openenv_echo.client", "openenv_echo.envs.terminal"} <= set(PACKAGES)
+    assert {"openenv_echo.client", "terminal_env.server"} <= set(PACKAGES)
     missing = []
     for package in PACKAGES:
         module = importlib.import_module(package)

@@ -59,8 +59,8 @@ def test_package_clients_and_models(running_server):
         import terminal_env
     finally:
         sys.path.remove(str(ROOT / "envs"))
-    from openenv_echo.envs.sql import SqlAction
-    from openenv_echo.envs.terminal import TerminalObservation
+    from sql_env.server import SqlAction
+    from terminal_env.server import TerminalObservation
 
     assert sql_env.SqlAction is SqlAction and terminal_env.TerminalObservation is TerminalObservation
     url = running_server(_load_app("terminal_env").app)

@@ -4,11 +4,12 @@ trajectory, hostile input that neither escapes nor stops the server, determinism
 from __future__ import annotations
 
 import pytest
+from sql_env import server as sql
+from sql_env.server import SqlEnvironment
+from terminal_env import server as terminal
+from terminal_env.server import TerminalEnvironment, generate_machine
 
 from openenv_echo.client import ActionValidationError, EnvClient
-from openenv_echo.envs import sql, terminal
-from openenv_echo.envs.sql import SqlEnvironment
-from openenv_echo.envs.terminal import TerminalEnvironment, generate_machine
 from openenv_echo.roles import Role
 
 R = Role

@@ -10,13 +10,11 @@ import subprocess
 from typing import Any
 
 import pytest
-
-from openenv_echo.client import ActionValidationError, EnvClient, ExecutionError
-from openenv_echo.envs.shell import OUTPUT_CAP_BYTES, ShellAction, ShellEnvironment, expert_actions, task_suite
-from openenv_echo.envs.shell.link import DRIVER_ARGV, ShellLink, StepResult
-from openenv_echo.envs.shell.render import CommandResult, reset_segments, step_segments, verdict_segment
-from openenv_echo.envs.shell.scripts import ansi_c_quote
-from openenv_echo.envs.shell.streams import (
+from shell_env.server import OUTPUT_CAP_BYTES, ShellAction, ShellEnvironment, expert_actions, task_suite
+from shell_env.server.link import DRIVER_ARGV, ShellLink, StepResult
+from shell_env.server.render import CommandResult, reset_segments, step_segments, verdict_segment
+from shell_env.server.scripts import ansi_c_quote
+from shell_env.server.streams import (
     STDERR,
     STDOUT,
     CommandOutput,
@@ -27,6 +25,8 @@ from openenv_echo.envs.shell.streams import (
     record,
     shown,
 )
+
+from openenv_echo.client import ActionValidationError, EnvClient, ExecutionError
 from openenv_echo.roles import Role
 from openenv_echo.server.protocol import _cut
 from openenv_echo.trajectory import Trajectory

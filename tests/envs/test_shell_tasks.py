@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from openenv_echo.envs.shell.generate_tasks import SUITE, generate
-from openenv_echo.envs.shell.tasks import (
+from shell_env.server.generate_tasks import SUITE, generate
+from shell_env.server.tasks import (
     BASE_IMAGE,
     CONTAINER_REWARD_TXT,
     CONTAINER_TESTS_DIR,
@@ -17,6 +16,7 @@ from openenv_echo.envs.shell.tasks import (
     load_suite,
     load_task,
 )
+
 from openenv_echo.envs.splits import TASK_SPLITS
 
 GOOD_TOML = """\
@@ -236,8 +236,9 @@ def test_regeneration_reproduces_the_committed_suite(tmp_path: Path) -> None:
 def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from openenv_echo.envs.shell import environment, instances
-    from openenv_echo.envs.shell.generate_tasks import FAMILIES, GENERATED_FAMILIES, instance_entry
+    from shell_env.server import instances
+    from shell_env.server import shell_environment as environment
+    from shell_env.server.generate_tasks import FAMILIES, GENERATED_FAMILIES, instance_entry
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     suite = load_suite()

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from openenv_echo.envs.sql import (
+from sql_env.server import (
     NON_EXPERTS,
     TEMPLATE_NAMES,
     SqlAction,
@@ -12,7 +11,8 @@ from openenv_echo.envs.sql import (
     expert_actions,
     generate_database,
 )
-from openenv_echo.envs.sql.tasks import check, make_task
+from sql_env.server.tasks import check, make_task
+
 from openenv_echo.roles import Role
 from openenv_echo.server.environment import EnvError
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from terminal_env.server import INCIDENT_KINDS, NON_EXPERTS, TerminalAction, TerminalEnvironment, expert_actions
 
-from openenv_echo.envs.terminal import INCIDENT_KINDS, NON_EXPERTS, TerminalAction, TerminalEnvironment, expert_actions
 from openenv_echo.roles import Role
 from openenv_echo.server.environment import EnvError
 

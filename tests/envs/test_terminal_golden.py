@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from openenv_echo.envs.terminal.commands import new_shell
-from openenv_echo.envs.terminal.machine import INCIDENT_KINDS, generate_machine
-from openenv_echo.envs.terminal.machine_state import Machine
-from openenv_echo.envs.terminal.vfs import Dir, File
+from terminal_env.server.commands import new_shell
+from terminal_env.server.machine import INCIDENT_KINDS, generate_machine
+from terminal_env.server.machine_state import Machine
+from terminal_env.server.vfs import Dir, File
 
 # plain seeds (their incident drawn by the seed) and one forced machine per incident kind
 WORLDS: list[tuple[int, str | None]] = [(s, None) for s in range(8)] + [

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from openenv_echo.envs.terminal.commands import new_shell
-from openenv_echo.envs.terminal.machine import INCIDENT_KINDS, generate_machine
+from terminal_env.server.commands import new_shell
+from terminal_env.server.machine import INCIDENT_KINDS, generate_machine
 
 
 @pytest.fixture(scope="module")

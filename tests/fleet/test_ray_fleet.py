@@ -11,6 +11,7 @@ import pytest
 from openenv_echo import EnvClient
 from openenv_echo.client.errors import ConnectionLostError
 from openenv_echo.client.pool import EnvPool, NoReplicaError
+from openenv_echo.envs import EnvSpec, spec_of
 from openenv_echo.providers.base import ProviderError
 
 pytestmark = pytest.mark.fleet
@@ -26,7 +27,7 @@ def _episode(url: str, text: str) -> str:
 
 @pytest.fixture(scope="module")
 def fleet(ray_cluster: str):
-    provider = RayProvider("echo", replicas=2, address=ray_cluster, num_cpus=1, max_sessions=8)
+    provider = RayProvider(spec_of("echo"), replicas=2, address=ray_cluster, num_cpus=1, max_sessions=8)
     with provider:
         yield provider
 
@@ -82,8 +83,9 @@ def test_pool_with_no_live_replica_raises_typed_error() -> None:
 
 
 def test_unknown_env_fails_with_the_replica_error(ray_cluster: str) -> None:
-    with pytest.raises(ProviderError, match=r"did not start(.|\n)*unknown environment"):
-        RayProvider("no-such-env", replicas=1, address=ray_cluster, num_cpus=0.5).start()
+    missing = EnvSpec("no-such-env", "no_such_env_package:Env", "0")
+    with pytest.raises(ProviderError, match=r"did not start(.|\n)*no_such_env_package"):
+        RayProvider(missing, replicas=1, address=ray_cluster, num_cpus=0.5).start()
 
 
 def test_run_episodes_over_the_fleet_survives_a_replica_killed_mid_run(fleet: RayProvider, tmp_path) -> None:

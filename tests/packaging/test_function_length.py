@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 150
-SPLIT = ["openenv_echo/client", "openenv_echo/server", "openenv_echo/envs/terminal", "openenv_echo/envs/sql"]
+SPLIT = ["openenv_echo/client", "openenv_echo/server", "envs/terminal_env/server", "envs/sql_env/server"]
 
 _spec = importlib.util.spec_from_file_location("long_functions", ROOT / "scripts" / "long_functions.py")
 assert _spec is not None and _spec.loader is not None

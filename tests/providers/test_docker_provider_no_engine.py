@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from openenv_echo.envs import spec_of
 from openenv_echo.providers import DockerProvider, ProviderError, engine_available
 from openenv_echo.providers.docker import env_dockerfile, repo_root
 
@@ -24,7 +25,7 @@ def test_unreachable_engine_is_a_provider_error(no_engine: None) -> None:
 
 
 def test_for_env_points_at_the_checkout(no_engine: None) -> None:
-    provider = DockerProvider.for_env("sql", base_image="example/base:1")
+    provider = DockerProvider.for_env(spec_of("sql"), base_image="example/base:1")
     assert provider.image == "openenv-echo/sql:latest"
     assert provider.build_context == repo_root()
     assert provider.dockerfile == env_dockerfile("sql") == repo_root() / "envs/sql_env/server/Dockerfile"

@@ -20,10 +20,11 @@ import random
 import sqlite3
 from typing import Any
 
-from ...server.environment import EnvError, Environment, MaxSteps
-from ...server.tools import EnvTool
-from ...wire import ErrorCode, Segment, context, env_output, warning
-from ..splits import TASK_SPLITS
+from openenv_echo.envs.splits import TASK_SPLITS
+from openenv_echo.server.environment import EnvError, Environment, MaxSteps
+from openenv_echo.server.tools import EnvTool
+from openenv_echo.wire import ErrorCode, Segment, context, env_output, warning
+
 from .database import generate_database, schema_summary
 from .formatting import MAX_CELL, cell, footer, long_cells, table_lines
 from .guard import Guard, GuardLimits, Refusal

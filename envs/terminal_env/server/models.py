@@ -6,7 +6,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from ...wire import Action, Observation
+from openenv_echo.wire import Action, Observation
+
 from .machine import INCIDENT_KINDS
 
 IncidentKind = Literal[

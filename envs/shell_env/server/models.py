@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from ...wire import Action, Observation
+from openenv_echo.wire import Action, Observation
 
 MAX_COMMAND_CHARS = 65536
 SUBMIT = "submit"

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ...wire import Segment, context, env_output, warning
+from openenv_echo.wire import Segment, context, env_output, warning
+
 from .streams import STDERR
 
 ECHO_CHARS = 512

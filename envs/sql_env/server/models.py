@@ -6,7 +6,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from ...wire import Action, Observation
+from openenv_echo.wire import Action, Observation
+
 from .tasks import TEMPLATE_NAMES
 
 TemplateName = Literal[

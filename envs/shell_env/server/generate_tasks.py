@@ -1,6 +1,6 @@
 """Generate the shipped suite of Harbor tasks deterministically from fixed seeds.
 
-``python -m openenv_echo.envs.shell.generate_tasks [--out DIR]`` (default: ``envs/shell_env/tasks``) rewrites every
+``python -m shell_env.server.generate_tasks [--out DIR]`` (default: ``envs/shell_env/tasks``) rewrites every
 task directory from its seed: the same seeds give byte-identical files (tests/envs/test_shell_tasks.py checks the
 committed suite against a fresh run). Each task is small, runs offline on the project's base image (bash, coreutils,
 tar, gzip, python3) and has a reference ``solution/solve.sh``; its ``tests/test.sh`` always writes
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from openenv_echo.envs.shell.tasks import BASE_IMAGE, CONTAINER_REWARD_TXT, SUITE_DIR
+from shell_env.server.tasks import BASE_IMAGE, CONTAINER_REWARD_TXT, SUITE_DIR
 
 WORDS = [
     "amber",

@@ -21,10 +21,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ...server.environment import EnvError, Environment, MaxSteps
-from ...server.tools import EnvTool
-from ...wire import ErrorCode, Segment, warning
-from ..splits import TASK_SPLITS
+from openenv_echo.envs.splits import TASK_SPLITS
+from openenv_echo.server.environment import EnvError, Environment, MaxSteps
+from openenv_echo.server.tools import EnvTool
+from openenv_echo.wire import ErrorCode, Segment, warning
+
 from . import runtime as runtime_module
 from .instances import instance_task
 from .models import SUBMIT, CommandArguments, ShellAction, ShellObservation, SubmitArguments
@@ -159,7 +160,7 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
     async def not_ready(cls) -> str | None:
         """The Docker engine does not answer a ping (within ``ENGINE_PING_S``): a reset would fail. Cached for
         ``READINESS_TTL_S``, so frequent probes cost the engine one ping each period."""
-        from ...providers.docker import engine_problem  # imported on use, as in the runtime
+        from openenv_echo.providers.docker import engine_problem  # imported on use, as in the runtime
 
         now = asyncio.get_running_loop().time()
         if now - cls._readiness[0] < READINESS_TTL_S:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...providers.docker import container_status
+from openenv_echo.providers.docker import container_status
+
 from .link import DRIVER_ARGV, ShellLink, ShellStartError
 from .render import CommandResult, Ending
 from .scripts import AGENT_UID, KILL_WAIT_S, SUPERVISOR

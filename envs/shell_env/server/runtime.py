@@ -121,8 +121,8 @@ class ShellRuntime:
     def client(self) -> Any:
         with self._lock:
             if self._client is None:
-                from ...providers.base import ProviderError
-                from ...providers.docker import docker_client
+                from openenv_echo.providers.base import ProviderError
+                from openenv_echo.providers.docker import docker_client
 
                 try:
                     self._client = docker_client(timeout_s=120)

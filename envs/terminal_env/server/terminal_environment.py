@@ -18,10 +18,11 @@ import random
 import shlex
 from typing import Any
 
-from ...server.environment import EnvError, Environment, MaxSteps
-from ...server.tools import EnvTool
-from ...wire import ErrorCode, Segment, context, env_output, warning
-from ..splits import TASK_SPLITS
+from openenv_echo.envs.splits import TASK_SPLITS
+from openenv_echo.server.environment import EnvError, Environment, MaxSteps
+from openenv_echo.server.tools import EnvTool
+from openenv_echo.wire import ErrorCode, Segment, context, env_output, warning
+
 from .commands import new_shell
 from .machine import INCIDENT_KINDS, generate_machine
 from .machine_state import Machine
