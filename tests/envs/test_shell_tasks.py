@@ -265,6 +265,10 @@ def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
     assert again.path == first[3].path and again.path.is_relative_to(tmp_path / "cache")
     fresh = instances.instance_task(3, tmp_path / "other")
     assert _tree(fresh.path) == _tree(first[3].path)
+    # the cache is keyed by the generator's version: a changed generator never reuses an older instance
+    assert fresh.path.parent.name == instances.GENERATOR_DIGEST
+    monkeypatch.setattr(instances, "GENERATOR_DIGEST", "0" * 16)
+    assert instances.instance_task(3, tmp_path / "other").path.parent.name == "0" * 16
     # validation and test seeds keep the shipped held-out tasks
     for split in ("validation", "test"):
         task = environment.task_for_seed(TASK_SPLITS[split].start)

@@ -10,6 +10,7 @@ shipped held-out tasks.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -18,6 +19,9 @@ from pathlib import Path
 
 from .generate_tasks import instance_entry, write_instance
 from .tasks import HarborTask, load_task
+
+GENERATOR_DIGEST = hashlib.sha256(Path(__file__).with_name("generate_tasks.py").read_bytes()).hexdigest()[:16]
+"""Names the generator's version in the cache's path: an instance written by an older generator is never reused."""
 
 
 def instance_root() -> Path:
@@ -43,7 +47,7 @@ def instance_task(index: int, root: Path | None = None) -> HarborTask:
     """The ``index``-th generated instance, written under ``root`` (default ``instance_root()``) first if it is not
     there (atomically: a directory appears whole or not at all, and a concurrent writer wrote the same bytes)."""
     entry = instance_entry(index)
-    root = instance_root() if root is None else root
+    root = (instance_root() if root is None else root) / GENERATOR_DIGEST
     path = root / entry.name
     if not (path / "task.toml").is_file():
         root.mkdir(parents=True, exist_ok=True)
