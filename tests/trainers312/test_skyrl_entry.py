@@ -11,7 +11,10 @@ entrypoint's own hooks and gives the trainer one in-process CPU policy worker (`
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,6 +131,46 @@ class CPUEchoPPOExp(EchoPPOExp):
         return trainer
 
 
+def _policy_and_data(tmp_path: Path, tokenizer: Any) -> tuple[Path, Path]:
+    model_dir = tmp_path / "policy"
+    tokenizer.save_pretrained(model_dir)
+    tiny_causal_lm(tokenizer).save_pretrained(model_dir)
+    data = tmp_path / "train.jsonl"
+    rows = [  # SkyRL's dataset layout: prompt, env_class, and the env's extras (one world per prompt)
+        {"prompt": [{"role": "system", "content": SYSTEM_PROMPT}], "env_class": ENV_ID,
+         "reset_options": {"seed": seed, "max_steps": 2}}
+        for seed in (0, 1)
+    ]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return model_dir, data
+
+
+@pytest.mark.trainer
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash_attn installed: a GPU install")
+def test_the_entrypoint_runs_through_ray_to_the_first_gpu_only_call(qwen_tokenizer: Any, tmp_path: Path) -> None:
+    """``python -m skyrl.train.entrypoints.main_base trainer.override_entrypoint=...`` as a SkyRL user runs it, on a
+    CPU: SkyRL's dispatch, ``main``, ``initialize_ray`` (local Ray), the ``echo_entrypoint`` Ray task with the config
+    pickled into it, ``EchoPPOExp.__init__`` (tokenizer, SkyRL's dataset), then ``BasePPOExp._setup_trainer``, whose
+    first call, the FSDP worker import, needs ``flash_attn`` (CUDA only): where SkyRL stops on a CPU."""
+    model_dir, data = _policy_and_data(tmp_path, qwen_tokenizer)
+    cmd = [sys.executable, "-m", "skyrl.train.entrypoints.main_base"]
+    cmd += ["trainer.override_entrypoint=openenv_echo.adapters.skyrl_entry", *ECHO_ARGS]
+    cmd += ["environment.skyrl_gym.openenv_echo.base_url=http://127.0.0.1:9", f"trainer.policy.model.path={model_dir}"]
+    cmd += [f"data.train_data=['{data}']", "trainer.train_batch_size=2", "trainer.policy_mini_batch_size=1"]
+    cmd += ["trainer.eval_interval=-1", f"trainer.ckpt_path={tmp_path / 'ckpt'}", "generator.n_samples_per_prompt=2"]
+    cmd += [f"trainer.export_path={tmp_path / 'export'}", "trainer.placement.colocate_all=false"]
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]), "RAY_ADDRESS": ""}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    trace = out[out.index("ray::echo_entrypoint()") :]  # the Ray task's traceback, relayed by ray.get in main
+    assert "in _setup_trainer" in trace and "fsdp_worker.py" in trace, out[-4000:]
+    assert "No module named 'flash_attn'" in trace, out[-4000:]
+    assert "Total dataset size: 2" in out  # EchoPPOExp.__init__ ran SkyRL's dataset inside the task
+
+
 @pytest.fixture(scope="module")
 def terminal() -> Iterator[str]:
     with LocalProcessProvider("terminal", max_sessions=8, idle_timeout_s=None, log_level="warning") as env:
@@ -137,16 +180,7 @@ def terminal() -> Iterator[str]:
 @pytest.mark.trainer
 @pytest.mark.timeout(900)
 def test_skyrls_training_loop_runs_an_echo_step_on_cpu(terminal: str, qwen_tokenizer: Any, tmp_path: Path) -> None:
-    model_dir = tmp_path / "policy"
-    qwen_tokenizer.save_pretrained(model_dir)
-    tiny_causal_lm(qwen_tokenizer).save_pretrained(model_dir)
-    data = tmp_path / "train.jsonl"
-    rows = [  # SkyRL's dataset layout: prompt, env_class, and the env's extras (one world per prompt)
-        {"prompt": [{"role": "system", "content": SYSTEM_PROMPT}], "env_class": ENV_ID,
-         "reset_options": {"seed": seed, "max_steps": 2}}
-        for seed in (0, 1)
-    ]  # fmt: skip
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model_dir, data = _policy_and_data(tmp_path, qwen_tokenizer)
     cfg = skyrl_entry.parse_cfg(
         [
             *ECHO_ARGS,
