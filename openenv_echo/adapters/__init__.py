@@ -15,8 +15,10 @@ Python >= 3.12 with ``pip install openenv-echo[skyrl]`` (SkyRL 0.4; ``make setup
   ``world_weights``, ``EchoPolicyWorkerMixin``
 * ``openenv_echo.adapters.skyrl_cpu``     – SkyRL's policy worker step on a CPU (``CPUPolicyWorker``, ``training_batch``)
 * ``openenv_echo.adapters.skyrl_gym``     – ``OpenEnvTextEnv``: any server as a skyrl-gym text env, ``run_episodes``
-* ``openenv_echo.adapters.skyrl_entry``   – ``EchoAlgorithmConfig`` / ``EchoSkyRLTrainConfig``: λ and the role
-  coefficients as SkyRL config overrides, ``validate_echo_cfg``
+* ``openenv_echo.adapters.skyrl_config``  – ``EchoAlgorithmConfig`` / ``EchoSkyRLTrainConfig``: λ, the role
+  coefficients and the env server as SkyRL config overrides, ``validate_echo_cfg``
+* ``openenv_echo.adapters.skyrl_entry``   – SkyRL's entrypoint with ECHO (``python -m`` it, or SkyRL's
+  ``trainer.override_entrypoint``): ``main``, ``EchoPPOExp``
 * ``openenv_echo.adapters.skyrl_generator`` – ``EchoGymGenerator``: SkyRL's generator with per-token roles
 * ``openenv_echo.adapters.skyrl_trainer`` – ``EchoPPOTrainer``: SkyRL's trainer with world weights per mini-batch
 * ``openenv_echo.adapters.tinker_server`` – ``LocalTinkerServer``: SkyRL's local Tinker-API server (JAX on CPU)
@@ -35,6 +37,7 @@ ADAPTERS: dict[str, str] = {
     "skyrl_loss": "openenv_echo.adapters.skyrl_loss",
     "skyrl_cpu": "openenv_echo.adapters.skyrl_cpu",
     "skyrl_gym": "openenv_echo.adapters.skyrl_gym",
+    "skyrl_config": "openenv_echo.adapters.skyrl_config",
     "skyrl_entry": "openenv_echo.adapters.skyrl_entry",
     "skyrl_generator": "openenv_echo.adapters.skyrl_generator",
     "skyrl_trainer": "openenv_echo.adapters.skyrl_trainer",
@@ -44,7 +47,16 @@ ADAPTERS: dict[str, str] = {
 }
 _EXTRAS = {"trl": "trl", "torchrl": "torchrl", "tinker": "tinker", "skyrl": "train", "verifiers": "verifiers"}
 _EXTRAS |= {"prime_rl": "train"} | dict.fromkeys(
-    ("skyrl_loss", "skyrl_cpu", "skyrl_gym", "skyrl_entry", "skyrl_generator", "skyrl_trainer", "tinker_server"),
+    (
+        "skyrl_loss",
+        "skyrl_cpu",
+        "skyrl_gym",
+        "skyrl_config",
+        "skyrl_entry",
+        "skyrl_generator",
+        "skyrl_trainer",
+        "tinker_server",
+    ),
     "skyrl",
 )
 

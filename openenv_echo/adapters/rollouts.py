@@ -226,6 +226,8 @@ async def run_rollouts_async(
     """Run one episode per entry of ``reset_options``/``messages``, all at once; results in input order.
 
     ``to_action`` maps the decoded action text to the env's action dict (e.g. ``lambda t: {"command": t}``).
+    ``sampler`` runs in a worker thread, one call at a time, so a slow sampling phase never starves the sessions'
+    keepalive.
     """
     if len(reset_options) != len(messages):
         raise ValueError(f"{len(reset_options)} reset options but {len(messages)} prompts")
@@ -260,7 +262,9 @@ async def run_rollouts_async(
             if not active:
                 break
             budget = min(max_new_tokens, max_completion_length - min(ep.used for ep in active))
-            samples = sampler([ep.builder.ids for ep in active], budget)
+            # off the event loop: it keeps answering the servers' keepalive pings while the sampler works (a
+            # server closes a connection whose pong is 40 s late: every episode would lose its session)
+            samples = await asyncio.to_thread(sampler, [ep.builder.ids for ep in active], budget)
             steps = []
             for ep, (ids, lps) in zip(active, samples):
                 ids = ids[: max_completion_length - ep.used]

@@ -18,7 +18,11 @@ and why:
 (``convert_prompts_responses_to_batch_tensors``, the registered advantage estimator,
 ``apply_loss_reduction_to_advantages_minibatch``) and the worker's own ``forward`` for the old log-probs.
 ``CPUDispatch`` stands in for ``RayPPOTrainer``'s worker dispatch, so the trainer's own step
-(``fwd_logprobs_values_reward``, ``compute_advantages_and_returns``, ``train_critic_and_policy``) runs on it.
+(``fwd_logprobs_values_reward``, ``compute_advantages_and_returns``, ``train_critic_and_policy``) and its loop
+(``RayPPOTrainer.train``: weight sync set-up, the step, the sync after it) run on it. ``CPUInferenceClient``
+stands in for SkyRL's inference engine client (vLLM servers, CUDA only): the calls ``SkyRLGymGenerator`` makes,
+answered by a local model; it samples from the very model the CPU worker trains, so the weight sync SkyRL does
+after each step has nothing to carry.
 """
 
 from __future__ import annotations
@@ -204,6 +208,39 @@ class CPUDispatch:
     def empty_cache(self, model: str | None = None) -> None:
         return None
 
+    def init_weight_sync_state(self, inference_engine_client: Any) -> None:
+        return None  # the CPU engine samples from the worker's own model object
+
+    async def save_weights_for_sampler(self) -> None:
+        return None  # likewise: the sampler reads the weights the optimizer just stepped
+
+    def get_timing_metrics(self) -> dict[str, float]:
+        return {}
+
+    def finalize_pending_saves(self, model: str) -> None:
+        return None  # the CPU worker keeps no checkpoints
+
+
+class CPUInferenceClient:
+    """The calls ``SkyRLGymGenerator`` makes on its inference engine client (``generate``, ``finish_session``),
+    answered by ``sampler`` (e.g. ``openenv_echo.adapters.rollouts.HFSampler`` over the policy's model)."""
+
+    def __init__(self, sampler: Any, tokenizer: Any, max_new_tokens: int) -> None:
+        self.sampler, self.tokenizer, self.max_new_tokens = sampler, tokenizer, int(max_new_tokens)
+
+    async def generate(self, engine_input: Any, model: Any = None) -> dict[str, Any]:
+        samples = self.sampler([list(p) for p in engine_input["prompt_token_ids"]], self.max_new_tokens)
+        eos = set(getattr(self.sampler, "eos_ids", ()))
+        return {
+            "responses": [self.tokenizer.decode(ids) for ids, _ in samples],
+            "response_ids": [list(ids) for ids, _ in samples],
+            "stop_reasons": ["stop" if ids and ids[-1] in eos else "length" for ids, _ in samples],
+            "response_logprobs": [list(lps) for _, lps in samples],
+        }
+
+    async def finish_session(self, session_id: str) -> None:
+        return None
+
 
 def training_batch(
     worker: CPUPolicyWorker,
@@ -276,6 +313,7 @@ def training_batch(
 
 __all__ = [
     "CPUDispatch",
+    "CPUInferenceClient",
     "CPUModelWrapper",
     "CPUPolicyWorker",
     "CPUStrategy",

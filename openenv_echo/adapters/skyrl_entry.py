@@ -1,101 +1,130 @@
-"""ECHO's settings in SkyRL's own config: an ``AlgorithmConfig`` subclass, so λ and the per-role coefficients are
-ordinary SkyRL CLI overrides::
+"""The SkyRL entrypoint with ECHO: SkyRL 0.4's ``main_base`` with the ECHO generator, trainer and policy worker.
 
-    trainer.algorithm.policy_loss_type=echo_regular trainer.algorithm.world_model_coeff=0.05
-    trainer.algorithm.world_role_coeffs={env_output:1.0,warning:0.5} trainer.algorithm.world_loss_target=warning_plus_env
+Run it with SkyRL's own CLI overrides, directly or through SkyRL's ``override_entrypoint``::
 
-``EchoSkyRLTrainConfig`` is SkyRL's ``make_config`` over ``EchoTrainerConfig`` (whose ``algorithm`` is
-``EchoAlgorithmConfig``, and which accepts SkyRL's ``trainer.override_entrypoint`` key, the extension point
-SkyRL 0.4's ``main_base.main`` dispatches on before its strict parse). ``validate_echo_cfg`` runs SkyRL's
-``validate_cfg`` and, for an ``echo_<base>`` loss, the same checks on the base loss (``validate_cfg`` keys some on
-literal loss names, e.g. clip_cov/kl_cov under off-policy correction).
+    python -m openenv_echo.adapters.skyrl_entry trainer.algorithm.policy_loss_type=echo_regular \\
+        trainer.algorithm.world_model_coeff=0.05 environment.skyrl_gym.openenv_echo.base_url=http://... ...
+    python -m skyrl.train.entrypoints.main_base \\
+        trainer.override_entrypoint=openenv_echo.adapters.skyrl_entry trainer.algorithm.world_model_coeff=0.05 ...
+
+``main`` parses the overrides into ``EchoSkyRLTrainConfig`` (``openenv_echo.adapters.skyrl_config``), runs
+``validate_echo_cfg`` (which registers the ``echo_<base>`` loss before Ray starts, so ``initialize_ray``'s
+``sync_registries`` ships it), starts Ray as SkyRL does and runs ``EchoPPOExp`` in a Ray task, as SkyRL's
+``skyrl_entrypoint`` runs ``BasePPOExp``. ``EchoPPOExp`` is SkyRL's ``BasePPOExp`` with two of its hooks
+overridden: ``get_generator`` (``EchoGymGenerator``: SkyRL's generator, per-token roles in its output) and
+``get_trainer`` (``EchoPPOTrainer``: SkyRL's trainer, world weights per policy mini-batch, and the policy worker
+SkyRL picks for ``trainer.strategy`` built with ``EchoPolicyWorkerMixin``). Everything else (tokenizer, datasets,
+inference engines, placement, the training loop ``RayPPOTrainer.train``) is SkyRL's.
 """
 
-# no `from __future__ import annotations`: SkyRL builds nested configs from the dataclass field types
+from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Sequence
 from typing import Any
 
-from skyrl.train.config.config import AlgorithmConfig, TrainerConfig, make_config
+import ray
+from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
+from skyrl.train.entrypoints.main_base import BasePPOExp
 
-from ..objective import EchoConfig
-from ..roles import Role
-from .skyrl import config_from_skyrl
-from .skyrl_loss import base_loss, register_echo_policy_loss
-
-
-@dataclass
-class EchoAlgorithmConfig(AlgorithmConfig):  # type: ignore[misc]
-    """SkyRL's ``AlgorithmConfig`` plus ECHO's settings (names as in the reference implementation)."""
-
-    world_model_coeff: float = 0.0
-    """λ: weight of the world-model cross-entropy on the selected observation tokens (0 = SkyRL's loss alone)."""
-    world_loss_target: str = "env_only"
-    """Which observation roles are world targets: ``env_only`` or ``warning_plus_env`` (RFC 0004 §1.1)."""
-    world_role_coeffs: dict[str, float] = field(default_factory=dict)
-    """Per-role multipliers of λ for the selected roles, e.g. ``{env_output: 1.0, warning: 0.5}`` (default 1.0)."""
-    world_loss_normalization: str = "selected_tokens"
-    """``sequence_mean`` only: ``selected_tokens`` (n_i) or ``full_observation_tokens`` (|O_i|, the paper's |O|)."""
+from .skyrl_config import (
+    EchoAlgorithmConfig,
+    EchoSkyRLTrainConfig,
+    EchoTrainerConfig,
+    OpenEnvEchoEnvConfig,
+    echo_config,
+    validate_echo_cfg,
+)
+from .skyrl_generator import EchoGymGenerator
+from .skyrl_gym import register_env
+from .skyrl_trainer import EchoPPOTrainer
 
 
-@dataclass
-class EchoTrainerConfig(TrainerConfig):  # type: ignore[misc]
-    """SkyRL's ``TrainerConfig`` with ``EchoAlgorithmConfig`` and SkyRL's ``override_entrypoint`` key."""
+class EchoPPOExp(BasePPOExp):  # type: ignore[misc]
+    """SkyRL's ``BasePPOExp`` with ECHO's generator and trainer (see the module docstring)."""
 
-    algorithm: EchoAlgorithmConfig = field(default_factory=EchoAlgorithmConfig)
-    override_entrypoint: str = ""
-    """The module ``skyrl.train.entrypoints.main_base.main`` hands the command line to (SkyRL 0.4)."""
+    def __init__(self, cfg: Any) -> None:
+        validate_echo_cfg(cfg)  # in this process too: registers the loss and declares it in SkyRL's loss sets
+        register_env()
+        super().__init__(cfg)
+
+    def get_generator(self, cfg: Any, tokenizer: Any, inference_engine_client: Any) -> EchoGymGenerator:
+        if cfg.generator.vision_language_generator:
+            raise ValueError("ECHO's generator is text only (generator.vision_language_generator=false)")
+        return EchoGymGenerator(
+            generator_cfg=cfg.generator,
+            skyrl_gym_cfg=cfg.environment.skyrl_gym,
+            inference_engine_client=inference_engine_client,
+            tokenizer=tokenizer,
+            policy_model_name=resolve_policy_model_name(cfg),
+        )
+
+    def get_trainer(
+        self,
+        cfg: Any,
+        tracker: Any,
+        tokenizer: Any,
+        train_dataset: Any,
+        eval_dataset: Any,
+        inference_engine_client: Any,
+        generator: Any,
+        colocate_pg: Any,
+    ) -> EchoPPOTrainer:
+        return EchoPPOTrainer(
+            cfg=cfg,
+            tracker=tracker,
+            tokenizer=tokenizer,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            inference_engine_client=inference_engine_client,
+            generator=generator,
+            colocate_pg=colocate_pg,
+        )
 
 
-EchoSkyRLTrainConfig = make_config(trainer_cls=EchoTrainerConfig)
-"""``SkyRLTrainConfig`` with ECHO's settings: ``EchoSkyRLTrainConfig.from_cli_overrides(sys.argv[1:])``."""
+@ray.remote(num_cpus=1)
+def echo_entrypoint(cfg: Any) -> None:
+    """SkyRL's ``skyrl_entrypoint`` with ``EchoPPOExp``: the training loop runs in a Ray task, not on the head."""
+    EchoPPOExp(cfg).run()
 
 
-def echo_config(algorithm: Any) -> EchoConfig:
-    """The ``EchoConfig`` of an ``EchoAlgorithmConfig`` (SkyRL's ``loss_reduction`` and ``max_seq_len``
-    give the normalization, as in the reference implementation; the rollout's temperature is the env's)."""
-    settings = {
-        "world_model_coeff": algorithm.world_model_coeff,
-        "world_loss_target": algorithm.world_loss_target,
-        "world_loss_normalization": algorithm.world_loss_normalization,
-        "loss_reduction": algorithm.loss_reduction,
-        "max_seq_len": algorithm.max_seq_len,
-    }
-    cfg = config_from_skyrl(settings)
-    if algorithm.world_role_coeffs:
-        coeffs = {Role(k): float(v) for k, v in dict(algorithm.world_role_coeffs).items()}
-        cfg = EchoConfig.model_validate({**cfg.model_dump(), "role_coeffs": coeffs})
+def parse_cfg(argv: Sequence[str]) -> Any:
+    """``EchoSkyRLTrainConfig`` from SkyRL CLI overrides, validated (SkyRL's checks and ECHO's)."""
+    cfg = EchoSkyRLTrainConfig.from_cli_overrides(list(argv))
+    validate_echo_cfg(cfg)
     return cfg
 
 
-def validate_echo_cfg(cfg: Any) -> EchoConfig:
-    """SkyRL's ``validate_cfg`` on ``cfg``, then on a copy whose loss is the ECHO loss's base (so every check SkyRL
-    keys on a loss name sees the loss that actually runs), then ECHO's own settings; returns the EchoConfig.
-    Registers the ``echo_<base>`` loss named in the config first (SkyRL checks that it is registered)."""
-    from skyrl.train.utils.utils import validate_cfg
+def run(cfg: Any) -> None:
+    """Start Ray as SkyRL's entrypoint does (``initialize_ray``: ``ray.init``, then ``sync_registries``) and train
+    in ``echo_entrypoint``."""
+    from skyrl.train.utils.utils import initialize_ray
 
-    name = str(cfg.trainer.algorithm.policy_loss_type)
-    if name.startswith("echo_"):
-        register_echo_policy_loss(name.removeprefix("echo_"), name)
-    validate_cfg(cfg)
-    base = base_loss(name)
-    if base != name:
-        view = copy.deepcopy(cfg)
-        view.trainer.algorithm.policy_loss_type = base
-        validate_cfg(view)
-        if cfg.trainer.max_tokens_per_microbatch > 0:
-            raise ValueError(
-                f"{name} needs sample-based micro-batching (trainer.max_tokens_per_microbatch <= 0): the world weights "
-                "follow the training batch's rows"
-            )
-    return echo_config(cfg.trainer.algorithm)
+    initialize_ray(cfg)
+    ray.get(echo_entrypoint.remote(cfg))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Train with ECHO through SkyRL's entrypoint (``argv``: SkyRL overrides; default ``sys.argv[1:]``, which is
+    also what SkyRL's ``main_base.main`` leaves when it dispatches on ``trainer.override_entrypoint``)."""
+    run(parse_cfg(sys.argv[1:] if argv is None else argv))
 
 
 __all__ = [
     "EchoAlgorithmConfig",
+    "EchoPPOExp",
     "EchoSkyRLTrainConfig",
     "EchoTrainerConfig",
+    "OpenEnvEchoEnvConfig",
     "echo_config",
+    "echo_entrypoint",
+    "main",
+    "parse_cfg",
+    "run",
     "validate_echo_cfg",
 ]
+
+if __name__ == "__main__":  # run as `python -m`: use the importable module, so Ray pickles its names by reference
+    from openenv_echo.adapters import skyrl_entry
+
+    skyrl_entry.main()

@@ -17,6 +17,7 @@ Register once, then make it like any skyrl-gym env (SkyRL's generator passes ``e
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -42,14 +43,16 @@ class OpenEnvTextEnv(BaseTextEnv):  # type: ignore[misc]
 
     ``env_config``: ``base_url`` (required), ``action_field`` (the action's text field, e.g. ``command`` for the
     terminal env, ``message`` for echo; required), ``observation_role`` (chat role of observations, default
-    ``tool``), ``client_kwargs``. ``extras``: ``reset_options`` (the episode's world, e.g. ``{"seed": 3}``) and
-    ``max_turns`` (SkyRL's generator sets it; default 1). The episode ends when the server says done or after
+    ``tool``), ``client_kwargs``; a mapping or SkyRL's ``environment.skyrl_gym.openenv_echo`` config
+    (``openenv_echo.adapters.skyrl_config.OpenEnvEchoEnvConfig``). ``extras``: ``reset_options`` (the episode's
+    world, e.g. ``{"seed": 3}``) and ``max_turns`` (SkyRL's generator sets it; default 1). The episode ends when the server says done or after
     ``max_turns`` steps.
     """
 
-    def __init__(self, env_config: Mapping[str, Any] | None = None, extras: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None) -> None:
         super().__init__()
-        cfg = dict(env_config or {})
+        is_config = dataclasses.is_dataclass(env_config) and not isinstance(env_config, type)
+        cfg = dataclasses.asdict(env_config) if is_config else dict(env_config or {})
         ext = dict(extras or {})
         for key in ("base_url", "action_field"):
             if not cfg.get(key):

@@ -158,7 +158,7 @@ def declare_echo_loss(name: str, base: str) -> None:
     read by the fully-async trainer's check; ``LOSSES_WITHOUT_OLD_LOGPROBS``, read by ``_skip_policy_forward``), in
     ``ppo_utils`` and in every loaded module that imported them by name, so SkyRL's checks treat ``name`` as they
     treat ``base``. Checks written as literal lists (``validate_cfg``'s clip_cov/kl_cov) are run on the base loss
-    by ``openenv_echo.adapters.skyrl_entry.validate_echo_cfg``."""
+    by ``openenv_echo.adapters.skyrl_config.validate_echo_cfg``."""
     import sys
 
     from skyrl.backends.skyrl_train.utils import ppo_utils

@@ -8,7 +8,11 @@ reduction per mini-batch, so ``N`` counts that mini-batch's selected tokens), fr
 ``openenv_echo.adapters.skyrl_generator.EchoGymGenerator`` put in the generator output. The rows SkyRL adds
 when it pads the batch to the data-parallel size copy row 0 for every key but ``loss_mask``; their world weights
 are set to 0 here, so no row is counted twice. ECHO's settings come from ``cfg.trainer.algorithm``
-(``openenv_echo.adapters.skyrl_entry.EchoAlgorithmConfig``).
+(``openenv_echo.adapters.skyrl_config.EchoAlgorithmConfig``).
+
+``build_models`` receives the worker classes SkyRL's entrypoint picked for ``trainer.strategy`` (FSDP or Megatron
+Ray actor classes) and builds them with ``EchoPolicyWorkerMixin`` mixed into the policy worker
+(``echo_policy_worker``), with the same Ray options; critic and reference workers are SkyRL's.
 """
 
 from __future__ import annotations
@@ -19,9 +23,25 @@ import torch
 from skyrl.train.trainer import RayPPOTrainer
 
 from ..objective import EchoConfig
-from .skyrl_entry import echo_config
+from .skyrl_config import echo_config
 from .skyrl_generator import ROLE_KEY
-from .skyrl_loss import WORLD_WEIGHT_KEY, world_weights
+from .skyrl_loss import WORLD_WEIGHT_KEY, EchoPolicyWorkerMixin, world_weights
+
+
+def echo_policy_worker(actor_cls: Any) -> Any:
+    """SkyRL's policy worker Ray actor class (``ray.remote(num_gpus=1)(FSDPPolicyWorkerBase)``, or Megatron's) with
+    ``EchoPolicyWorkerMixin`` before its class, under the same Ray options. A plain class gets the mixin only."""
+    import ray
+
+    meta = getattr(actor_cls, "__ray_metadata__", None)
+    if meta is None:
+        base = actor_cls
+    else:  # Ray keeps the decorated class as `__ray_actor_class__` of its modified class
+        base = meta.modified_class.__ray_actor_class__
+    if issubclass(base, EchoPolicyWorkerMixin):
+        return actor_cls
+    cls = type(f"Echo{base.__name__}", (EchoPolicyWorkerMixin, base), {"__module__": __name__})
+    return cls if meta is None else ray.remote(**dict(actor_cls._default_options))(cls)
 
 
 def mini_batch_world_weights(
@@ -51,6 +71,9 @@ def mini_batch_world_weights(
 class EchoPPOTrainer(RayPPOTrainer):  # type: ignore[misc]
     """``RayPPOTrainer`` whose training batches carry the ECHO world weights (see the module docstring)."""
 
+    def build_models(self, PolicyWorker: Any, CriticWorker: Any, RefWorker: Any) -> None:
+        super().build_models(echo_policy_worker(PolicyWorker), CriticWorker, RefWorker)
+
     def convert_to_training_input(self, generator_output: Any, uids: list[str]) -> Any:
         training_input = super().convert_to_training_input(generator_output, uids)
         roles = generator_output.get(ROLE_KEY)
@@ -73,4 +96,4 @@ class EchoPPOTrainer(RayPPOTrainer):  # type: ignore[misc]
         return training_input
 
 
-__all__ = ["EchoPPOTrainer", "mini_batch_world_weights"]
+__all__ = ["EchoPPOTrainer", "echo_policy_worker", "mini_batch_world_weights"]

@@ -38,6 +38,7 @@ def test_load_adapter_names_and_errors() -> None:
         "skyrl_loss",
         "skyrl_cpu",
         "skyrl_gym",
+        "skyrl_config",
         "skyrl_entry",
         "skyrl_generator",
         "skyrl_trainer",

@@ -130,3 +130,45 @@ def test_a_refused_step_ends_only_that_episode(terminal_url: str, qwen_tokenizer
     assert sorted(r.end.split(":")[0] for r in rs) == ["done", "error"]
     bad = next(r for r in rs if r.end.startswith("error"))
     assert "ActionValidationError" in bad.end and bad.role_ids[-1] == A
+
+
+def test_the_sessions_keepalive_runs_while_the_sampler_works(
+    terminal_url: str, qwen_tokenizer: Any, policy: Any
+) -> None:
+    """A sampler is synchronous (a local model, a Tinker future's ``result()``); run on the event loop it would stall
+    every session's keepalive, and a server closes a connection whose pong is 40 s late (its ping interval and
+    timeout): under heavy load a slow sampling phase then cost every episode its session. The event loop must keep
+    running while the sampler works."""
+    import asyncio
+    import time
+
+    from openenv_echo.adapters.rollouts import run_rollouts_async
+
+    ticks: list[int] = []
+
+    def slow_sampler(prompts: Any, max_new_tokens: int) -> Any:
+        before = len(ticks)
+        time.sleep(0.5)  # stands for a long sampling phase
+        assert len(ticks) > before, "the event loop stood still while the sampler worked"
+        return policy(prompts, max_new_tokens)
+
+    async def main() -> list[Any]:
+        async def tick() -> None:
+            while True:
+                ticks.append(1)
+                await asyncio.sleep(0.02)
+
+        ticker = asyncio.create_task(tick())
+        try:
+            opts = group_reset_options([{"seed": 3, "max_steps": 2}], 2)
+            return await run_rollouts_async(
+                terminal_url, qwen_tokenizer, slow_sampler, opts,
+                [[{"role": "system", "content": SYSTEM_PROMPT}]] * len(opts),
+                to_action=command_action, max_turns=2, max_completion_length=256, max_new_tokens=8,
+            )  # fmt: skip
+        finally:
+            ticker.cancel()
+
+    rollouts = asyncio.run(main())
+    assert all(not r.end.startswith("error") for r in rollouts), [r.end for r in rollouts]
+    assert all(r.turns == 2 or r.end == "done" for r in rollouts)

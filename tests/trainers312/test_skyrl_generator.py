@@ -20,29 +20,11 @@ from openenv_echo.roles import Role
 skyrl_generator = pytest.importorskip("openenv_echo.adapters.skyrl_generator")
 from skyrl.train.config import SkyRLTrainConfig  # noqa: E402
 
+from openenv_echo.adapters.skyrl_cpu import CPUInferenceClient  # noqa: E402
 from openenv_echo.adapters.skyrl_gym import ENV_ID, register_env  # noqa: E402
 from openenv_echo.adapters.skyrl_loss import world_weights  # noqa: E402
 
 EchoGymGenerator, ROLE_KEY = skyrl_generator.EchoGymGenerator, skyrl_generator.ROLE_KEY
-
-
-class CPUEngineClient:
-    """The two calls ``SkyRLGymGenerator`` makes on its inference client, answered by a local model."""
-
-    def __init__(self, sampler: HFSampler, tokenizer: Any, max_new_tokens: int) -> None:
-        self.sampler, self.tokenizer, self.max_new_tokens = sampler, tokenizer, max_new_tokens
-
-    async def generate(self, engine_input: Any, model: Any = None) -> dict[str, Any]:
-        samples = self.sampler([list(p) for p in engine_input["prompt_token_ids"]], self.max_new_tokens)
-        return {
-            "responses": [self.tokenizer.decode(ids) for ids, _ in samples],
-            "response_ids": [list(ids) for ids, _ in samples],
-            "stop_reasons": ["stop" if ids and ids[-1] in self.sampler.eos_ids else "length" for ids, _ in samples],
-            "response_logprobs": [list(lps) for _, lps in samples],
-        }
-
-    async def finish_session(self, session_id: str) -> None:
-        return None
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +44,7 @@ def test_skyrls_generator_carries_per_token_roles(terminal: str, qwen_tokenizer:
     torch.manual_seed(0)
     model = tiny_causal_lm(qwen_tokenizer)
     eos = [qwen_tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    engine = CPUEngineClient(HFSampler(model, qwen_tokenizer, eos_ids=eos), qwen_tokenizer, 10)
+    engine = CPUInferenceClient(HFSampler(model, qwen_tokenizer, eos_ids=eos), qwen_tokenizer, 10)
     gen = EchoGymGenerator(
         generator_cfg=cfg.generator, skyrl_gym_cfg=cfg.environment.skyrl_gym, inference_engine_client=engine,
         tokenizer=qwen_tokenizer,
@@ -103,7 +85,7 @@ class _Dispatch:
 
 
 def test_skyrls_trainer_computes_world_weights_per_policy_mini_batch(qwen_tokenizer: Any) -> None:
-    from openenv_echo.adapters.skyrl_entry import EchoSkyRLTrainConfig
+    from openenv_echo.adapters.skyrl_config import EchoSkyRLTrainConfig
     from openenv_echo.adapters.skyrl_loss import WORLD_WEIGHT_KEY
     from openenv_echo.adapters.skyrl_trainer import EchoPPOTrainer
 
@@ -155,8 +137,8 @@ def test_skyrls_trainer_step_runs_echo_from_generation_to_optimizer(
     ``fwd_logprobs_values_reward`` → ``compute_advantages_and_returns`` → ``train_critic_and_policy`` (its mini-batch
     loop, advantage normalization, the worker's micro-batches and the registered echo loss), the workers' Ray
     dispatch answered in-process by SkyRL's ``PolicyWorkerBase`` on a CPU."""
+    from openenv_echo.adapters.skyrl_config import EchoSkyRLTrainConfig
     from openenv_echo.adapters.skyrl_cpu import CPUDispatch, CPUPolicyWorker
-    from openenv_echo.adapters.skyrl_entry import EchoSkyRLTrainConfig
     from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss
     from openenv_echo.adapters.skyrl_trainer import EchoPPOTrainer
 
@@ -181,7 +163,7 @@ def test_skyrls_trainer_step_runs_echo_from_generation_to_optimizer(
     torch.manual_seed(0)
     model = tiny_causal_lm(qwen_tokenizer)
     eos = [qwen_tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    engine = CPUEngineClient(HFSampler(model, qwen_tokenizer, eos_ids=eos), qwen_tokenizer, 10)
+    engine = CPUInferenceClient(HFSampler(model, qwen_tokenizer, eos_ids=eos), qwen_tokenizer, 10)
     gen = EchoGymGenerator(
         generator_cfg=cfg.generator, skyrl_gym_cfg=cfg.environment.skyrl_gym, inference_engine_client=engine,
         tokenizer=qwen_tokenizer,

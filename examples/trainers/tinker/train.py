@@ -130,6 +130,7 @@ def main() -> None:
             row["datums"] = len(datums.rl) + len(datums.env)
             row["policy_datums"] = len(datums.rl)  # 0 when every GRPO group tied (all advantages 0)
             row["env_datums"] = len(datums.env)  # 0 at λ = 0, or when no episode got an observation back
+            row["env_errors"] = [r.end for r in rollouts if r.end.startswith("error")]  # steps the env refused
             grad = probe.take()
             if a.probe:
                 row["grad"] = grad

@@ -1,0 +1,148 @@
+"""ECHO's settings in SkyRL's own config: ``EchoSkyRLTrainConfig``, a ``SkyRLTrainConfig`` subclass, so λ, the
+per-role coefficients and the env server are ordinary SkyRL CLI overrides::
+
+    trainer.algorithm.policy_loss_type=echo_regular trainer.algorithm.world_model_coeff=0.05
+    trainer.algorithm.world_role_coeffs={env_output:1.0,warning:0.5} trainer.algorithm.world_loss_target=warning_plus_env
+    environment.skyrl_gym.openenv_echo.base_url=http://127.0.0.1:8001
+    environment.skyrl_gym.openenv_echo.action_field=command
+
+Its ``trainer.algorithm`` is ``EchoAlgorithmConfig``; its ``trainer`` accepts SkyRL's ``trainer.override_entrypoint``
+key (the extension point SkyRL 0.4's ``main_base.main`` dispatches on before its strict parse); its
+``environment.skyrl_gym.openenv_echo`` is the ``env_config`` SkyRL's generator hands the ``openenv_echo`` env
+(``OpenEnvEchoEnvConfig``). ``validate_echo_cfg`` runs SkyRL's ``validate_cfg`` and, for an ``echo_<base>`` loss,
+the same checks on the base loss (``validate_cfg`` keys some on literal loss names, e.g. clip_cov/kl_cov under
+off-policy correction). The entrypoint that uses it is ``openenv_echo.adapters.skyrl_entry``.
+"""
+
+# no `from __future__ import annotations`: SkyRL builds nested configs from the dataclass field types
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from skyrl.train.config.config import (
+    AlgorithmConfig,
+    BaseConfig,
+    EnvironmentConfig,
+    SkyRLGymConfig,
+    SkyRLTrainConfig,
+    TrainerConfig,
+)
+
+from ..objective import EchoConfig
+from ..roles import Role
+from .skyrl import config_from_skyrl
+from .skyrl_gym import ENV_ID
+from .skyrl_loss import base_loss, register_echo_policy_loss
+
+
+@dataclass
+class EchoAlgorithmConfig(AlgorithmConfig):  # type: ignore[misc]
+    """SkyRL's ``AlgorithmConfig`` plus ECHO's settings (names as in the reference implementation)."""
+
+    world_model_coeff: float = 0.0
+    """λ: weight of the world-model cross-entropy on the selected observation tokens (0 = SkyRL's loss alone)."""
+    world_loss_target: str = "env_only"
+    """Which observation roles are world targets: ``env_only`` or ``warning_plus_env`` (RFC 0004 §1.1)."""
+    world_role_coeffs: dict[str, float] = field(default_factory=dict)
+    """Per-role multipliers of λ for the selected roles, e.g. ``{env_output: 1.0, warning: 0.5}`` (default 1.0)."""
+    world_loss_normalization: str = "selected_tokens"
+    """``sequence_mean`` only: ``selected_tokens`` (n_i) or ``full_observation_tokens`` (|O_i|, the paper's |O|)."""
+
+
+@dataclass
+class EchoTrainerConfig(TrainerConfig):  # type: ignore[misc]
+    """SkyRL's ``TrainerConfig`` with ``EchoAlgorithmConfig`` and SkyRL's ``override_entrypoint`` key."""
+
+    algorithm: EchoAlgorithmConfig = field(default_factory=EchoAlgorithmConfig)
+    override_entrypoint: str = ""
+    """The module ``skyrl.train.entrypoints.main_base.main`` hands the command line to (SkyRL 0.4)."""
+
+
+@dataclass
+class OpenEnvEchoEnvConfig(BaseConfig):  # type: ignore[misc]
+    """The ``env_config`` of the ``openenv_echo`` skyrl-gym env (``openenv_echo.adapters.skyrl_gym.OpenEnvTextEnv``)."""
+
+    base_url: str = ""
+    """The env server's URL (an openenv-echo or OpenEnv server)."""
+    action_field: str = ""
+    """The action's text field, e.g. ``command`` for the terminal env, ``message`` for echo."""
+    observation_role: str = "tool"
+    """The chat role of observation messages."""
+    client_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``openenv_echo.client.EnvClient``."""
+
+
+@dataclass
+class EchoSkyRLGymConfig(SkyRLGymConfig):  # type: ignore[misc]
+    """SkyRL's ``SkyRLGymConfig`` plus the ``openenv_echo`` env's config (SkyRL looks it up by env class name)."""
+
+    openenv_echo: OpenEnvEchoEnvConfig = field(default_factory=OpenEnvEchoEnvConfig)
+
+
+@dataclass
+class EchoEnvironmentConfig(EnvironmentConfig):  # type: ignore[misc]
+    """SkyRL's ``EnvironmentConfig`` whose default env class is ``openenv_echo``."""
+
+    env_class: str = ENV_ID
+    skyrl_gym: EchoSkyRLGymConfig = field(default_factory=EchoSkyRLGymConfig)
+
+
+@dataclass
+class EchoSkyRLTrainConfig(SkyRLTrainConfig):  # type: ignore[misc]
+    """``SkyRLTrainConfig`` with ECHO's settings: ``EchoSkyRLTrainConfig.from_cli_overrides(sys.argv[1:])``."""
+
+    trainer: EchoTrainerConfig = field(default_factory=EchoTrainerConfig)
+    environment: EchoEnvironmentConfig = field(default_factory=EchoEnvironmentConfig)
+
+
+def echo_config(algorithm: Any) -> EchoConfig:
+    """The ``EchoConfig`` of an ``EchoAlgorithmConfig`` (SkyRL's ``loss_reduction`` and ``max_seq_len``
+    give the normalization, as in the reference implementation; the rollout's temperature is the env's)."""
+    settings = {
+        "world_model_coeff": algorithm.world_model_coeff,
+        "world_loss_target": algorithm.world_loss_target,
+        "world_loss_normalization": algorithm.world_loss_normalization,
+        "loss_reduction": algorithm.loss_reduction,
+        "max_seq_len": algorithm.max_seq_len,
+    }
+    cfg = config_from_skyrl(settings)
+    if algorithm.world_role_coeffs:
+        coeffs = {Role(k): float(v) for k, v in dict(algorithm.world_role_coeffs).items()}
+        cfg = EchoConfig.model_validate({**cfg.model_dump(), "role_coeffs": coeffs})
+    return cfg
+
+
+def validate_echo_cfg(cfg: Any) -> EchoConfig:
+    """SkyRL's ``validate_cfg`` on ``cfg``, then on a copy whose loss is the ECHO loss's base (so every check SkyRL
+    keys on a loss name sees the loss that actually runs), then ECHO's own settings; returns the EchoConfig.
+    Registers the ``echo_<base>`` loss named in the config first (SkyRL checks that it is registered)."""
+    from skyrl.train.utils.utils import validate_cfg
+
+    name = str(cfg.trainer.algorithm.policy_loss_type)
+    if name.startswith("echo_"):
+        register_echo_policy_loss(name.removeprefix("echo_"), name)
+    validate_cfg(cfg)
+    base = base_loss(name)
+    if base != name:
+        view = copy.deepcopy(cfg)
+        view.trainer.algorithm.policy_loss_type = base
+        validate_cfg(view)
+        if cfg.trainer.max_tokens_per_microbatch > 0:
+            raise ValueError(
+                f"{name} needs sample-based micro-batching (trainer.max_tokens_per_microbatch <= 0): the world weights "
+                "follow the training batch's rows"
+            )
+    return echo_config(cfg.trainer.algorithm)
+
+
+__all__ = [
+    "EchoAlgorithmConfig",
+    "EchoEnvironmentConfig",
+    "EchoSkyRLGymConfig",
+    "EchoSkyRLTrainConfig",
+    "EchoTrainerConfig",
+    "OpenEnvEchoEnvConfig",
+    "echo_config",
+    "validate_echo_cfg",
+]
