@@ -440,26 +440,22 @@ def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tu
     ):
         return None
     ends = np.cumsum(lens)
-    char_at = None  # byte position of each character, and the byte length at the end (ASCII: the same numbers)
-    if not text.isascii():
-        utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.int8)
-        char_at = np.append(np.flatnonzero(utf8 >= -64), len(utf8))  # lead bytes: not 0b10xxxxxx
-    # each piece's ids spell exactly its bytes
-    if len(bounds) == 1:
-        size = len(text) if char_at is None else char_at[-1]
-        if ends[-1] != size:
-            return None
-    else:
-        piece_ends = np.array([b for _, b in bounds], dtype=np.int64)
-        if char_at is not None:
-            piece_ends = char_at[piece_ends]
-        if not np.array_equal(ends[np.array(id_cuts) - 1], piece_ends):
-            return None
     cr = np.frombuffer(parts.roles, dtype=np.int8)
     kd = np.frombuffer(parts.kinds, dtype=np.int8)
     r_at = np.flatnonzero(cr[1:] != cr[:-1]) + 1  # role boundaries (characters)
     k_at = np.flatnonzero(kd[1:] != kd[:-1]) + 1  # kind boundaries
-    r_bytes, k_bytes = (r_at, k_at) if char_at is None else (char_at[r_at], char_at[k_at])
+    piece_ends = [b for _, b in bounds]
+    if text.isascii():  # character positions are byte positions
+        r_bytes, k_bytes, piece_bytes = r_at, k_at, piece_ends
+    else:
+        r_bytes, k_bytes = (np.array(_utf8_offsets(text, x.tolist()), dtype=np.int64) for x in (r_at, k_at))
+        piece_bytes = _utf8_offsets(text, piece_ends)
+    # each piece's ids spell exactly its bytes
+    if len(bounds) == 1:
+        if ends[-1] != piece_bytes[0]:
+            return None
+    elif not np.array_equal(ends[np.array(id_cuts) - 1], piece_bytes):
+        return None
     added = np.flatnonzero(codec.is_added[ids])
     if len(added) and (len(k_bytes) or kd[0] != SCAFFOLD):  # each inside one piece of template (or action) text
         a_end = ends[added]
@@ -499,6 +495,19 @@ def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tu
     out_ids.append(ids[prev:])
     out_roles.append(roles[prev:])
     return np.concatenate(out_ids), np.concatenate(out_roles).astype(np.int8), straddled
+
+
+def _utf8_offsets(text: str, points: list[int]) -> list[int]:
+    """The UTF-8 byte offset in ``text`` of each of the ascending character positions ``points``: only the
+    text between them is encoded, with no array per character."""
+    out: list[int] = []
+    prev = size = 0
+    for p in points:
+        piece = text[prev:p]
+        size += len(piece) if piece.isascii() else len(piece.encode("utf-8"))
+        out.append(size)
+        prev = p
+    return out
 
 
 _STRUCTURE_MAX = 4096
