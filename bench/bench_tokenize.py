@@ -11,7 +11,8 @@ encode a batch on several), because the machine's cores are shared and wall time
    assembly renders the conversation with the chat template too, which the plain side is not charged for.
 2. scaling: time for a 100-turn episode / time for a 10-turn episode, TITO and offline. Target: <= 11x.
 
-The verdict line checks every target printed above it.
+It prints the load average at start and end (the neighbours' share of the cores moves every figure), one line
+per target (met or MISSED) and a verdict line that checks every target printed above it.
 
 Both sides run single-threaded: the bench sets ``TOKENIZERS_PARALLELISM=false`` unless it is set already. Plain
 ``tokenizer(text)`` encodes one text and never uses the tokenizers library's thread pool; the batch calls of TITO
@@ -69,7 +70,7 @@ def episode(tok: Any, turns: int, seed: int) -> Trajectory:
 def rendered(tok: Any, traj: Trajectory) -> str:
     """The text offline assembly renders for ``traj`` (same messages, same template)."""
     msgs = [{"role": m.role, "content": m.content} for m in conversation_from_trajectory(traj, tokenizer=tok)]
-    return tok.apply_chat_template(msgs, tokenize=False)
+    return str(tok.apply_chat_template(msgs, tokenize=False))
 
 
 def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
@@ -128,10 +129,11 @@ def bench_family(family: str, episodes: int, turns: int, repeat: int) -> list[tu
         if key not in best:
             print(f"{label:<34}{'n/a (template not prefix-stable)':>45}")
             continue
-        t = best[key]
+        cpu = best[key]
         k = scale_key[key]
         print(
-            f"{label:<34}{t:>9.4f}{n_tokens / t:>12,.0f}{best['plain'] / t:>9.2f}x{sc[k + '100'] / sc[k + '10']:>13.2f}x"
+            f"{label:<34}{cpu:>9.4f}{n_tokens / cpu:>12,.0f}{best['plain'] / cpu:>9.2f}x"
+            f"{sc[k + '100'] / sc[k + '10']:>13.2f}x"
         )
     targets = [
         (f"{family} offline vs plain", best["plain"] / best["offline"], 0.9),
@@ -154,19 +156,22 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # read by the library at each call: see the docstring
     print(f"TOKENIZERS_PARALLELISM={os.environ['TOKENIZERS_PARALLELISM']}")
+    print(f"load average at start: {_load()}")
     targets = []
     for family in args.families.split(","):
         targets += bench_family(family, args.episodes, args.turns, args.repeat)
     # a negative limit means "at most |limit|" (a cost ratio); a positive one "at least"
     met = [(v >= lim) if lim > 0 else (v <= -lim) for _, v, lim in targets]
-    print(
-        "\ntargets: "
-        + "; ".join(
-            f"{name} {v:.2f}x {'>=' if lim > 0 else '<='} {abs(lim):g}x {'ok' if ok else 'MISSED'}"
-            for (name, v, lim), ok in zip(targets, met)
-        )
-    )
+    print("\ntargets:")
+    for (name, v, lim), ok in zip(targets, met):
+        print(f"  {name:<28}{v:>6.2f}x {'>=' if lim > 0 else '<='} {abs(lim):g}x  {'met' if ok else 'MISSED'}")
+    print(f"load average at end: {_load()}")
     print(f"verdict: {'ALL MET' if all(met) else 'NOT MET'} ({sum(met)}/{len(met)} targets)")
+
+
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages (the neighbours' share of the cores moves every figure)."""
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

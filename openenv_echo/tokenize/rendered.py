@@ -174,14 +174,14 @@ def render_parts(
             n += len(holder)
             after_action = m.role == "assistant"
         else:
-            after_action = m.is_action
-            kind_b = _KIND_B[ACTION_BODY if after_action else BODY]
+            after_action = bool(m.segments)  # action text: every segment the policy's
             for seg in m.segments:
-                k = len(seg.text)
-                pieces.append(seg.text)
-                role_runs.append(_ROLE_B[seg.role] * k)
-                kind_runs.append(kind_b * k)
-                n += k
+                body = seg.text
+                pieces.append(body)
+                role_runs.append(_ROLE_B[seg.role] * len(body))
+                n += len(body)
+                after_action = after_action and seg.role is Role.ACTION
+            kind_runs.append(_KIND_B[ACTION_BODY if after_action else BODY] * (n - start))
         spans.append((start, n))
     plain_codes, eot_codes, kind_codes = codes[-1]
     pieces.append(between[-1])
@@ -192,9 +192,11 @@ def render_parts(
     roles = bytearray(b"".join(role_runs))
     kinds = bytearray(b"".join(kind_runs))
     guards = content_guards(inputs[-1])
-    if guards is not None and not (
-        guards and any(g in t for g in guards for t in (*(m.content for m in messages), *holders))
-    ):
+    if guards:  # a guard in any content (or placeholder) renders; one found across two contents only costs time
+        bodies = "".join([*inputs[len(messages) : -1], *holders])
+        if any(g in bodies for g in guards):
+            guards = None
+    if guards is not None:
         real = subst  # the real render is the placeholder render with the contents in place (verbatim.py)
     else:
         real = render(
@@ -412,57 +414,72 @@ def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tu
     text, table = parts.text, codec.whole_bytes
     if table is None or not text or (codec.space_symbol and codec.space_symbol in text):
         return None
-    cuts = [c for c, _, _ in parts.opaque]
-    bounds = [(a, b) for a, b in zip([0, *cuts], [*cuts, len(text)]) if b > a]
-    raw: list[int] = []
-    id_cuts = []  # where each piece's ids end
-    for e in codec.scaffold.encode_batch_fast([text[a:b] for a, b in bounds], add_special_tokens=False):
-        raw += e.ids
-        id_cuts.append(len(raw))
-    if not raw or len(id_cuts) != len(bounds) or len(set(id_cuts)) != len(id_cuts):
-        return None  # a piece without ids (nothing to place its characters on)
-    ids = np.array(raw, dtype=np.int64)
-    if ids.max() >= len(table) or (
+    if parts.opaque:
+        cuts = [c for c, _, _ in parts.opaque]
+        bounds = [(a, b) for a, b in zip([0, *cuts], [*cuts, len(text)]) if b > a]
+        raw: list[int] = []
+        id_cuts = []  # where each piece's ids end
+        for e in codec.scaffold.encode_batch_fast([text[a:b] for a, b in bounds], add_special_tokens=False):
+            raw += e.ids
+            id_cuts.append(len(raw))
+        if len(id_cuts) != len(bounds) or len(set(id_cuts)) != len(id_cuts):
+            return None  # a piece without ids (nothing to place its characters on)
+    else:  # one piece, the common case
+        bounds = [(0, len(text))]
+        raw = codec.scaffold.encode_batch_fast([text], add_special_tokens=False)[0].ids
+        id_cuts = [len(raw)]
+    if not raw:
+        return None
+    ids = np.fromiter(raw, dtype=np.int64, count=len(raw))
+    try:
+        lens = table[ids]
+    except IndexError:  # an id past the table
+        return None
+    if lens.min() <= 0 or (
         document_start and bounds[0][0] == 0 and not codec.same_start and not codec.is_added[ids[0]]
     ):
         return None
-    lens = table[ids]
     ends = np.cumsum(lens)
-    utf8 = None if text.isascii() else text.encode("utf-8")
-    char_at = None if utf8 is None else np.flatnonzero((np.frombuffer(utf8, dtype=np.uint8) & 0xC0) != 0x80)
-    # each piece's ids spell exactly its bytes
-    piece_ends = np.array([b for _, b in bounds], dtype=np.int64)
-    if char_at is not None:
-        piece_ends = np.append(char_at, len(utf8 or b""))[piece_ends]
-    if lens.min() <= 0 or not np.array_equal(ends[np.array(id_cuts) - 1], piece_ends):
-        return None
     cr = np.frombuffer(parts.roles, dtype=np.int8)
     kd = np.frombuffer(parts.kinds, dtype=np.int8)
     r_at = np.flatnonzero(cr[1:] != cr[:-1]) + 1  # role boundaries (characters)
     k_at = np.flatnonzero(kd[1:] != kd[:-1]) + 1  # kind boundaries
-    r_bytes, k_bytes = (r_at, k_at) if char_at is None else (char_at[r_at], char_at[k_at])
-    starts = ends - lens
+    piece_ends = [b for _, b in bounds]
+    if text.isascii():  # character positions are byte positions
+        r_bytes, k_bytes, piece_bytes = r_at, k_at, piece_ends
+    else:
+        r_bytes, k_bytes = (np.array(_utf8_offsets(text, x.tolist()), dtype=np.int64) for x in (r_at, k_at))
+        piece_bytes = _utf8_offsets(text, piece_ends)
+    # each piece's ids spell exactly its bytes
+    if len(bounds) == 1:
+        if ends[-1] != piece_bytes[0]:
+            return None
+    elif not np.array_equal(ends[np.array(id_cuts) - 1], piece_bytes):
+        return None
     added = np.flatnonzero(codec.is_added[ids])
     if len(added) and (len(k_bytes) or kd[0] != SCAFFOLD):  # each inside one piece of template (or action) text
-        first = np.searchsorted(k_bytes, starts[added], side="right")
-        last = np.searchsorted(k_bytes, ends[added] - 1, side="right")
+        a_end = ends[added]
+        first = np.searchsorted(k_bytes, a_end - lens[added], side="right")
+        last = np.searchsorted(k_bytes, a_end - 1, side="right")
         k = np.concatenate([kd[:1], kd[k_at]])[first]
         ok = (first == last) & ((k == SCAFFOLD) | ((k == ACTION_BODY) & ~codec.is_special[ids[added]]))
         if not ok.all():
             return None
     # roles by the rule of runs.token_roles: the role of the token's bytes, context (counted) across a boundary
+    codes = np.concatenate([cr[:1], cr[r_at]])
+    codes[codes == EOT_CODE] = Role.ACTION.code
     straddled = 0
     if len(r_at):
-        codes = np.concatenate([cr[:1], cr[r_at]])
-        roles = codes[np.searchsorted(r_bytes, starts, side="right")]
         at = np.searchsorted(ends, r_bytes, side="left")  # the token holding each boundary's last byte
-        inside = np.unique(at[ends[at] != r_bytes])  # a boundary inside a token: it straddles
-        roles[inside] = _CTX
-        roles[roles == EOT_CODE] = Role.ACTION.code
-        straddled = len(inside)
+        # a role starts at the token after the one holding the previous role's last byte
+        roles = np.repeat(codes, np.diff(at + 1, prepend=0, append=len(ids)))
+        inside = at[ends[at] != r_bytes]  # a boundary inside a token: it straddles (sorted; once per token)
+        if len(inside):
+            inside = inside[np.concatenate([[True], inside[1:] != inside[:-1]])]
+            roles[inside] = _CTX
+            straddled = len(inside)
     else:
-        code = int(cr[0])
-        roles = np.full(len(ids), Role.ACTION.code if code == EOT_CODE else code, dtype=np.int8)
+        roles = np.full(len(ids), codes[0], dtype=np.int8)
     if not parts.opaque:
         return ids, roles, straddled
     # the opaque parts' ids go where their text position is (the piece boundaries)
@@ -478,6 +495,19 @@ def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tu
     out_ids.append(ids[prev:])
     out_roles.append(roles[prev:])
     return np.concatenate(out_ids), np.concatenate(out_roles).astype(np.int8), straddled
+
+
+def _utf8_offsets(text: str, points: list[int]) -> list[int]:
+    """The UTF-8 byte offset in ``text`` of each of the ascending character positions ``points``: only the
+    text between them is encoded, with no array per character."""
+    out: list[int] = []
+    prev = size = 0
+    for p in points:
+        piece = text[prev:p]
+        size += len(piece) if piece.isascii() else len(piece.encode("utf-8"))
+        out.append(size)
+        prev = p
+    return out
 
 
 _STRUCTURE_MAX = 4096
