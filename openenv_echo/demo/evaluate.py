@@ -182,7 +182,7 @@ def env_ce(model: torch.nn.Module, ce: CeSet, tokenizer: Any, micro_batch: int =
     per_world: dict[str, list[float]] = {part: [] for part in CE_PARTS}
     for lo in range(0, len(ce.sequences), micro_batch):
         b = collate(ce.sequences[lo : lo + micro_batch], tokenizer=tokenizer)
-        lp = forward_logps(model, b)
+        lp = forward_logps(model, b)[0]
         zero = torch.zeros((), dtype=lp.dtype)
         for part in CE_PARTS:
             sel = torch.zeros_like(b["attention_mask"], dtype=torch.bool)

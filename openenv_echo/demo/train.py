@@ -10,8 +10,9 @@ The start checkpoint is trained the way agents are usually trained, so that it l
 RL step: ``echo_loss`` = GRPO clipped surrogate on action tokens + λ·CE on ``env_output`` tokens after the first
 action (``world_loss_target="env_only"``), from one forward pass. λ = 0 for the GRPO arm; the direct-CE arm is λ = 1
 with ``verifier_free=True`` (env-token CE only). The batch's denominators are computed once over the whole batch, so
-micro-batching gives the same gradient. Reads per-token log-probs with ``openenv_echo.objective.token_logps`` over
-sequences assembled by ``openenv_echo.tokenize``.
+micro-batching gives the same gradient. Per-token log-probs come from ``openenv_echo.objective.hidden_logps`` (the
+final hidden states and the LM head's weight: the (B, T, V) logits are never materialised) over sequences assembled
+by ``openenv_echo.tokenize``; only the SFT teacher's KL, which needs whole distributions, reads logits.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..objective import (
     EchoConfig,
     echo_loss,
     group_advantages,
+    hidden_logps,
     local_denominators,
     token_logps,
 )
@@ -49,9 +51,27 @@ def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> to
     return logits
 
 
-def forward_logps(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """(B, T) log-probs of ``batch['input_ids']`` in the shared target alignment (temperature 1)."""
-    return token_logps(forward_logits(model, batch), batch["input_ids"])
+def forward_hidden(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T, D) final hidden states of a collated batch (its own position ids, no KV cache) and the LM head's
+    weight (V, D): what ``hidden_logps`` scores, without the (B, T, V) logits."""
+    out = model.base_model(  # type: ignore[operator]  # a transformers CausalLM's decoder stack
+        input_ids=batch["input_ids"],
+        attention_mask=batch.get("attention_mask"),
+        position_ids=batch.get("position_ids"),
+        use_cache=False,
+    )
+    hidden: torch.Tensor = out.last_hidden_state
+    head: torch.Tensor = model.get_output_embeddings().weight  # type: ignore[operator]
+    return hidden, head
+
+
+def forward_logps(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], temperatures: tuple[float, ...] = (1.0,)
+) -> list[torch.Tensor]:
+    """(B, T) log-probs of ``batch['input_ids']`` in the shared target alignment, one tensor per temperature, all
+    from one forward pass (``hidden_logps``: the logits are recomputed block by block, never stored whole)."""
+    hidden, head = forward_hidden(model, batch)
+    return [hidden_logps(hidden, head, batch["input_ids"], t) for t in temperatures]
 
 
 def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
@@ -127,8 +147,7 @@ def pretrain_generic(
     bar = tqdm(range(steps), desc="start checkpoint: generic pretraining", disable=not progress, leave=False)
     for _ in bar:
         x = chunks[torch.randint(0, len(chunks), (batch_size,), generator=gen)]
-        lp = token_logps(model(input_ids=x, use_cache=False).logits, x)
-        loss = -lp[:, 1:].mean()
+        loss = -forward_logps(model, {"input_ids": x})[0][:, 1:].mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -203,9 +222,12 @@ def sft_actions(
         n_other = sum(int((r.role_ids[1:] != Role.ACTION.code).sum()) for r in rows)
         for part in micro_batches(rows, micro_batch):
             b = collate(part, tokenizer=tokenizer)
-            logits = forward_logits(model, b)
-            lp = token_logps(logits, b["input_ids"])
             act = action_targets(b["role_ids"], b["attention_mask"])
+            if teacher is not None and teacher_weight > 0:  # the KL needs whole distributions: logits
+                logits = forward_logits(model, b)
+                lp = token_logps(logits, b["input_ids"])
+            else:
+                lp = forward_logps(model, b)[0]
             loss = -torch.where(act, lp, torch.zeros((), dtype=lp.dtype)).sum() / max(n_action, 1)
             if teacher is not None and teacher_weight > 0:  # stay the pretrained LM wherever no action is predicted
                 other = target_positions(b["role_ids"]) & b["attention_mask"].bool() & ~act
@@ -221,7 +243,7 @@ def sft_actions(
             seen += int(b["attention_mask"].sum())
         if replay is not None and replay_batch > 0:  # generic-text LM replay: keeps the LM a language model
             x = replay[torch.randint(0, len(replay), (replay_batch,), generator=gen)]
-            rl = -token_logps(model(input_ids=x, use_cache=False).logits, x)[:, 1:].mean()
+            rl = -forward_logps(model, {"input_ids": x})[0][:, 1:].mean()
             rl.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
             seen += int(x.numel())
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -260,8 +282,8 @@ def rl_step(
     """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
 
     The policy term uses the log-probs of the distribution that sampled (logits / ``temperature``); the world term
-    scores observations with the model's own T = 1 distribution (``env_temperature="one"``), both from
-    the same logits of one forward pass.
+    scores observations with the model's own T = 1 distribution (``env_temperature="one"``), both from the same
+    hidden states of one forward pass (``hidden_logps``).
     """
     r = torch.tensor(rewards, dtype=torch.float32)
     flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
@@ -282,9 +304,10 @@ def rl_step(
             obs_count=b["obs_count"],
             verifier_free=flat[rows],
         )
-        logits = forward_logits(model, b)
-        lp = token_logps(logits, b["input_ids"], temperature)
-        lp_env = token_logps(logits, b["input_ids"]) if temperature != 1.0 else None
+        if temperature != 1.0:
+            lp, lp_env = forward_logps(model, b, (temperature, 1.0))
+        else:
+            lp, lp_env = forward_logps(model, b)[0], None
         out = echo_loss(lp, eb, cfg, step=step, denominators=dens, env_logps=lp_env)
         out.loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         m = out.metrics

@@ -305,6 +305,43 @@ def test_direct_ce_arm_lowers_env_ce_on_a_fixed_batch() -> None:
             assert after < before - 1.0, (before, after)
 
 
+def test_hidden_state_log_probs_match_the_logits_path() -> None:
+    """The demo's log-probs come from the final hidden states and the LM head (``hidden_logps``, no (B, T, V)
+    logits); on a padded batch of two sequences they equal ``token_logps`` of the model's own logits at the rollout
+    temperature and at T = 1, and so do the gradients of every weight (tied embeddings included)."""
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.train import forward_logits, forward_logps
+    from openenv_echo.objective import token_logps
+    from openenv_echo.tokenize import build_tokenizer
+
+    tok = build_tokenizer("qwen")
+    model = build_scratch_model("nano", tok, max_positions=256, seed=3).double()
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, len(tok), (2, 40), generator=gen)
+    attn = torch.ones_like(ids)
+    attn[1, 30:] = 0  # right padding on the second row
+    ids[1, 30:] = tok.pad_token_id
+    batch = {"input_ids": ids, "attention_mask": attn, "position_ids": (attn.cumsum(-1) - 1).clamp(min=0)}
+    weight = torch.rand(ids.shape, dtype=torch.float64, generator=gen) * attn
+
+    def grads(loss: torch.Tensor) -> list[torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    hot, one = forward_logps(model, batch, (0.5, 1.0))
+    g_hidden = grads((hot * weight).sum() + (one * weight).sum())
+    logits = forward_logits(model, batch)
+    ref_hot, ref_one = token_logps(logits, ids, 0.5), token_logps(logits, ids)
+    g_logits = grads((ref_hot * weight).sum() + (ref_one * weight).sum())
+    torch.testing.assert_close(hot, ref_hot, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(one, ref_one, rtol=1e-10, atol=1e-10)
+    assert not torch.equal(hot, one)  # the temperature is applied
+    assert len(g_hidden) == len(g_logits) > 0
+    for a, b in zip(g_hidden, g_logits, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-10)
+
+
 # -- the sampler: KV-cached, batched, token-in-token-out ------------------------------------------------------
 def test_cached_greedy_sampling_matches_full_forward_and_tito() -> None:
     """Greedy actions from the batched KV-cache sampler are exactly the argmax of a full forward pass over the
@@ -795,18 +832,19 @@ def test_start_checkpoint_phases_learn_their_own_targets_only() -> None:
 
     def action_nll() -> float:
         with torch.no_grad():
-            return float(-forward_logps(model, b)[act].mean())
+            return float(-forward_logps(model, b)[0][act].mean())
 
-    # the SFT gradient reaches exactly the logits that predict an action token: env text is input, never a target
+    # the SFT gradient reaches exactly the final hidden states (hence logits) that predict an action token: env text
+    # is input, never a target
     grads: list[torch.Tensor] = []
 
     def keep_grad(module: torch.nn.Module, args: Any, out: torch.Tensor) -> None:
         out.register_hook(grads.append)
 
-    hook = model.lm_head.register_forward_hook(keep_grad)
+    hook = model.model.norm.register_forward_hook(keep_grad)
     sft_actions(model, seqs[:1], tok, steps=1, batch_size=1, lr=1e-3, warmup=1, micro_batch=1, seed=0, optimizer=None)
     hook.remove()
-    rows = grads[0][0].abs().sum(-1) > 0  # (T,): logits row t predicts token t + 1
+    rows = grads[0][0].abs().sum(-1) > 0  # (T,): hidden row t predicts token t + 1
     roles = torch.from_numpy(seqs[0].role_ids.astype("int64"))
     assert torch.equal(rows[:-1], roles[1:] == Role.ACTION.code) and not bool(rows[-1])
 
