@@ -76,7 +76,7 @@ def world_weights(
     obs = None if obs_count is None else torch.as_tensor(list(obs_count), dtype=torch.float64)
     batch = EchoBatch(roles, obs_count=obs, includes_sequence_start=False)
     tw = token_weights(batch, cfg, step=step, denominators=denominators)
-    return (tw.world_model_coeff * tw.world).to(torch.float32)
+    return tw.world.to(torch.float32)
 
 
 WORLD_LOSS_METRIC = "echo/world_loss"

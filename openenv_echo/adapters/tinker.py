@@ -114,7 +114,7 @@ def _prepare(
         env_keep=vec(env_keep, "env_keep", torch.bool),
     )
     tw = token_weights(batch, cfg, step=step, denominators=denominators)
-    env_w = tw.world_model_coeff * tw.world
+    env_w = tw.world
     if tw.policy_mask.any():
         if adv is None:
             raise ValueError("advantages are required unless every sequence is verifier-free")
