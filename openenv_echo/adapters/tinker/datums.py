@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from tinker import types
 
-from ..objective import Denominators, EchoBatch, EchoConfig, token_weights
-from ..roles import PAD_ROLE_CODE
+from ...objective import Denominators, EchoBatch, EchoConfig, token_weights
+from ...roles import PAD_ROLE_CODE
 
 POLICY_LOSSES = frozenset({"importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"})
 """Tinker loss functions accepted for the policy datums (never ``cross_entropy``: that is the env term's)."""
