@@ -19,7 +19,7 @@ import time
 
 import httpx
 
-from openenv_echo.client.load import LoadReport, run_load
+from openenv_echo.testing.load import LoadReport, run_load
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on loopback on one machine
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

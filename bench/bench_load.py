@@ -44,9 +44,9 @@ import httpx
 from tqdm import tqdm
 
 from openenv_echo import Trajectory, read_trajectories, run_episodes
-from openenv_echo.client.load import run_load
 from openenv_echo.envs import ENVIRONMENTS
 from openenv_echo.server import free_port
+from openenv_echo.testing.load import run_load
 
 FAIRNESS = 3.0  # issue #14: under ordinary load a step's p99 latency is at most this many times its p50
 

@@ -35,10 +35,10 @@ import torch
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
-from openenv_echo.adapters.recipes import SYSTEM_PROMPT, command_action, terminal_worlds, tiny_causal_lm
 from openenv_echo.adapters.rollouts import HFSampler, Rollout, group_reset_options, run_rollouts
 from openenv_echo.objective import EchoConfig, group_advantages
 from openenv_echo.providers import LocalProcessProvider
+from openenv_echo.testing.recipes import SYSTEM_PROMPT, command_action, terminal_worlds, tiny_causal_lm
 from openenv_echo.tokenize import build_tokenizer
 
 TARGET = 1.03
@@ -147,9 +147,9 @@ def skyrl_steps(
 ) -> dict[float, Step]:
     from skyrl.train.config import TrainerConfig
 
-    from openenv_echo.adapters.skyrl_cpu import CPUPolicyWorker, training_batch
-    from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss, world_weights
+    from openenv_echo.adapters.skyrl.loss import register_echo_policy_loss, world_weights
     from openenv_echo.roles import Role
+    from openenv_echo.testing.skyrl_cpu import CPUPolicyWorker, training_batch
 
     echo = register_echo_policy_loss("regular")
     rewards = [r.reward - len(r.completion_ids) / 1000 for r in rollouts]

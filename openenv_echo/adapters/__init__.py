@@ -9,19 +9,20 @@
 * ``openenv_echo.adapters.verifiers`` – ``EchoEnv``, a verifiers environment for prime-rl (``[verifiers]``, own venv)
 * ``openenv_echo.adapters.prime_rl``  – token roles, the ``ce`` stream and the echo filter on verifiers traces
 
-Python >= 3.12 with ``pip install openenv-echo[skyrl]`` (SkyRL 0.4; ``make setup-trainers`` builds it):
+Python >= 3.12 with ``pip install openenv-echo[skyrl]`` (SkyRL 0.4; ``make setup-trainers`` builds it), in the
+SkyRL folder:
 
-* ``openenv_echo.adapters.skyrl_loss``    – ``register_echo_policy_loss`` (SkyRL's ``PolicyLossRegistry``),
+* ``openenv_echo.adapters.skyrl.loss``      – ``register_echo_policy_loss`` (SkyRL's ``PolicyLossRegistry``),
   ``world_weights``, ``EchoPolicyWorkerMixin``
-* ``openenv_echo.adapters.skyrl_cpu``     – SkyRL's policy worker step on a CPU (``CPUPolicyWorker``, ``training_batch``)
-* ``openenv_echo.adapters.skyrl_gym``     – ``OpenEnvTextEnv``: any server as a skyrl-gym text env, ``run_episodes``
-* ``openenv_echo.adapters.skyrl_config``  – ``EchoAlgorithmConfig`` / ``EchoSkyRLTrainConfig``: λ, the role
+* ``openenv_echo.adapters.skyrl.gym``       – ``OpenEnvTextEnv``: any server as a skyrl-gym text env, ``run_episodes``
+* ``openenv_echo.adapters.skyrl.config``    – ``EchoAlgorithmConfig`` / ``EchoSkyRLTrainConfig``: λ, the role
   coefficients and the env server as SkyRL config overrides, ``validate_echo_cfg``
-* ``openenv_echo.adapters.skyrl_entry``   – SkyRL's entrypoint with ECHO (``python -m`` it, or SkyRL's
+* ``openenv_echo.adapters.skyrl.entry``     – SkyRL's entrypoint with ECHO (``python -m`` it, or SkyRL's
   ``trainer.override_entrypoint``): ``main``, ``EchoPPOExp``
-* ``openenv_echo.adapters.skyrl_generator`` – ``EchoGymGenerator``: SkyRL's generator with per-token roles
-* ``openenv_echo.adapters.skyrl_trainer`` – ``EchoPPOTrainer``: SkyRL's trainer with world weights per mini-batch
-* ``openenv_echo.adapters.tinker_server`` – ``LocalTinkerServer``: SkyRL's local Tinker-API server (JAX on CPU)
+* ``openenv_echo.adapters.skyrl.generator`` – ``EchoGymGenerator``: SkyRL's generator with per-token roles
+* ``openenv_echo.adapters.skyrl.trainer``   – ``EchoPPOTrainer``: SkyRL's trainer with world weights per mini-batch
+
+``load_adapter`` also knows ``skyrl_cpu`` and ``tinker_server``, CPU stand-ins that live in ``openenv_echo.testing``.
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ ADAPTERS: dict[str, str] = {
     "torchrl": "openenv_echo.adapters.torchrl",
     "tinker": "openenv_echo.adapters.tinker",
     "skyrl": "openenv_echo.adapters.skyrl",
-    "skyrl_loss": "openenv_echo.adapters.skyrl_loss",
-    "skyrl_cpu": "openenv_echo.adapters.skyrl_cpu",
-    "skyrl_gym": "openenv_echo.adapters.skyrl_gym",
-    "skyrl_config": "openenv_echo.adapters.skyrl_config",
-    "skyrl_entry": "openenv_echo.adapters.skyrl_entry",
-    "skyrl_generator": "openenv_echo.adapters.skyrl_generator",
-    "skyrl_trainer": "openenv_echo.adapters.skyrl_trainer",
-    "tinker_server": "openenv_echo.adapters.tinker_server",
+    "skyrl_loss": "openenv_echo.adapters.skyrl.loss",
+    "skyrl_cpu": "openenv_echo.testing.skyrl_cpu",
+    "skyrl_gym": "openenv_echo.adapters.skyrl.gym",
+    "skyrl_config": "openenv_echo.adapters.skyrl.config",
+    "skyrl_entry": "openenv_echo.adapters.skyrl.entry",
+    "skyrl_generator": "openenv_echo.adapters.skyrl.generator",
+    "skyrl_trainer": "openenv_echo.adapters.skyrl.trainer",
+    "tinker_server": "openenv_echo.testing.tinker_server",
     "verifiers": "openenv_echo.adapters.verifiers",
     "prime_rl": "openenv_echo.adapters.prime_rl",
 }

@@ -48,8 +48,9 @@ class TokenWeights:
     """The objective as per-token weights: ``L = Σ policy_loss_t · policy + λ · Σ (-ℓ_t) · world``.
 
     ``policy`` (B, T) float64: ``u_{i,t} = a_{i,t} · s_i / D_policy`` (multiply by the advantage for an
-    importance-sampling loss); ``world`` (B, T) float64: ``w_{i,t}`` without λ; ``policy_mask`` / ``world_mask``
-    (B, T) bool: the targets of each term; ``world_model_coeff``: λ at the step."""
+    importance-sampling loss); ``world`` (B, T) float64: ``λ · w_{i,t}``, λ already applied (a trainer multiplies
+    it by nothing but ``-ℓ_t``); ``policy_mask`` / ``world_mask`` (B, T) bool: the targets of each term;
+    ``world_model_coeff``: λ at the step (for logging; ``world`` already carries it)."""
 
     policy_mask: torch.Tensor
     policy: torch.Tensor
@@ -72,13 +73,14 @@ def token_weights(
     t = select_targets(batch, cfg)
     dens = denominators or _denominators(t)
     metrics = {k: float(v) for k, v in _count_metrics(batch, t).items()}
-    metrics["echo/world_model_coeff"] = cfg.coeff_at(step)
+    lam = cfg.coeff_at(step)
+    metrics["echo/world_model_coeff"] = lam
     return TokenWeights(
         policy_mask=t.action,
         policy=_policy_weights(t, cfg, dens),
         world_mask=t.selected,
-        world=_world_weights(t, cfg, dens),
-        world_model_coeff=cfg.coeff_at(step),
+        world=lam * _world_weights(t, cfg, dens),
+        world_model_coeff=lam,
         metrics=metrics,
     )
 

@@ -156,7 +156,7 @@ def evaluate(case: Case) -> dict[str, Any]:
     out = echo_loss(lp, batch, cfg)
     tw = token_weights(batch, cfg)
     m = out.metrics_as_floats()
-    world_w = (tw.world_model_coeff * tw.world).tolist()
+    world_w = tw.world.tolist()
     return {
         "name": case.name,
         "note": case.note,

@@ -1,5 +1,5 @@
 """Fixtures for the adapter tests: a real offline tokenizer with a real chat template (tiny real models come from
-``openenv_echo.adapters.recipes.tiny_causal_lm``)."""
+``openenv_echo.testing.recipes.tiny_causal_lm``)."""
 
 from __future__ import annotations
 

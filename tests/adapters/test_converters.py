@@ -143,8 +143,8 @@ def test_to_trl_output_trains_in_the_real_grpo_trainer(
     from datasets import Dataset
     from trl import GRPOConfig
 
-    from openenv_echo.adapters.recipes import tiny_causal_lm
     from openenv_echo.adapters.trl import EchoGRPOTrainer
+    from openenv_echo.testing.recipes import tiny_causal_lm
 
     trainer = EchoGRPOTrainer(
         model=tiny_causal_lm(qwen_tokenizer),

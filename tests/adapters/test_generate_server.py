@@ -11,9 +11,9 @@ import httpx
 import pytest
 import torch
 
-from openenv_echo.adapters.generate_server import generate_app
-from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.server import BackgroundServer
+from openenv_echo.testing.generate_server import generate_app
+from openenv_echo.testing.recipes import tiny_causal_lm
 
 MAX_LEN = 64
 

@@ -12,7 +12,7 @@ TRAINERS = ("trl", "torchrl", "tinker", "skyrl_train", "skyrl", "ray", "tensordi
 CHECK = f"""
 import sys
 import openenv_echo, openenv_echo.objective, openenv_echo.adapters, openenv_echo.adapters.skyrl
-import openenv_echo.adapters.prime_rl, openenv_echo.adapters.generate_server
+import openenv_echo.adapters.prime_rl, openenv_echo.testing.generate_server
 loaded = sorted({{m.split('.')[0] for m in sys.modules}} & set({TRAINERS!r}))
 assert not loaded, loaded
 heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {{"transformers", "datasets", "accelerate"}})

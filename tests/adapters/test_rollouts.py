@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from openenv_echo.adapters.recipes import SYSTEM_PROMPT, command_action, tiny_causal_lm
 from openenv_echo.adapters.rollouts import (
     HFSampler,
     check_groups,
@@ -17,6 +16,7 @@ from openenv_echo.adapters.rollouts import (
     run_rollouts,
 )
 from openenv_echo.roles import Role
+from openenv_echo.testing.recipes import SYSTEM_PROMPT, command_action, tiny_causal_lm
 
 A, C, E, W = Role.ACTION.code, Role.CONTEXT.code, Role.ENV_OUTPUT.code, Role.WARNING.code
 EOS = 99

@@ -15,7 +15,6 @@ from torchrl.modules.llm import TransformersWrapper
 from torchrl.modules.llm.policies.common import ChatHistory, Masks
 from torchrl.objectives.llm.grpo import GRPOLoss
 
-from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.adapters.torchrl import (
     ROLE_IDS_KEY,
     EchoGRPOLoss,
@@ -24,6 +23,7 @@ from openenv_echo.adapters.torchrl import (
 )
 from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, echo_loss, token_logps
 from openenv_echo.roles import Role
+from openenv_echo.testing.recipes import tiny_causal_lm
 
 ROLES = ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
 CONVERSATIONS = [

@@ -13,7 +13,6 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.adapters.trl import (
     ROLE_KEY,
     EchoGRPOTrainer,
@@ -22,6 +21,7 @@ from openenv_echo.adapters.trl import (
 )
 from openenv_echo.objective import EchoBatch, EchoConfig, echo_loss, token_logps
 from openenv_echo.roles import Role
+from openenv_echo.testing.recipes import tiny_causal_lm
 
 from .trl_rollouts import EchoRollouts, env_reward
 

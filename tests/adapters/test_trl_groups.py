@@ -10,9 +10,9 @@ import pytest
 from datasets import Dataset
 from trl import GRPOConfig
 
-from openenv_echo.adapters.recipes import SYSTEM_PROMPT, command_action, terminal_worlds, tiny_causal_lm
 from openenv_echo.adapters.trl import RESET_KEY, EchoGRPOTrainer, env_rollout_func
 from openenv_echo.objective import EchoConfig
+from openenv_echo.testing.recipes import SYSTEM_PROMPT, command_action, terminal_worlds, tiny_causal_lm
 
 
 @pytest.mark.trainer

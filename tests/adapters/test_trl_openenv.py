@@ -11,9 +11,9 @@ import torch
 from datasets import Dataset
 from trl import GRPOConfig
 
-from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.adapters.trl import EchoGRPOTrainer, rollout_output, split_at_first_action
 from openenv_echo.objective import EchoConfig
+from openenv_echo.testing.recipes import tiny_causal_lm
 from openenv_echo.tokenize import TitoBuilder
 
 

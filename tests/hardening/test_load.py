@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from openenv_echo.client.load import run_load
 from openenv_echo.server import free_port
+from openenv_echo.testing.load import run_load
 
 
 def test_concurrent_sessions_zero_errors(running_server) -> None:

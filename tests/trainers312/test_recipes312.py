@@ -26,7 +26,7 @@ own JAX server at load ≈ 9, which the shared server below no longer pays per r
 @pytest.fixture(scope="module")
 def tinker_server(tmp_path_factory: pytest.TempPathFactory, qwen_tokenizer: Any) -> Iterator[list[str]]:
     """One SkyRL Tinker-API server for every Tinker recipe run here: the recipe's ``--base-url`` arguments."""
-    from openenv_echo.adapters.tinker_server import LocalTinkerServer, tiny_checkpoint
+    from openenv_echo.testing.tinker_server import LocalTinkerServer, tiny_checkpoint
 
     model = tiny_checkpoint(tmp_path_factory.mktemp("tinker") / "model", qwen_tokenizer, seed=0)
     with LocalTinkerServer(model, startup_timeout_s=RECIPE_TIMEOUT_S) as server:

@@ -49,7 +49,7 @@ def test_both_skyrl_seams_align_with_skyrls_own_batch_tensors() -> None:
     from skyrl.train.dataset.preprocess import convert_prompts_responses_to_batch_tensors
 
     from openenv_echo.adapters.skyrl import add_world_masks, world_training_tensors
-    from openenv_echo.adapters.skyrl_loss import world_weights
+    from openenv_echo.adapters.skyrl.loss import world_weights
     from openenv_echo.roles import Role
 
     a, e, w = Role.ACTION.code, Role.ENV_OUTPUT.code, Role.WARNING.code

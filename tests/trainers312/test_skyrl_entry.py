@@ -1,4 +1,4 @@
-"""The SkyRL entrypoint with ECHO (``openenv_echo.adapters.skyrl_entry``): SkyRL's ``override_entrypoint`` dispatch
+"""The SkyRL entrypoint with ECHO (``openenv_echo.adapters.skyrl.entry``): SkyRL's ``override_entrypoint`` dispatch
 reaches it with λ and the role coefficients as overrides, the policy worker SkyRL picks gets the ECHO mixin under
 SkyRL's Ray options, and SkyRL's own training loop (``BasePPOExp.run`` → ``RayPPOTrainer.train``) runs an ECHO
 step on a CPU.
@@ -28,17 +28,17 @@ from skyrl.backends.skyrl_train.workers.worker import PolicyWorkerBase  # noqa: 
 from skyrl.train.trainer import RayPPOTrainer  # noqa: E402
 from skyrl.train.utils.callbacks import TrainingCallback  # noqa: E402
 
-from openenv_echo.adapters import skyrl_entry  # noqa: E402
-from openenv_echo.adapters.recipes import SYSTEM_PROMPT, tiny_causal_lm  # noqa: E402
 from openenv_echo.adapters.rollouts import HFSampler  # noqa: E402
-from openenv_echo.adapters.skyrl_cpu import CPUDispatch, CPUInferenceClient, CPUPolicyWorker  # noqa: E402
-from openenv_echo.adapters.skyrl_entry import EchoPPOExp  # noqa: E402
-from openenv_echo.adapters.skyrl_generator import EchoGymGenerator  # noqa: E402
-from openenv_echo.adapters.skyrl_gym import ENV_ID  # noqa: E402
-from openenv_echo.adapters.skyrl_loss import EchoPolicyWorkerMixin  # noqa: E402
-from openenv_echo.adapters.skyrl_trainer import EchoPPOTrainer, echo_policy_worker  # noqa: E402
+from openenv_echo.adapters.skyrl import entry as skyrl_entry  # noqa: E402
+from openenv_echo.adapters.skyrl.entry import EchoPPOExp  # noqa: E402
+from openenv_echo.adapters.skyrl.generator import EchoGymGenerator  # noqa: E402
+from openenv_echo.adapters.skyrl.gym import ENV_ID  # noqa: E402
+from openenv_echo.adapters.skyrl.loss import EchoPolicyWorkerMixin  # noqa: E402
+from openenv_echo.adapters.skyrl.trainer import EchoPPOTrainer, echo_policy_worker  # noqa: E402
 from openenv_echo.providers import LocalProcessProvider  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
+from openenv_echo.testing.recipes import SYSTEM_PROMPT, tiny_causal_lm  # noqa: E402
+from openenv_echo.testing.skyrl_cpu import CPUDispatch, CPUInferenceClient, CPUPolicyWorker  # noqa: E402
 
 ECHO_ARGS = [
     "trainer.algorithm.policy_loss_type=echo_regular",
@@ -55,7 +55,7 @@ def test_skyrls_override_entrypoint_reaches_echo_with_its_settings(monkeypatch: 
 
     seen: list[Any] = []
     monkeypatch.setattr(skyrl_entry, "run", seen.append)  # what would start Ray and train
-    argv = ["main_base", "trainer.override_entrypoint=openenv_echo.adapters.skyrl_entry", *ECHO_ARGS]
+    argv = ["main_base", "trainer.override_entrypoint=openenv_echo.adapters.skyrl.entry", *ECHO_ARGS]
     monkeypatch.setattr(sys, "argv", [*argv, "environment.skyrl_gym.openenv_echo.base_url=http://127.0.0.1:9"])
     main_base.main()  # SkyRL's own CLI entry: dispatches before its strict parse, which would refuse our keys
     (cfg,) = seen
@@ -155,7 +155,7 @@ def test_the_entrypoint_runs_through_ray_to_the_first_gpu_only_call(qwen_tokeniz
     first call, the FSDP worker import, needs ``flash_attn`` (CUDA only): where SkyRL stops on a CPU."""
     model_dir, data = _policy_and_data(tmp_path, qwen_tokenizer)
     cmd = [sys.executable, "-m", "skyrl.train.entrypoints.main_base"]
-    cmd += ["trainer.override_entrypoint=openenv_echo.adapters.skyrl_entry", *ECHO_ARGS]
+    cmd += ["trainer.override_entrypoint=openenv_echo.adapters.skyrl.entry", *ECHO_ARGS]
     cmd += ["environment.skyrl_gym.openenv_echo.base_url=http://127.0.0.1:9", f"trainer.policy.model.path={model_dir}"]
     cmd += [f"data.train_data=['{data}']", "trainer.train_batch_size=2", "trainer.policy_mini_batch_size=1"]
     cmd += ["trainer.eval_interval=-1", f"trainer.ckpt_path={tmp_path / 'ckpt'}", "generator.n_samples_per_prompt=2"]

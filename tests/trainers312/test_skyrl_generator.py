@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 import torch
 
-from openenv_echo.adapters.recipes import SYSTEM_PROMPT, tiny_causal_lm
 from openenv_echo.adapters.rollouts import HFSampler
 from openenv_echo.objective import EchoConfig
 from openenv_echo.providers import LocalProcessProvider
 from openenv_echo.roles import Role
+from openenv_echo.testing.recipes import SYSTEM_PROMPT, tiny_causal_lm
 
-skyrl_generator = pytest.importorskip("openenv_echo.adapters.skyrl_generator")
+skyrl_generator = pytest.importorskip("openenv_echo.adapters.skyrl.generator")
 from skyrl.train.config import SkyRLTrainConfig  # noqa: E402
 
-from openenv_echo.adapters.skyrl_cpu import CPUInferenceClient  # noqa: E402
-from openenv_echo.adapters.skyrl_gym import ENV_ID, register_env  # noqa: E402
-from openenv_echo.adapters.skyrl_loss import world_weights  # noqa: E402
+from openenv_echo.adapters.skyrl.gym import ENV_ID, register_env  # noqa: E402
+from openenv_echo.adapters.skyrl.loss import world_weights  # noqa: E402
+from openenv_echo.testing.skyrl_cpu import CPUInferenceClient  # noqa: E402
 
 EchoGymGenerator, ROLE_KEY = skyrl_generator.EchoGymGenerator, skyrl_generator.ROLE_KEY
 
@@ -85,9 +85,9 @@ class _Dispatch:
 
 
 def test_skyrls_trainer_computes_world_weights_per_policy_mini_batch(qwen_tokenizer: Any) -> None:
-    from openenv_echo.adapters.skyrl_config import EchoSkyRLTrainConfig
-    from openenv_echo.adapters.skyrl_loss import WORLD_WEIGHT_KEY
-    from openenv_echo.adapters.skyrl_trainer import EchoPPOTrainer
+    from openenv_echo.adapters.skyrl.config import EchoSkyRLTrainConfig
+    from openenv_echo.adapters.skyrl.loss import WORLD_WEIGHT_KEY
+    from openenv_echo.adapters.skyrl.trainer import EchoPPOTrainer
 
     cfg = EchoSkyRLTrainConfig.from_cli_overrides(
         [
@@ -137,10 +137,10 @@ def test_skyrls_trainer_step_runs_echo_from_generation_to_optimizer(
     ``fwd_logprobs_values_reward`` → ``compute_advantages_and_returns`` → ``train_critic_and_policy`` (its mini-batch
     loop, advantage normalization, the worker's micro-batches and the registered echo loss), the workers' Ray
     dispatch answered in-process by SkyRL's ``PolicyWorkerBase`` on a CPU."""
-    from openenv_echo.adapters.skyrl_config import EchoSkyRLTrainConfig
-    from openenv_echo.adapters.skyrl_cpu import CPUDispatch, CPUPolicyWorker
-    from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss
-    from openenv_echo.adapters.skyrl_trainer import EchoPPOTrainer
+    from openenv_echo.adapters.skyrl.config import EchoSkyRLTrainConfig
+    from openenv_echo.adapters.skyrl.loss import register_echo_policy_loss
+    from openenv_echo.adapters.skyrl.trainer import EchoPPOTrainer
+    from openenv_echo.testing.skyrl_cpu import CPUDispatch, CPUPolicyWorker
 
     register_env()
     register_echo_policy_loss("regular")

@@ -9,10 +9,10 @@ import pytest
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv
 
-from openenv_echo.adapters.recipes import tiny_causal_lm
 from openenv_echo.adapters.rollouts import HFSampler
-from openenv_echo.adapters.skyrl_gym import ENV_ID, OpenEnvTextEnv, register_env, run_episodes
+from openenv_echo.adapters.skyrl.gym import ENV_ID, OpenEnvTextEnv, register_env, run_episodes
 from openenv_echo.roles import Role
+from openenv_echo.testing.recipes import tiny_causal_lm
 from openenv_echo.tokenize import TitoBuilder
 
 SYSTEM = [{"role": "system", "content": "Talk to the echo server."}]

@@ -13,9 +13,7 @@ import torch
 from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry
 from skyrl.train.config import TrainerConfig
 
-from openenv_echo.adapters.recipes import tiny_causal_lm
-from openenv_echo.adapters.skyrl_cpu import CPUPolicyWorker, training_batch
-from openenv_echo.adapters.skyrl_loss import (
+from openenv_echo.adapters.skyrl.loss import (
     WORLD_WEIGHT_KEY,
     echo_policy_loss,
     register_echo_policy_loss,
@@ -24,6 +22,8 @@ from openenv_echo.adapters.skyrl_loss import (
 )
 from openenv_echo.objective import EchoConfig
 from openenv_echo.roles import Role
+from openenv_echo.testing.recipes import tiny_causal_lm
+from openenv_echo.testing.skyrl_cpu import CPUPolicyWorker, training_batch
 
 ACT, ENV, WARN, CTX = Role.ACTION.code, Role.ENV_OUTPUT.code, Role.WARNING.code, Role.CONTEXT.code
 PROMPTS = [[5, 6, 7], [5, 6, 7, 8], [9, 10], [9, 10, 11]]

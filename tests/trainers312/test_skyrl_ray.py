@@ -17,8 +17,8 @@ ray = pytest.importorskip("ray")
 from skyrl.backends.skyrl_train.utils import ppo_utils  # noqa: E402
 from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry, sync_registries  # noqa: E402
 
-from openenv_echo.adapters.skyrl_entry import EchoSkyRLTrainConfig, validate_echo_cfg  # noqa: E402
-from openenv_echo.adapters.skyrl_loss import (  # noqa: E402
+from openenv_echo.adapters.skyrl.entry import EchoSkyRLTrainConfig, validate_echo_cfg  # noqa: E402
+from openenv_echo.adapters.skyrl.loss import (  # noqa: E402
     WORLD_LOSS_METRIC,
     EchoPolicyLoss,
     register_echo_policy_loss,
@@ -51,7 +51,7 @@ def _call_in_worker(name: str, lp: torch.Tensor, adv: torch.Tensor, mask: torch.
     from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry as Registry
     from skyrl.train.config import AlgorithmConfig
 
-    from openenv_echo.adapters.skyrl_loss import world_weight_context as context
+    from openenv_echo.adapters.skyrl.loss import world_weight_context as context
 
     fn = Registry.get(name)
     with context(w):
@@ -82,7 +82,7 @@ def test_the_loss_pickles_by_reference() -> None:
     import cloudpickle
 
     blob = cloudpickle.dumps(fn)
-    assert b"openenv_echo.adapters.skyrl_loss" in blob and b"EchoPolicyLoss" in blob  # a reference, not code
+    assert b"openenv_echo.adapters.skyrl.loss" in blob and b"EchoPolicyLoss" in blob  # a reference, not code
     assert isinstance(pickle.loads(blob), EchoPolicyLoss)
 
 
@@ -99,7 +99,7 @@ def test_the_loss_survives_sync_registries_into_a_ray_worker(order: str, request
         register_echo_policy_loss("regular")  # SkyRL cloudpickles it into its registry actor at once
     sync_registries()  # what initialize_ray runs right after ray.init
     module, qualname, loss, metrics = ray.get(_call_in_worker.remote("echo_regular", lp, adv, mask, w))
-    assert (module, qualname) == ("openenv_echo.adapters.skyrl_loss", "EchoPolicyLoss")
+    assert (module, qualname) == ("openenv_echo.adapters.skyrl.loss", "EchoPolicyLoss")
     assert loss == pytest.approx(_local_reference(lp, adv, mask, w), rel=1e-12)
     assert metrics[WORLD_LOSS_METRIC] == pytest.approx(float(-(w * lp).sum()), rel=1e-12)  # the worker's weights
     from skyrl.train.config import AlgorithmConfig
@@ -116,7 +116,7 @@ def test_lambda_and_role_coefficients_from_skyrl_cli_overrides() -> None:
         "trainer.algorithm.world_model_coeff=0.05",
         "trainer.algorithm.world_loss_target=warning_plus_env",
         "trainer.algorithm.world_role_coeffs={env_output: 1.0, warning: 0.5}",
-        "trainer.override_entrypoint=openenv_echo.adapters.skyrl_entry",
+        "trainer.override_entrypoint=openenv_echo.adapters.skyrl.entry",
         "trainer.logger=console",
     ]
     cfg = EchoSkyRLTrainConfig.from_cli_overrides(args)

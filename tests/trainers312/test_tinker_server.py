@@ -24,8 +24,8 @@ tinker = pytest.importorskip("tinker")
 from tinker import types  # noqa: E402
 
 from openenv_echo.adapters.tinker import EchoDatums, build_datums, echo_step  # noqa: E402
-from openenv_echo.adapters.tinker_server import LocalTinkerServer, tiny_checkpoint  # noqa: E402
 from openenv_echo.objective import EchoConfig  # noqa: E402
+from openenv_echo.testing.tinker_server import LocalTinkerServer, tiny_checkpoint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 C, A, E, W = Role.CONTEXT.code, Role.ACTION.code, Role.ENV_OUTPUT.code, Role.WARNING.code
@@ -125,7 +125,7 @@ def test_the_servers_update_follows_the_local_reference_gradient(service: tuple[
 PARENT = textwrap.dedent(
     """
     import sys, time
-    from openenv_echo.adapters.tinker_server import LocalTinkerServer
+    from openenv_echo.testing.tinker_server import LocalTinkerServer
     server = LocalTinkerServer(sys.argv[1], startup_timeout_s=600)
     server.start()
     print(server._proc.pid, flush=True)

@@ -31,9 +31,9 @@ def renderer_tokenizer() -> tuple[str, Any]:
 @pytest.fixture(scope="module")
 def engine(renderer_tokenizer: tuple[str, Any]) -> Iterator[tuple[str, Any]]:
     """``(base_url, model)``: a tiny random Qwen2 behind the generate stand-in (``/v1`` base url)."""
-    from openenv_echo.adapters.generate_server import generate_app
-    from openenv_echo.adapters.recipes import tiny_causal_lm
     from openenv_echo.server import BackgroundServer
+    from openenv_echo.testing.generate_server import generate_app
+    from openenv_echo.testing.recipes import tiny_causal_lm
 
     _, tok = renderer_tokenizer
     model = tiny_causal_lm(tok, seed=0)
@@ -68,8 +68,8 @@ def run_episodes(
     from verifiers.v1.runtimes import SubprocessConfig
 
     from openenv_echo.adapters.prime_rl import WorldWeightsConfig
-    from openenv_echo.adapters.recipes import SYSTEM_PROMPT
     from openenv_echo.adapters.verifiers import EchoEnvConfig, EchoTasksetConfig
+    from openenv_echo.testing.recipes import SYSTEM_PROMPT
 
     cfg = EchoEnvConfig(
         taskset=EchoTasksetConfig(

@@ -41,8 +41,8 @@ def test_prime_rl_recipe_ce_gradient_reaches_env_output_only_when_coeff_positive
     # λ = 0, with a model and tokenizer loaded from a directory (the --model path a user takes)
     from transformers import AutoTokenizer
 
-    from openenv_echo.adapters.recipes import tiny_causal_lm
     from openenv_echo.adapters.verifiers import offline_renderer_tokenizer
+    from openenv_echo.testing.recipes import tiny_causal_lm
 
     saved = tmp_path / "model"
     tokenizer = AutoTokenizer.from_pretrained(offline_renderer_tokenizer())

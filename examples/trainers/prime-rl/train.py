@@ -35,9 +35,14 @@ from renderers.base import load_tokenizer
 from renderers.configs import Qwen3RendererConfig
 from verifiers.v1.runtimes import SubprocessConfig
 
-from openenv_echo.adapters.generate_server import generate_app
 from openenv_echo.adapters.prime_rl import WorldWeightsConfig, training_samples
-from openenv_echo.adapters.recipes import (
+from openenv_echo.adapters.verifiers import EchoEnvConfig, EchoTasksetConfig, offline_renderer_tokenizer
+from openenv_echo.objective import EchoBatch, EchoConfig, echo_loss
+from openenv_echo.providers import LocalProcessProvider
+from openenv_echo.roles import PAD_ROLE_CODE, Role
+from openenv_echo.server import BackgroundServer
+from openenv_echo.testing.generate_server import generate_app
+from openenv_echo.testing.recipes import (
     BREVITY_PER_TOKEN,
     SYSTEM_PROMPT,
     RoleGradients,
@@ -47,11 +52,6 @@ from openenv_echo.adapters.recipes import (
     tiny_causal_lm,
     write_metrics,
 )
-from openenv_echo.adapters.verifiers import EchoEnvConfig, EchoTasksetConfig, offline_renderer_tokenizer
-from openenv_echo.objective import EchoBatch, EchoConfig, echo_loss
-from openenv_echo.providers import LocalProcessProvider
-from openenv_echo.roles import PAD_ROLE_CODE, Role
-from openenv_echo.server import BackgroundServer
 
 METRICS = ("loss", "rl_loss", "ce_loss", "reward", "samples", "ce_tokens", "env_output", "warning", "tito_gap")
 MODEL_NAME = "policy"

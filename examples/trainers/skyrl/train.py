@@ -3,7 +3,7 @@
     python examples/trainers/skyrl/train.py --steps 2 --world-model-coeff 0.05     # in .venv-trainers (Python 3.12)
 
 What runs, and whose it is:
-1. the terminal env server in a child process, exposed as a skyrl-gym text env (``openenv_echo.adapters.skyrl_gym``:
+1. the terminal env server in a child process, exposed as a skyrl-gym text env (``openenv_echo.adapters.skyrl.gym``:
    observation messages keep their role segments);
 2. ``register_echo_policy_loss("regular")``: ``echo_regular`` in SkyRL's ``PolicyLossRegistry``, selected by SkyRL's
    ``TrainerConfig().algorithm.policy_loss_type`` like any built-in loss;
@@ -13,7 +13,7 @@ What runs, and whose it is:
 4. the ``TrainingInputBatch``: SkyRL's ``convert_prompts_responses_to_batch_tensors``, its GRPO advantage
    estimator, its loss-reduction folding, old log-probs from SkyRL's worker ``forward``; plus the ECHO world weights;
 5. one step of SkyRL's ``PolicyWorkerBase`` (``forward_backward`` over micro-batches, the registered loss,
-   ``optim_step``) with three CPU stand-ins: model wrapper, strategy, device (``openenv_echo.adapters.skyrl_cpu``).
+   ``optim_step``) with three CPU stand-ins: model wrapper, strategy, device (``openenv_echo.testing.skyrl_cpu``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from typing import Any
 import torch
 from skyrl.train.config import TrainerConfig
 
-from openenv_echo.adapters.recipes import (
+from openenv_echo.adapters.rollouts import HFSampler
+from openenv_echo.adapters.skyrl.gym import register_env, run_episodes
+from openenv_echo.adapters.skyrl.loss import register_echo_policy_loss, world_weights
+from openenv_echo.objective import EchoConfig
+from openenv_echo.providers import LocalProcessProvider
+from openenv_echo.roles import PAD_ROLE_CODE, Role
+from openenv_echo.testing.recipes import (
     SYSTEM_PROMPT,
     RoleGradients,
     format_metrics,
@@ -33,13 +39,7 @@ from openenv_echo.adapters.recipes import (
     terminal_worlds,
     write_metrics,
 )
-from openenv_echo.adapters.rollouts import HFSampler
-from openenv_echo.adapters.skyrl_cpu import CPUPolicyWorker, training_batch
-from openenv_echo.adapters.skyrl_gym import register_env, run_episodes
-from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss, world_weights
-from openenv_echo.objective import EchoConfig
-from openenv_echo.providers import LocalProcessProvider
-from openenv_echo.roles import PAD_ROLE_CODE, Role
+from openenv_echo.testing.skyrl_cpu import CPUPolicyWorker, training_batch
 
 METRICS = ("final_loss", "rl_loss", "world_loss", "grad_norm", "reward", "policy_entropy")
 

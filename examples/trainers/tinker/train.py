@@ -31,7 +31,11 @@ import tinker
 import torch
 from tinker import types
 
-from openenv_echo.adapters.recipes import (
+from openenv_echo.adapters.tinker import TinkerSampler, build_datums, echo_step, reference_loss, reported_loss
+from openenv_echo.objective import EchoConfig, group_advantages
+from openenv_echo.providers import LocalProcessProvider
+from openenv_echo.roles import Role
+from openenv_echo.testing.recipes import (
     RoleGradients,
     format_metrics,
     recipe_parser,
@@ -39,10 +43,6 @@ from openenv_echo.adapters.recipes import (
     step_rollouts,
     write_metrics,
 )
-from openenv_echo.adapters.tinker import TinkerSampler, build_datums, echo_step, reference_loss, reported_loss
-from openenv_echo.objective import EchoConfig, group_advantages
-from openenv_echo.providers import LocalProcessProvider
-from openenv_echo.roles import Role
 
 METRICS = ("server_loss", "reference_loss", "policy_loss", "world_loss", "grad_norm", "reward", "datums")
 LOSSES = {"policy": ("rl", "rl_rows", "importance_sampling"), "world": ("env", "env_rows", "cross_entropy")}
@@ -77,7 +77,7 @@ def main() -> None:
         if a.base_url:
             url, base_model, key = a.base_url, a.base_model, None
         else:
-            from openenv_echo.adapters.tinker_server import LocalTinkerServer, tiny_checkpoint
+            from openenv_echo.testing.tinker_server import LocalTinkerServer, tiny_checkpoint
 
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="echo-tinker-model-")))
             checkpoint = tiny_checkpoint(tmp / "model", tokenizer, seed=a.seed)

@@ -25,7 +25,11 @@ import tensordict
 import torch
 from torchrl.modules.llm import TransformersWrapper
 
-from openenv_echo.adapters.recipes import (
+from openenv_echo.adapters.rollouts import HFSampler
+from openenv_echo.adapters.torchrl import ROLE_IDS_KEY, EchoGRPOLoss, rollout_batch
+from openenv_echo.objective import EchoConfig, group_advantages
+from openenv_echo.providers import LocalProcessProvider
+from openenv_echo.testing.recipes import (
     RECIPE_ENVS,
     RoleGradients,
     format_metrics,
@@ -35,10 +39,6 @@ from openenv_echo.adapters.recipes import (
     step_rollouts,
     write_metrics,
 )
-from openenv_echo.adapters.rollouts import HFSampler
-from openenv_echo.adapters.torchrl import ROLE_IDS_KEY, EchoGRPOLoss, rollout_batch
-from openenv_echo.objective import EchoConfig, group_advantages
-from openenv_echo.providers import LocalProcessProvider
 
 METRICS = ("loss", "loss_objective", "loss_world_model", "world_model_ce", "world_model_tokens", "reward")
 

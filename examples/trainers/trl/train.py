@@ -25,7 +25,10 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig
 
-from openenv_echo.adapters.recipes import (
+from openenv_echo.adapters.trl import RESET_KEY, ROLE_KEY, EchoGRPOTrainer, env_rollout_func
+from openenv_echo.objective import EchoConfig
+from openenv_echo.providers import LocalProcessProvider
+from openenv_echo.testing.recipes import (
     BREVITY_PER_TOKEN,
     SYSTEM_PROMPT,
     RoleGradients,
@@ -36,9 +39,6 @@ from openenv_echo.adapters.recipes import (
     terminal_worlds,
     write_metrics,
 )
-from openenv_echo.adapters.trl import RESET_KEY, ROLE_KEY, EchoGRPOTrainer, env_rollout_func
-from openenv_echo.objective import EchoConfig
-from openenv_echo.providers import LocalProcessProvider
 
 METRICS = (
     "loss",

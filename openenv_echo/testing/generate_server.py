@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .rollouts import HFSampler
+from ..adapters.rollouts import HFSampler
 
 
 class SamplingParams(BaseModel):

@@ -8,7 +8,7 @@ loss_config, microbatch_weight, grad_sum_correction_factor, aux_policy_loss_cont
 ``compute_world_loss`` to the loss inside its micro-batch step. Either way the worker step needs CUDA + Ray.
 
 Conventions (SkyRL 0.4's ``convert_prompts_responses_to_batch_tensors``, the same as
-``openenv_echo.adapters.skyrl_loss``): per-response lists are aligned with ``response_ids``; batch tensors are
+``openenv_echo.adapters.skyrl.loss``): per-response lists are aligned with ``response_ids``; batch tensors are
 ``(B, response_len)`` with each response **right-aligned** (its tokens in the last ``len`` positions, zeros before);
 ``action_log_probs[:, j]`` is the log-prob of the token at column j (predicted by the previous position, so a
 response's first token *is* a target).
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from ..objective import Denominators, EchoBatch, EchoConfig, echo_loss, local_denominators
-from ..roles import PAD_ROLE_CODE, Role, observation_count, world_target_mask
+from ...objective import Denominators, EchoBatch, EchoConfig, echo_loss, local_denominators
+from ...roles import PAD_ROLE_CODE, Role, observation_count, world_target_mask
 
 GENERATOR_KEYS = (
     "world_role_ids",

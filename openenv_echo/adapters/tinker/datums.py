@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from tinker import types
 
-from ..objective import Denominators, EchoBatch, EchoConfig, token_weights
-from ..roles import PAD_ROLE_CODE
+from ...objective import Denominators, EchoBatch, EchoConfig, token_weights
+from ...roles import PAD_ROLE_CODE
 
 POLICY_LOSSES = frozenset({"importance_sampling", "ppo", "cispo", "dro", "gspo", "stable_reinforce"})
 """Tinker loss functions accepted for the policy datums (never ``cross_entropy``: that is the env term's)."""
@@ -114,7 +114,7 @@ def _prepare(
         env_keep=vec(env_keep, "env_keep", torch.bool),
     )
     tw = token_weights(batch, cfg, step=step, denominators=denominators)
-    env_w = tw.world_model_coeff * tw.world
+    env_w = tw.world
     if tw.policy_mask.any():
         if adv is None:
             raise ValueError("advantages are required unless every sequence is verifier-free")

@@ -47,7 +47,7 @@ from skyrl.backends.skyrl_train.workers.worker import PolicyWorkerBase
 from skyrl.train.config import TrainerConfig
 from skyrl.train.dataset.preprocess import convert_prompts_responses_to_batch_tensors
 
-from .skyrl_loss import WORLD_WEIGHT_KEY, EchoPolicyWorkerMixin
+from ..adapters.skyrl.loss import WORLD_WEIGHT_KEY, EchoPolicyWorkerMixin
 
 
 @contextmanager
@@ -257,7 +257,7 @@ def training_batch(
     """A one-mini-batch ``TrainingInputBatch`` as SkyRL's trainer builds it: tensors (right-aligned responses),
     outcome rewards on each response's last token, advantages from the configured estimator grouped by ``uids``,
     old log-probs from the worker's ``forward``, and the loss reduction folded into the advantages.
-    ``world_weight`` (B, response_len), from ``openenv_echo.adapters.skyrl_loss.world_weights``, is added
+    ``world_weight`` (B, response_len), from ``openenv_echo.adapters.skyrl.loss.world_weights``, is added
     under ``WORLD_WEIGHT_KEY``."""
     algo = worker.cfg.algorithm
     token_rewards = [[0.0] * (len(r) - 1) + [float(x)] for r, x in zip(responses, rewards)]

@@ -2,13 +2,13 @@
 
 ``RayPPOTrainer.convert_to_training_input`` turns the generator's lists into SkyRL's training batch (right-aligned
 response tensors, the policy mini-batch boundaries, dp padding). The subclass runs it unchanged and adds
-``openenv_echo.adapters.skyrl_loss.WORLD_WEIGHT_KEY``: ``λ(step)·c_role/N`` per response token, computed by
-``openenv_echo.adapters.skyrl_loss.world_weights`` **once per policy mini-batch** (SkyRL folds its own loss
+``openenv_echo.adapters.skyrl.loss.WORLD_WEIGHT_KEY``: ``λ(step)·c_role/N`` per response token, computed by
+``openenv_echo.adapters.skyrl.loss.world_weights`` **once per policy mini-batch** (SkyRL folds its own loss
 reduction per mini-batch, so ``N`` counts that mini-batch's selected tokens), from the roles
-``openenv_echo.adapters.skyrl_generator.EchoGymGenerator`` put in the generator output. The rows SkyRL adds
+``openenv_echo.adapters.skyrl.generator.EchoGymGenerator`` put in the generator output. The rows SkyRL adds
 when it pads the batch to the data-parallel size copy row 0 for every key but ``loss_mask``; their world weights
 are set to 0 here, so no row is counted twice. ECHO's settings come from ``cfg.trainer.algorithm``
-(``openenv_echo.adapters.skyrl_config.EchoAlgorithmConfig``).
+(``openenv_echo.adapters.skyrl.config.EchoAlgorithmConfig``).
 
 ``build_models`` receives the worker classes SkyRL's entrypoint picked for ``trainer.strategy`` (FSDP or Megatron
 Ray actor classes) and builds them with ``EchoPolicyWorkerMixin`` mixed into the policy worker
@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from skyrl.train.trainer import RayPPOTrainer
 
-from ..objective import EchoConfig
-from .skyrl_config import echo_config
-from .skyrl_generator import ROLE_KEY
-from .skyrl_loss import WORLD_WEIGHT_KEY, EchoPolicyWorkerMixin, world_weights
+from ...objective import EchoConfig
+from .config import echo_config
+from .generator import ROLE_KEY
+from .loss import WORLD_WEIGHT_KEY, EchoPolicyWorkerMixin, world_weights
 
 
 def echo_policy_worker(actor_cls: Any) -> Any:

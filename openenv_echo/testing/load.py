@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .aio import AsyncEnvClient
-from .errors import EnvClientError, ServerError
+from ..client.aio import AsyncEnvClient
+from ..client.errors import EnvClientError, ServerError
 
 
 @dataclass

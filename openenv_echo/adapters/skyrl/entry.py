@@ -2,12 +2,12 @@
 
 Run it with SkyRL's own CLI overrides, directly or through SkyRL's ``override_entrypoint``::
 
-    python -m openenv_echo.adapters.skyrl_entry trainer.algorithm.policy_loss_type=echo_regular \\
+    python -m openenv_echo.adapters.skyrl.entry trainer.algorithm.policy_loss_type=echo_regular \\
         trainer.algorithm.world_model_coeff=0.05 environment.skyrl_gym.openenv_echo.base_url=http://... ...
     python -m skyrl.train.entrypoints.main_base \\
-        trainer.override_entrypoint=openenv_echo.adapters.skyrl_entry trainer.algorithm.world_model_coeff=0.05 ...
+        trainer.override_entrypoint=openenv_echo.adapters.skyrl.entry trainer.algorithm.world_model_coeff=0.05 ...
 
-``main`` parses the overrides into ``EchoSkyRLTrainConfig`` (``openenv_echo.adapters.skyrl_config``), runs
+``main`` parses the overrides into ``EchoSkyRLTrainConfig`` (``openenv_echo.adapters.skyrl.config``), runs
 ``validate_echo_cfg`` (which registers the ``echo_<base>`` loss before Ray starts, so ``initialize_ray``'s
 ``sync_registries`` ships it), starts Ray as SkyRL does and runs ``EchoPPOExp`` in a Ray task, as SkyRL's
 ``skyrl_entrypoint`` runs ``BasePPOExp``. ``EchoPPOExp`` is SkyRL's ``BasePPOExp`` with two of its hooks
@@ -27,7 +27,7 @@ import ray
 from skyrl.backends.skyrl_train.inference_servers.utils import resolve_policy_model_name
 from skyrl.train.entrypoints.main_base import BasePPOExp
 
-from .skyrl_config import (
+from .config import (
     EchoAlgorithmConfig,
     EchoSkyRLTrainConfig,
     EchoTrainerConfig,
@@ -35,9 +35,9 @@ from .skyrl_config import (
     echo_config,
     validate_echo_cfg,
 )
-from .skyrl_generator import EchoGymGenerator
-from .skyrl_gym import register_env
-from .skyrl_trainer import EchoPPOTrainer
+from .generator import EchoGymGenerator
+from .gym import register_env
+from .trainer import EchoPPOTrainer
 
 
 class EchoPPOExp(BasePPOExp):  # type: ignore[misc]
@@ -125,6 +125,6 @@ __all__ = [
 ]
 
 if __name__ == "__main__":  # run as `python -m`: use the importable module, so Ray pickles its names by reference
-    from openenv_echo.adapters import skyrl_entry
+    from openenv_echo.adapters.skyrl import entry as skyrl_entry
 
     skyrl_entry.main()

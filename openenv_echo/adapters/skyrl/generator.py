@@ -2,7 +2,7 @@
 
 SkyRL's ``SkyRLGymGenerator`` chat-templates each observation message (``get_obs_ids_from_obs``) and appends the ids
 to the response verbatim (token in, token out); its ``GeneratorOutput`` has no per-token role field, and the
-``segments`` that ``openenv_echo.adapters.skyrl_gym.OpenEnvTextEnv`` puts on every observation message are
+``segments`` that ``openenv_echo.adapters.skyrl.gym.OpenEnvTextEnv`` puts on every observation message are
 dropped. The subclass keeps SkyRL's agent loop and adds one list to its output, ``ROLE_KEY``: for every
 response token its role code, aligned with ``response_ids``:
 
@@ -12,7 +12,7 @@ response token its role code, aligned with ``response_ids``:
 * everything else (template tokens, an EOS SkyRL appended) is ``context``.
 
 Per-token world weights for the loss then come from
-``openenv_echo.adapters.skyrl_loss.world_weights`` on these roles. Only SkyRL's default multi-turn path is
+``openenv_echo.adapters.skyrl.loss.world_weights`` on these roles. Only SkyRL's default multi-turn path is
 supported (``use_conversation_multi_turn=True``, no custom chat template, not step-wise): the others re-tokenize
 the history, so the observation ids are not the response's.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 from skyrl.train.generators.skyrl_gym_generator import SkyRLGymGenerator, TrajectoryOutput
 
-from ..roles import Role
+from ...roles import Role
 
 ROLE_KEY = "echo_response_role_ids"
 """``GeneratorOutput`` key: per response, the role code of each response token."""

@@ -24,9 +24,9 @@ from typing import Any, cast
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv
 
-from ..client import EnvClient, StepResult
-from ..tokenize import TitoBuilder
-from .rollouts import Rollout, Sampler, _eos_ids, _Episode, _finish
+from ...client import EnvClient, StepResult
+from ...tokenize import TitoBuilder
+from ..rollouts import Rollout, Sampler, _eos_ids, _Episode, _finish
 
 ENV_ID = "openenv_echo"
 """The skyrl-gym id ``register_env`` registers."""
@@ -44,7 +44,7 @@ class OpenEnvTextEnv(BaseTextEnv):  # type: ignore[misc]
     ``env_config``: ``base_url`` (required), ``action_field`` (the action's text field, e.g. ``command`` for the
     terminal env, ``message`` for echo; required), ``observation_role`` (chat role of observations, default
     ``tool``), ``client_kwargs``; a mapping or SkyRL's ``environment.skyrl_gym.openenv_echo`` config
-    (``openenv_echo.adapters.skyrl_config.OpenEnvEchoEnvConfig``). ``extras``: ``reset_options`` (the episode's
+    (``openenv_echo.adapters.skyrl.config.OpenEnvEchoEnvConfig``). ``extras``: ``reset_options`` (the episode's
     world, e.g. ``{"seed": 3}``) and ``max_turns`` (SkyRL's generator sets it; default 1). The episode ends when the server says done or after
     ``max_turns`` steps.
     """

@@ -2,7 +2,7 @@
 
 For a SkyRL user it is one line before the trainer starts, then a config value::
 
-    from openenv_echo.adapters.skyrl_loss import register_echo_policy_loss
+    from openenv_echo.adapters.skyrl.loss import register_echo_policy_loss
     register_echo_policy_loss("regular")          # registers "echo_regular"
     # trainer.algorithm.policy_loss_type = "echo_regular"
 
@@ -17,7 +17,7 @@ SkyRL's loss signature carries no per-token roles (``loss_mask`` is 0 on observa
 weights reach the loss through a context that ``EchoPolicyWorkerMixin`` sets for each micro-batch from the
 training batch's ``WORLD_WEIGHT_KEY`` tensor. Mix it into SkyRL's policy worker (``class
 EchoFSDPPolicyWorker(EchoPolicyWorkerMixin, FSDPPolicyWorkerBase)``); the trainer adds the key
-(``openenv_echo.adapters.skyrl_trainer.EchoPPOTrainer``). Without weights the ECHO loss refuses to run
+(``openenv_echo.adapters.skyrl.trainer.EchoPPOTrainer``). Without weights the ECHO loss refuses to run
 (never a silent λ = 0). The loss pickles by reference, so it survives SkyRL's registry actor and
 ``sync_registries()`` into Ray workers (``EchoPolicyLoss``).
 """
@@ -33,8 +33,8 @@ from typing import Any
 import torch
 from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry
 
-from ..objective import Denominators, EchoBatch, EchoConfig, token_weights
-from ..roles import PAD_ROLE_CODE
+from ...objective import Denominators, EchoBatch, EchoConfig, token_weights
+from ...roles import PAD_ROLE_CODE
 
 WORLD_WEIGHT_KEY = "echo_world_weight"
 """Training-batch key of the (B, response_len) world weights, right-aligned like SkyRL's response tensors."""
@@ -76,7 +76,7 @@ def world_weights(
     obs = None if obs_count is None else torch.as_tensor(list(obs_count), dtype=torch.float64)
     batch = EchoBatch(roles, obs_count=obs, includes_sequence_start=False)
     tw = token_weights(batch, cfg, step=step, denominators=denominators)
-    return (tw.world_model_coeff * tw.world).to(torch.float32)
+    return tw.world.to(torch.float32)
 
 
 WORLD_LOSS_METRIC = "echo/world_loss"
@@ -158,7 +158,7 @@ def declare_echo_loss(name: str, base: str) -> None:
     read by the fully-async trainer's check; ``LOSSES_WITHOUT_OLD_LOGPROBS``, read by ``_skip_policy_forward``), in
     ``ppo_utils`` and in every loaded module that imported them by name, so SkyRL's checks treat ``name`` as they
     treat ``base``. Checks written as literal lists (``validate_cfg``'s clip_cov/kl_cov) are run on the base loss
-    by ``openenv_echo.adapters.skyrl_config.validate_echo_cfg``."""
+    by ``openenv_echo.adapters.skyrl.config.validate_echo_cfg``."""
     import sys
 
     from skyrl.backends.skyrl_train.utils import ppo_utils

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
+from ..adapters.rollouts import Rollout, Sampler, group_reset_options, run_rollouts
 from ..roles import PAD_ROLE_CODE, Role
-from .rollouts import Rollout, Sampler, group_reset_options, run_rollouts
 
 SYSTEM_PROMPT = (
     "You are the on-call engineer on a Linux host with an incident. Run one shell command per turn; when you know "

@@ -7,7 +7,7 @@ waits until it answers, and stops the process group on exit. Point ``tinker.Serv
 
 One part is ours: the launch. ``python -m skyrl.tinker.api`` must itself be started by ``uv run`` and starts its
 engine with ``uv run --extra tinker --extra jax -m skyrl.tinker.engine <args>``. ``main`` (``python -m
-openenv_echo.adapters.tinker_server <same args>``) runs SkyRL's API app unchanged but starts the same engine
+openenv_echo.testing.tinker_server <same args>``) runs SkyRL's API app unchanged but starts the same engine
 module with the same arguments (SkyRL's ``config_to_argv``) by this interpreter, so no ``uv`` project is needed.
 Both run under ``openenv_echo.providers.parent_watch``: a killed recipe (SIGKILL, a test runner's timeout) takes
 the API server and its engine with it, and a killed API server takes its engine.

@@ -11,7 +11,7 @@ key (the extension point SkyRL 0.4's ``main_base.main`` dispatches on before its
 ``environment.skyrl_gym.openenv_echo`` is the ``env_config`` SkyRL's generator hands the ``openenv_echo`` env
 (``OpenEnvEchoEnvConfig``). ``validate_echo_cfg`` runs SkyRL's ``validate_cfg`` and, for an ``echo_<base>`` loss,
 the same checks on the base loss (``validate_cfg`` keys some on literal loss names, e.g. clip_cov/kl_cov under
-off-policy correction). The entrypoint that uses it is ``openenv_echo.adapters.skyrl_entry``.
+off-policy correction). The entrypoint that uses it is ``openenv_echo.adapters.skyrl.entry``.
 """
 
 # no `from __future__ import annotations`: SkyRL builds nested configs from the dataclass field types
@@ -29,11 +29,11 @@ from skyrl.train.config.config import (
     TrainerConfig,
 )
 
-from ..objective import EchoConfig
-from ..roles import Role
-from .skyrl import config_from_skyrl
-from .skyrl_gym import ENV_ID
-from .skyrl_loss import base_loss, register_echo_policy_loss
+from ...objective import EchoConfig
+from ...roles import Role
+from .aux_hooks import config_from_skyrl
+from .gym import ENV_ID
+from .loss import base_loss, register_echo_policy_loss
 
 
 @dataclass
@@ -61,7 +61,7 @@ class EchoTrainerConfig(TrainerConfig):  # type: ignore[misc]
 
 @dataclass
 class OpenEnvEchoEnvConfig(BaseConfig):  # type: ignore[misc]
-    """The ``env_config`` of the ``openenv_echo`` skyrl-gym env (``openenv_echo.adapters.skyrl_gym.OpenEnvTextEnv``)."""
+    """The ``env_config`` of the ``openenv_echo`` skyrl-gym env (``openenv_echo.adapters.skyrl.gym.OpenEnvTextEnv``)."""
 
     base_url: str = ""
     """The env server's URL (an openenv-echo or OpenEnv server)."""
