@@ -145,7 +145,7 @@ def _load_tokenizer(name: str | None, param: str = "--tokenizer") -> Any:
             param_hint=param,
         )
     try:
-        from .tokenize import load_tokenizer
+        from .tokenization import load_tokenizer
     except ImportError as e:
         raise CliError(f"tokenizers need the train extra ({e})", "pip install 'openenv-echo[train]'") from e
     try:
@@ -435,7 +435,7 @@ def show(
     """Show tokenized trajectories by role, with per-role token counts."""
     _set(plain, debug)
     try:
-        from .tokenize import show as show_tokenized
+        from .tokenization import show as show_tokenized
     except ImportError as e:
         raise CliError(f"show needs the train extra ({e})", "pip install 'openenv-echo[train]'") from e
 

@@ -324,7 +324,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     from rich.console import Console
     from tqdm.auto import tqdm
 
-    from ..tokenize import tokenize_trajectory
+    from ..tokenization import tokenize_trajectory
 
     console = Console(quiet=not cfg.progress, stderr=True)
     if cfg.mode == "quick":

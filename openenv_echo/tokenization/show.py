@@ -1,6 +1,6 @@
 """``show``: look at tokenized trajectories in the terminal, colored by role, with per-role token counts.
 
-Accepts a tokenized export (``.jsonl`` / ``.parquet`` from ``openenv_echo.tokenize.export``) or a trajectory
+Accepts a tokenized export (``.jsonl`` / ``.parquet`` from ``openenv_echo.tokenization.export``) or a trajectory
 JSONL (``TrajectoryWriter``) plus a tokenizer; writes the same view as a standalone HTML file on request.
 """
 

@@ -51,7 +51,7 @@ def backend_of(tokenizer: Any) -> Any:
     if hasattr(tokenizer, "encode_batch") and hasattr(tokenizer, "to_str"):
         return tokenizer
     raise TypeError(
-        f"{type(tokenizer).__name__} has no `backend_tokenizer`: openenv_echo.tokenize needs an HF *fast* "
+        f"{type(tokenizer).__name__} has no `backend_tokenizer`: openenv_echo.tokenization needs an HF *fast* "
         "tokenizer (transformers TokenizersBackend / PreTrainedTokenizerFast) or a tokenizers.Tokenizer"
     )
 
