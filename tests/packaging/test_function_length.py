@@ -1,5 +1,6 @@
 """Functions a reader can hold: none over 150 lines in the folders already split (``scripts/long_functions.py``
-lists them everywhere; the rest of the package is split later, folder by folder, and added here)."""
+lists them everywhere): the whole library except ``openenv_echo/adapters`` (split later, then taken off
+``NOT_YET``), and the env packages' servers."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 150
-SPLIT = ["openenv_echo/client", "openenv_echo/server", "envs/terminal_env/server", "envs/sql_env/server"]
+SPLIT = ["openenv_echo", "envs/terminal_env/server", "envs/sql_env/server"]
+NOT_YET = [ROOT / "openenv_echo" / "adapters"]
 
 _spec = importlib.util.spec_from_file_location("long_functions", ROOT / "scripts" / "long_functions.py")
 assert _spec is not None and _spec.loader is not None
@@ -21,7 +23,8 @@ _spec.loader.exec_module(long_functions)
 
 @pytest.mark.parametrize("folder", SPLIT)
 def test_no_function_over_the_limit(folder: str) -> None:
-    assert long_functions.long_functions(ROOT / folder, LIMIT) == []
+    rows = long_functions.long_functions(ROOT / folder, LIMIT)
+    assert [where for _, where in rows if not any(where.startswith(f"{skip}/") for skip in NOT_YET)] == []
 
 
 def test_the_lister_measures_def_to_last_line_nested_and_methods_included(tmp_path: Path) -> None:
