@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..objective import EchoConfig
 from ..roles import Role, WorldLossTarget, world_target_mask
-from ..tokenization.fragment import fragment_codec
-from ..tokenization.runs import token_roles
+from ..tokenization.fragment_encoding import fragment_codec
+from ..tokenization.role_boundaries import token_roles
 
 INFO_KEY = "openenv_echo"
 """Key of this adapter's entry in ``trace.info``: ``{"roles": {node index: role codes as a digit string}}``."""

@@ -167,7 +167,7 @@ def offline_renderer_tokenizer(cache_dir: str | os.PathLike[str] | None = None) 
     ``cache_dir``, default the tokenizer cache). Use it as ``TrainClientConfig.renderer_model_name`` with
     ``renderer=Qwen3RendererConfig(enable_thinking=False)``, and size the model's vocabulary to it."""
     from ..tokenization import build_tokenizer
-    from ..tokenization.local import default_cache_dir
+    from ..tokenization.local_tokenizers import default_cache_dir
 
     tok = build_tokenizer("qwen3")
     key = hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest()[:16]

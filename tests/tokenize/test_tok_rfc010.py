@@ -12,7 +12,7 @@ import torch
 
 from openenv_echo.roles import Role
 from openenv_echo.tokenization import tokenize_trajectory
-from openenv_echo.tokenization.fragment import fragment_codec
+from openenv_echo.tokenization.fragment_encoding import fragment_codec
 from openenv_echo.tokenization.rfc010 import (
     Rfc010Trajectory,
     from_rfc010_masks,
