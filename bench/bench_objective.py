@@ -41,7 +41,7 @@ from openenv_echo.objective import (
     group_advantages,
     token_logps,
 )
-from openenv_echo.tokenize import TitoBuilder, build_tokenizer, collate
+from openenv_echo.tokenization import TitoBuilder, build_tokenizer, collate
 
 WORDS = [
     "ls",

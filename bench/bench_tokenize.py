@@ -32,11 +32,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from openenv_echo.tokenize import FAMILIES, build_tokenizer, template_mode, tokenize_offline, tokenize_trajectory
-from openenv_echo.tokenize.corpus import _json, _shell
-from openenv_echo.tokenize.fragment import fragment_codec
-from openenv_echo.tokenize.offline import conversation_from_trajectory
-from openenv_echo.tokenize.template import assistant_eot_text
+from openenv_echo.tokenization import FAMILIES, build_tokenizer, template_mode, tokenize_offline, tokenize_trajectory
+from openenv_echo.tokenization.corpus import _json, _shell
+from openenv_echo.tokenization.fragment_encoding import fragment_codec
+from openenv_echo.tokenization.offline import conversation_from_trajectory
+from openenv_echo.tokenization.template import assistant_eot_text
 from openenv_echo.trajectory import ChatMessage, ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import env_output, warning
 

@@ -39,7 +39,7 @@ from openenv_echo.adapters.rollouts import HFSampler, Rollout, group_reset_optio
 from openenv_echo.objective import EchoConfig, group_advantages
 from openenv_echo.providers import LocalProcessProvider
 from openenv_echo.testing.recipes import SYSTEM_PROMPT, command_action, terminal_worlds, tiny_causal_lm
-from openenv_echo.tokenize import build_tokenizer
+from openenv_echo.tokenization import build_tokenizer
 
 TARGET = 1.03
 Step = Callable[[], tuple[float, float]]

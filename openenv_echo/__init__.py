@@ -1,6 +1,6 @@
 """openenv-echo: role-tagged OpenEnv environments and per-token role masks for the ECHO objective.
 
-The top-level package needs no torch: tokenization (``openenv_echo.tokenize``), the objective
+The top-level package needs no torch: tokenization (``openenv_echo.tokenization``), the objective
 (``openenv_echo.objective``) and trainer adapters (``openenv_echo.adapters``) import it lazily.
 """
 
@@ -60,14 +60,14 @@ _LAZY = {
     "target_logps": "openenv_echo.objective",
     "hidden_logps": "openenv_echo.objective",
     "Denominators": "openenv_echo.objective",
-    "TitoBuilder": "openenv_echo.tokenize",
-    "TokenizedTrajectory": "openenv_echo.tokenize",
-    "tokenize_trajectory": "openenv_echo.tokenize",
-    "tokenize_offline": "openenv_echo.tokenize",
-    "collate": "openenv_echo.tokenize",
-    "build_tokenizer": "openenv_echo.tokenize",
-    "load_tokenizer": "openenv_echo.tokenize",
-    "segment_tokens": "openenv_echo.tokenize.observation_tokens",
+    "TitoBuilder": "openenv_echo.tokenization",
+    "TokenizedTrajectory": "openenv_echo.tokenization",
+    "tokenize_trajectory": "openenv_echo.tokenization",
+    "tokenize_offline": "openenv_echo.tokenization",
+    "collate": "openenv_echo.tokenization",
+    "build_tokenizer": "openenv_echo.tokenization",
+    "load_tokenizer": "openenv_echo.tokenization",
+    "segment_tokens": "openenv_echo.tokenization.observation_tokens",
     "RayProvider": "openenv_echo.providers.ray",  # Ray only on first use (the `fleet` extra)
 }
 

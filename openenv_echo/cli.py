@@ -2,7 +2,7 @@
 
 Every failure is one line on stderr, ``error: <problem>; <fix>``, with exit code 2 (usage: a bad option, env name,
 file or tokenizer) or 1 (runtime: server unreachable, action refused, server failed to start); ``--debug`` adds the
-traceback. Env text is printed exactly (see ``openenv_echo.printing``).
+traceback. Env text is printed exactly (see ``openenv_echo.terminal_output``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .printing import has_colour, make_console, print_segments, print_trajectory, summary_line
+from .terminal_output import has_colour, make_console, print_segments, print_trajectory, summary_line
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -145,7 +145,7 @@ def _load_tokenizer(name: str | None, param: str = "--tokenizer") -> Any:
             param_hint=param,
         )
     try:
-        from .tokenize import load_tokenizer
+        from .tokenization import load_tokenizer
     except ImportError as e:
         raise CliError(f"tokenizers need the train extra ({e})", "pip install 'openenv-echo[train]'") from e
     try:
@@ -329,7 +329,7 @@ def episode(
     Exits 1 if the server refuses a scripted action (nothing after it is sent) or the connection is lost."""
     _set(plain, debug)
     from .client import ConnectionLostError, EnvClient, EnvTimeoutError, ServerError
-    from .printing import action_segment, legend
+    from .terminal_output import action_segment, legend
 
     parsed = [_parse_action(raw, field) for raw in action]  # bad JSON is a usage error before anything runs
     console, errors = make_console(plain=_OPTS.plain), make_console(plain=_OPTS.plain, stderr=True)
@@ -435,7 +435,7 @@ def show(
     """Show tokenized trajectories by role, with per-role token counts."""
     _set(plain, debug)
     try:
-        from .tokenize import show as show_tokenized
+        from .tokenization import show as show_tokenized
     except ImportError as e:
         raise CliError(f"show needs the train extra ({e})", "pip install 'openenv-echo[train]'") from e
 

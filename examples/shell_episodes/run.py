@@ -26,7 +26,7 @@ from tqdm import tqdm
 from openenv_echo.client import EnvClient
 from openenv_echo.providers import LocalProcessProvider
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import build_tokenizer, show, tokenize_trajectory, write_jsonl
+from openenv_echo.tokenization import build_tokenizer, show, tokenize_trajectory, write_jsonl
 from openenv_echo.trajectory import read_trajectories
 
 SYSTEM = "You work in a bash shell in a Linux container. Run one command per turn; answer `submit` when done."

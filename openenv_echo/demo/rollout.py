@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..client import EnvClient
-from ..tokenize import TitoBuilder, TokenizedTrajectory
+from ..tokenization import TitoBuilder, TokenizedTrajectory
 from ..trajectory import Trajectory
 from .envs import DemoEnv
 

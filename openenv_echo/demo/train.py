@@ -12,7 +12,7 @@ action (``world_loss_target="env_only"``), from one forward pass. λ = 0 for the
 with ``verifier_free=True`` (env-token CE only). The batch's denominators are computed once over the whole batch, so
 micro-batching gives the same gradient. Per-token log-probs come from ``openenv_echo.objective.hidden_logps`` (the
 final hidden states and the LM head's weight: the (B, T, V) logits are never materialised) over sequences assembled
-by ``openenv_echo.tokenize``; only the SFT teacher's KL, which needs whole distributions, reads logits.
+by ``openenv_echo.tokenization``; only the SFT teacher's KL, which needs whole distributions, reads logits.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from ..objective import (
 )
 from ..objective._advantages import zero_variance_groups
 from ..roles import Role, target_positions
-from ..tokenize import TokenizedTrajectory, collate
+from ..tokenization import TokenizedTrajectory, collate
 
 
 def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -279,7 +279,7 @@ class EnvDriver:
         """The envelope as JSON text, serialized once by pydantic's serializer (the WS hot path). ``http``: as
         OpenEnv's HTTP ``ResetResponse``/``StepResponse``, with ``metadata`` always present (null when empty)."""
         if with_tokens and obs.tokens is None:
-            from ..tokenize.observation_tokens import segment_tokens
+            from ..tokenization.observation_tokens import segment_tokens
 
             obs.tokens = segment_tokens(self.tokenizer, obs.segments)
         fields = obs.__dict__

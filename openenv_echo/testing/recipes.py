@@ -58,7 +58,7 @@ def load_model(name: str | None, *, seed: int = 0) -> tuple[torch.nn.Module, Any
         model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(name)
         model.float()
         return model, tok
-    from ..tokenize import build_tokenizer
+    from ..tokenization import build_tokenizer
 
     tok = build_tokenizer("qwen")
     return tiny_causal_lm(tok, seed=seed), tok

@@ -17,7 +17,7 @@ from pathlib import Path
 from openenv_echo import EnvClient, Role
 from openenv_echo.envs import load_env
 from openenv_echo.server import BackgroundServer, create_app
-from openenv_echo.tokenize import build_tokenizer, tokenize_trajectory
+from openenv_echo.tokenization import build_tokenizer, tokenize_trajectory
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "assets" / "token-masks.svg"
 # the fill and text colours of each role (the CLI's colours, as a light page shows them)

@@ -9,6 +9,6 @@ import pytest
 @pytest.fixture(scope="session")
 def qwen_tokenizer():
     """The project's offline byte-level BPE tokenizer with the ChatML template (built once, cached on disk)."""
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     return build_tokenizer("qwen")

@@ -25,7 +25,7 @@ from openenv_echo.envs.echo.environment import EchoEnvironment
 from openenv_echo.envs.echo.models import EchoAction
 from openenv_echo.objective import EchoConfig
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import TitoBuilder
+from openenv_echo.tokenization import TitoBuilder
 
 A, C, E, W = Role.ACTION.code, Role.CONTEXT.code, Role.ENV_OUTPUT.code, Role.WARNING.code
 CFG = EchoConfig(world_model_coeff=0.05)

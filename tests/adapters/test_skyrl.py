@@ -23,7 +23,7 @@ from openenv_echo.envs.echo.environment import EchoEnvironment
 from openenv_echo.envs.echo.models import EchoAction
 from openenv_echo.objective import EchoConfig
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import TitoBuilder
+from openenv_echo.tokenization import TitoBuilder
 
 ENV, WARN, ACT = Role.ENV_OUTPUT.code, Role.WARNING.code, Role.ACTION.code
 LAM = 0.05

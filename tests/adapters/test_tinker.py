@@ -29,7 +29,7 @@ from openenv_echo.envs.echo.environment import EchoEnvironment
 from openenv_echo.envs.echo.models import EchoAction
 from openenv_echo.objective import Denominators, EchoBatch, EchoConfig, local_denominators
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import TitoBuilder, TokenizedTrajectory
+from openenv_echo.tokenization import TitoBuilder, TokenizedTrajectory
 
 LAM = 0.05
 ENV = Role.ENV_OUTPUT.code

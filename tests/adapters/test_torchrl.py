@@ -239,7 +239,7 @@ def test_history_role_ids_are_body_only(qwen_tokenizer: Any) -> None:
 
 
 def test_errors(qwen_tokenizer: Any) -> None:
-    from openenv_echo.tokenize.chat_templates import QWEN3_TEMPLATE
+    from openenv_echo.tokenization.chat_templates import QWEN3_TEMPLATE
 
     full = History(role=ROLES, content=CONVERSATIONS[0], batch_size=(len(ROLES),)).unsqueeze(0)
     with pytest.raises(ValueError, match="prefix-stable"):

@@ -14,7 +14,7 @@ from trl import GRPOConfig
 from openenv_echo.adapters.trl import EchoGRPOTrainer, rollout_output, split_at_first_action
 from openenv_echo.objective import EchoConfig
 from openenv_echo.testing.recipes import tiny_causal_lm
-from openenv_echo.tokenize import TitoBuilder
+from openenv_echo.tokenization import TitoBuilder
 
 
 class ServerRollouts:

@@ -14,7 +14,7 @@ from typing import Any
 from openenv_echo.adapters.trl import rollout_output, split_at_first_action
 from openenv_echo.envs.echo.environment import EchoEnvironment
 from openenv_echo.envs.echo.models import EchoAction
-from openenv_echo.tokenize import TitoBuilder
+from openenv_echo.tokenization import TitoBuilder
 
 ACTIONS = ["ls -la", "cat notes.txt", "hello world", "grep foo bar.txt", "echo hi there", "pwd"]
 

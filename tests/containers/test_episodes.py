@@ -112,7 +112,13 @@ def test_shell_episode_in_container(
     the recorded trajectory tokenizes and exports like any other (masks per role, stderr still env_output)."""
     from shell_env.server import solution_actions, task_suite
 
-    from openenv_echo.tokenize import build_tokenizer, read_jsonl, tokenize_offline, tokenize_trajectory, write_jsonl
+    from openenv_echo.tokenization import (
+        build_tokenizer,
+        read_jsonl,
+        tokenize_offline,
+        tokenize_trajectory,
+        write_jsonl,
+    )
 
     task = task_suite().by_name("count-word")
     with EnvClient(env_server("shell")) as client:

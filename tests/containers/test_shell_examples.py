@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from openenv_echo.tokenize import read_jsonl
+from openenv_echo.tokenization import read_jsonl
 
 from .conftest import ROOT
 

@@ -284,7 +284,7 @@ def test_direct_ce_arm_lowers_env_ce_on_a_fixed_batch() -> None:
     from openenv_echo.demo.policy import corpus_of
     from openenv_echo.demo.rollout import env_server, expert_episodes
     from openenv_echo.demo.train import arm_config, rl_step
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     with env_server(TERMINAL) as (url, _):
         eps = expert_episodes(url, TERMINAL, [1000, 1001], max_env_steps=3)
@@ -312,7 +312,7 @@ def test_hidden_state_log_probs_match_the_logits_path() -> None:
     from openenv_echo.demo.model import build_scratch_model
     from openenv_echo.demo.train import forward_logits, forward_logps
     from openenv_echo.objective import token_logps
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     tok = build_tokenizer("qwen")
     model = build_scratch_model("nano", tok, max_positions=256, seed=3).double()
@@ -348,7 +348,7 @@ def test_cached_greedy_sampling_matches_full_forward_and_tito() -> None:
     assembled TITO sequence, so the cache bookkeeping (holes, positions, per-episode caches) is right."""
     from openenv_echo.demo.model import build_scratch_model
     from openenv_echo.demo.rollout import PolicyRunner, env_server
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     tok = build_tokenizer("qwen")
     model = build_scratch_model("tiny", tok, max_positions=2048, seed=0)
@@ -380,7 +380,7 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
     from openenv_echo.demo.model import build_scratch_model
     from openenv_echo.demo.rollout import PolicyRunner, env_server
     from openenv_echo.demo.train import arm_config, rl_step
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     tok = build_tokenizer("qwen")
     model = build_scratch_model("tiny", tok, max_positions=2048, seed=0)
@@ -547,7 +547,7 @@ def test_novel_line_mask_maps_env_targets_to_their_lines() -> None:
     multi-byte character ('●' in `systemctl status`, unknown to a tokenizer trained on other text) are handled."""
     from openenv_echo.demo.evaluate import build_ce_set, env_texts, novel_target_mask, training_lines, training_shapes
     from openenv_echo.demo.rollout import env_server, expert_episodes
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     tok = build_tokenizer("qwen")
     with env_server(TERMINAL) as (url, _):
@@ -779,7 +779,7 @@ def test_generic_corpus_is_the_stdlib_docstrings_read_without_importing(tmp_path
 
 def test_pack_chunks_joins_texts_with_end_of_text() -> None:
     from openenv_echo.demo.train import pack_chunks
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     tok = build_tokenizer("qwen")
     chunks = pack_chunks(tok, ["alpha beta", "gamma"] * 50, 16)
@@ -807,7 +807,7 @@ def test_start_checkpoint_phases_learn_their_own_targets_only() -> None:
         sft_actions,
     )
     from openenv_echo.objective import token_logps
-    from openenv_echo.tokenize import build_tokenizer, collate
+    from openenv_echo.tokenization import build_tokenizer, collate
 
     with env_server(TERMINAL) as (url, _):
         eps = expert_episodes(url, TERMINAL, [1000, 1001], max_env_steps=3)

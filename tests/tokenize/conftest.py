@@ -10,7 +10,7 @@ import pytest
 @pytest.fixture(scope="session")
 def toks() -> dict[str, Any]:
     """``{"qwen": ..., "llama": ..., "qwen3": ...}``: real HF fast tokenizers with real chat templates."""
-    from openenv_echo.tokenize import FAMILIES, build_tokenizer
+    from openenv_echo.tokenization import FAMILIES, build_tokenizer
 
     return {family: build_tokenizer(family) for family in FAMILIES}
 

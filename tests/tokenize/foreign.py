@@ -40,7 +40,7 @@ FOREIGN = ("unigram", "bytebpe")
 
 
 def _corpus() -> list[str]:
-    from openenv_echo.tokenize.corpus import synthetic_corpus
+    from openenv_echo.tokenization.corpus import synthetic_corpus
 
     docs = list(synthetic_corpus(n_docs=600, include_stdlib=False))
     # chat markup in the training text: BPE may learn to spell the specials, Unigram keeps them as pieces

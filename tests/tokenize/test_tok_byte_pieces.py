@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import fragment_codec, tokenize_offline, tokenize_stepwise, tokenize_trajectory
-from openenv_echo.tokenize.rendered import TaggedMessage, encode_parts, render_parts
-from openenv_echo.tokenize.template import assistant_eot_text
+from openenv_echo.tokenization import fragment_codec, tokenize_offline, tokenize_stepwise, tokenize_trajectory
+from openenv_echo.tokenization.rendered import TaggedMessage, encode_parts, render_parts
+from openenv_echo.tokenization.template import assistant_eot_text
 from openenv_echo.trajectory import ChatMessage, ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import Segment
 

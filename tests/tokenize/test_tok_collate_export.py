@@ -13,7 +13,7 @@ import torch
 from rich.console import Console
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import (
+from openenv_echo.tokenization import (
     TokenizedTrajectory,
     collate,
     read_jsonl,

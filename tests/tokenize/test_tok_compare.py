@@ -7,14 +7,14 @@ from typing import Any
 import numpy as np
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import (
+from openenv_echo.tokenization import (
     TokenizedTrajectory,
     compare_assemblies,
     conversation_from_trajectory,
     tokenize_offline,
     tokenize_trajectory,
 )
-from openenv_echo.tokenize.compare import SEGMENTATION, TEXT
+from openenv_echo.tokenization.compare import SEGMENTATION, TEXT
 from openenv_echo.trajectory import ChatMessage, ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import env_output, warning
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from openenv_echo.tokenize import fragment_codec
-from openenv_echo.tokenize.fragment import FragmentCodec, backend_of, special_affixes
+from openenv_echo.tokenization import fragment_codec
+from openenv_echo.tokenization.fragment_encoding import FragmentCodec, backend_of, special_affixes
 
 PIECES = ["hello", " world", '\n  x = {"a": 1}', "<|im_end|>", "日本語 🚀", "  ", "\t\n", "end"]
 

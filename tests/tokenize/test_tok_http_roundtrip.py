@@ -8,7 +8,7 @@ from typing import Any
 
 from openenv_echo.client import EnvClient
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import TitoBuilder, compare_assemblies, tokenize_offline, tokenize_trajectory
+from openenv_echo.tokenization import TitoBuilder, compare_assemblies, tokenize_offline, tokenize_trajectory
 from openenv_echo.trajectory import Trajectory, read_trajectories
 
 MESSAGES = ["hello there", '{"key": [1, 2, "x"]}', "  spaced\tout  ", "日本語 🚀", "", "bye"]

@@ -7,14 +7,14 @@ import sys
 from typing import Any
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import fragment_codec
-from openenv_echo.tokenize.observation_tokens import segment_tokens
+from openenv_echo.tokenization import fragment_codec
+from openenv_echo.tokenization.observation_tokens import segment_tokens
 from openenv_echo.wire import env_output, warning
 
 
 def test_importing_does_not_import_torch_or_transformers() -> None:
     code = (
-        "import sys, openenv_echo, openenv_echo.tokenize\n"
+        "import sys, openenv_echo, openenv_echo.tokenization\n"
         "heavy = [m for m in ('torch', 'transformers', 'tokenizers', 'pyarrow') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

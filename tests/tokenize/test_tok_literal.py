@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import (
+from openenv_echo.tokenization import (
     TitoBuilder,
     fragment_codec,
     segment_tokens,
@@ -182,7 +182,7 @@ def test_ids_do_not_depend_on_the_callers_tokenizer_settings(stable_any: Any) ->
 
 
 def test_the_callers_tokenizer_is_not_changed(toks: dict[str, Any]) -> None:
-    from openenv_echo.tokenize.local import _load_saved
+    from openenv_echo.tokenization.local_tokenizers import _load_saved
 
     tok = toks["qwen"]
     fresh = _load_saved(__import__("pathlib").Path(tok.init_kwargs.get("name_or_path") or tok.name_or_path))

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from openenv_echo.tokenize import FAMILIES, build_tokenizer, load_tokenizer
-from openenv_echo.tokenize.corpus import synthetic_corpus
-from openenv_echo.tokenize.local import default_cache_dir
+from openenv_echo.tokenization import FAMILIES, build_tokenizer, load_tokenizer
+from openenv_echo.tokenization.corpus import synthetic_corpus
+from openenv_echo.tokenization.local_tokenizers import default_cache_dir
 
 
 def test_families_are_real_fast_tokenizers_with_templates(toks: dict[str, Any]) -> None:

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import STRADDLE_ROLE, TaggedMessage, tokenize_offline
-from openenv_echo.tokenize.fragment import fragment_codec
-from openenv_echo.tokenize.offline import conversation_from_trajectory
-from openenv_echo.tokenize.rendered import encode_parts, render_parts
-from openenv_echo.tokenize.runs import _locate, token_roles
-from openenv_echo.tokenize.template import assistant_eot_text
+from openenv_echo.tokenization import STRADDLE_ROLE, TaggedMessage, tokenize_offline
+from openenv_echo.tokenization.fragment_encoding import fragment_codec
+from openenv_echo.tokenization.offline import conversation_from_trajectory
+from openenv_echo.tokenization.rendered import encode_parts, render_parts
+from openenv_echo.tokenization.role_boundaries import _locate, token_roles
+from openenv_echo.tokenization.template import assistant_eot_text
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import Segment, context, env_output
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import TitoBuilder, collate, fragment_codec, tokenize_offline, tokenize_trajectory
-from openenv_echo.tokenize.offline import conversation_from_trajectory
-from openenv_echo.tokenize.rendered import render_parts
-from openenv_echo.tokenize.template import assistant_eot_text
+from openenv_echo.tokenization import TitoBuilder, collate, fragment_codec, tokenize_offline, tokenize_trajectory
+from openenv_echo.tokenization.offline import conversation_from_trajectory
+from openenv_echo.tokenization.rendered import render_parts
+from openenv_echo.tokenization.template import assistant_eot_text
 from openenv_echo.trajectory import Trajectory
 
 from .tokhelp import conversations, make_trajectory
@@ -128,7 +128,7 @@ def test_offline_properties(any_tok: Any, conv: dict[str, Any]) -> None:
 def test_collate_alignment_properties(
     toks: dict[str, Any], lengths: list[int], side: str, max_length: int | None, seed: int
 ) -> None:
-    from openenv_echo.tokenize import TokenizedTrajectory
+    from openenv_echo.tokenization import TokenizedTrajectory
 
     tok = toks["llama"]  # no pad token: padding falls back to eos (pad == eos)
     eos = tok.eos_token_id

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import (
+from openenv_echo.tokenization import (
     TitoBuilder,
     fragment_codec,
     tokenize_offline,
@@ -203,7 +203,7 @@ def test_stepwise_encodes_whole_runs(toks: dict[str, Any]) -> None:
     assert tito.role_text(tok, Role.ENV_OUTPUT) == "a.txt\n"
     # the observation's tokens in sequence 0 are those of the next prompt at the same place
     b = TitoBuilder(tok)  # only for the scaffold's generation prompt
-    from openenv_echo.tokenize.stepwise import StepwiseBuilder
+    from openenv_echo.tokenization.stepwise import StepwiseBuilder
 
     sb = StepwiseBuilder(tok)
     sb.start(traj.messages)

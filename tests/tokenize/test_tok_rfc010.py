@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import tokenize_trajectory
-from openenv_echo.tokenize.fragment import fragment_codec
-from openenv_echo.tokenize.rfc010 import (
+from openenv_echo.tokenization import tokenize_trajectory
+from openenv_echo.tokenization.fragment_encoding import fragment_codec
+from openenv_echo.tokenization.rfc010 import (
     Rfc010Trajectory,
     from_rfc010_masks,
     from_rfc010_trajectory,

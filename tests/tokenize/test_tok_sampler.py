@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import collate, read_jsonl, read_parquet, tokenize_trajectory, write_jsonl, write_parquet
-from openenv_echo.tokenize.fragment import fragment_codec
-from openenv_echo.tokenize.template import probe_template
+from openenv_echo.tokenization import collate, read_jsonl, read_parquet, tokenize_trajectory, write_jsonl, write_parquet
+from openenv_echo.tokenization.fragment_encoding import fragment_codec
+from openenv_echo.tokenization.template import probe_template
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import env_output
 

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import (
+from openenv_echo.tokenization import (
     StepwiseBuilder,
     fragment_codec,
     template_mode,
     tokenize_sequences,
     tokenize_stepwise,
 )
-from openenv_echo.tokenize.chat_templates import CHATML_TEMPLATE
+from openenv_echo.tokenization.chat_templates import CHATML_TEMPLATE
 from openenv_echo.trajectory import ChatMessage, ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import context, env_output, warning
 

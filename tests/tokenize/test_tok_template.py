@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from openenv_echo.tokenize import TemplateError, TemplateNotPrefixStable, TitoBuilder, probe_template, template
-from openenv_echo.tokenize.template import assistant_eot_text
+from openenv_echo.tokenization import TemplateError, TemplateNotPrefixStable, TitoBuilder, probe_template, template
+from openenv_echo.tokenization.template import assistant_eot_text
 
 from .tokhelp import texts
 

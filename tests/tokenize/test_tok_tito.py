@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import TitoBuilder, fragment_codec, tokenize_trajectory
-from openenv_echo.tokenize.observation_tokens import segment_tokens
+from openenv_echo.tokenization import TitoBuilder, fragment_codec, tokenize_trajectory
+from openenv_echo.tokenization.observation_tokens import segment_tokens
 from openenv_echo.tokenizer_identity import tokenizer_identity
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory
 from openenv_echo.wire import ObservationTokens, Segment, TokenizerIdentity, env_output, warning

@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openenv_echo.roles import Role
-from openenv_echo.tokenize import rendered
-from openenv_echo.tokenize.offline import conversation_from_trajectory
-from openenv_echo.tokenize.rendered import TaggedMessage
-from openenv_echo.tokenize.template import _template_text, assistant_eot_text
-from openenv_echo.tokenize.verbatim import content_guards, content_verbatim
+from openenv_echo.tokenization import rendered
+from openenv_echo.tokenization.offline import conversation_from_trajectory
+from openenv_echo.tokenization.rendered import TaggedMessage
+from openenv_echo.tokenization.template import _template_text, assistant_eot_text
+from openenv_echo.tokenization.verbatim import content_guards, content_verbatim
 from openenv_echo.wire import Segment
 
 from .tokhelp import conversations, make_trajectory

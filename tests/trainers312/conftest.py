@@ -15,6 +15,6 @@ if importlib.util.find_spec("skyrl") is None:
 
 @pytest.fixture(scope="session")
 def qwen_tokenizer() -> Any:
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     return build_tokenizer("qwen")

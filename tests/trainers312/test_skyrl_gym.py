@@ -13,7 +13,7 @@ from openenv_echo.adapters.rollouts import HFSampler
 from openenv_echo.adapters.skyrl.gym import ENV_ID, OpenEnvTextEnv, register_env, run_episodes
 from openenv_echo.roles import Role
 from openenv_echo.testing.recipes import tiny_causal_lm
-from openenv_echo.tokenize import TitoBuilder
+from openenv_echo.tokenization import TitoBuilder
 
 SYSTEM = [{"role": "system", "content": "Talk to the echo server."}]
 

@@ -53,7 +53,7 @@ def load_tokenizer(name: str | None) -> Any:
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(name)
-    from openenv_echo.tokenize import build_tokenizer
+    from openenv_echo.tokenization import build_tokenizer
 
     return build_tokenizer("qwen")
 

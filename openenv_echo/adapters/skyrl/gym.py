@@ -5,7 +5,7 @@ returns the first chat messages, ``step(action_text)`` returns ``{"observations"
 "metadata"}``. SkyRL's generator chat-templates the observation messages and trains none of their tokens, so the
 message ``content`` is the observation's text and every message also carries ``segments``: ``[{"role":
 "env_output" | "warning" | "context", "text": ...}, ...]``, the role of every character as the server emitted it.
-``openenv_echo.tokenize.TitoBuilder.add_observation`` takes such a message as is and yields per-token roles.
+``openenv_echo.tokenization.TitoBuilder.add_observation`` takes such a message as is and yields per-token roles.
 
 Register once, then make it like any skyrl-gym env (SkyRL's generator passes ``env_config`` and the dataset row's
 ``extras``)::
@@ -25,7 +25,7 @@ import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv
 
 from ...client import EnvClient, StepResult
-from ...tokenize import TitoBuilder
+from ...tokenization import TitoBuilder
 from ..rollouts import Rollout, Sampler, _eos_ids, _Episode, _finish
 
 ENV_ID = "openenv_echo"

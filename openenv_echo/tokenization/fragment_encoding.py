@@ -51,7 +51,7 @@ def backend_of(tokenizer: Any) -> Any:
     if hasattr(tokenizer, "encode_batch") and hasattr(tokenizer, "to_str"):
         return tokenizer
     raise TypeError(
-        f"{type(tokenizer).__name__} has no `backend_tokenizer`: openenv_echo.tokenize needs an HF *fast* "
+        f"{type(tokenizer).__name__} has no `backend_tokenizer`: openenv_echo.tokenization needs an HF *fast* "
         "tokenizer (transformers TokenizersBackend / PreTrainedTokenizerFast) or a tokenizers.Tokenizer"
     )
 
@@ -127,7 +127,7 @@ def piece_byte_lengths(
     -1: not fixed, e.g. the unknown token and ``not_fixed`` ids), the character the pre-tokenizer writes for a
     space ("" if none), and whether the table is *exact*: the pipeline rewrites text one character at a time and
     drops nothing (no normalizer; ByteLevel, Metaspace or plain splits; no subword affixes), so a run's ids add
-    up to its own byte length. None for other models. ``runs`` places role boundaries with it (RFC 0003 §7.3)."""
+    up to its own byte length. None for other models. ``role_boundaries`` places role boundaries with it (RFC 0003 §7.3)."""
     pre = _pre_kind(data.get("pre_tokenizer"))
     model = data.get("model") or {}
     vocab = model.get("vocab")

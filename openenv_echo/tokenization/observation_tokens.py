@@ -6,7 +6,7 @@ from typing import Any
 
 from ..tokenizer_identity import tokenizer_identity
 from ..wire import ObservationTokens, Segment
-from .fragment import fragment_codec
+from .fragment_encoding import fragment_codec
 
 
 def segment_tokens(tokenizer: Any, segments: list[Segment], name: str | None = None) -> ObservationTokens:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..roles import Role
-from .fragment import fragment_codec
+from .fragment_encoding import fragment_codec
 from .tokenized import TokenizedTrajectory
 
 SEGMENTATION = "segmentation"

@@ -15,7 +15,7 @@ are literal: the text is cut at the added tokens the template (and, in action te
 between them is encoded in one batched call (bodies and neighbouring scaffold text merge as in a full render),
 or the whole text in one encoding where that provably gives the same ids (``encode_whole``), and each token takes
 the role of the bytes it stands for (RFC 0003 §7.3: from per-id byte lengths, or from offsets,
-``runs.encode_runs``). A token whose bytes carry more than one role (BPE merged across a role boundary) gets
+``role_boundaries.encode_runs``). A token whose bytes carry more than one role (BPE merged across a role boundary) gets
 ``context`` and is counted in ``stats["straddled"]``.
 """
 
@@ -36,8 +36,8 @@ import numpy as np
 
 from ..roles import Role
 from ..wire import Segment
-from .fragment import FragmentCodec
-from .runs import EOT_CODE, encode_runs
+from .fragment_encoding import FragmentCodec
+from .role_boundaries import EOT_CODE, encode_runs
 from .template import _kwargs_key, _template_text, render, unused_marker
 from .verbatim import content_guards
 
@@ -309,7 +309,7 @@ def encode_parts(codec: FragmentCodec, parts: Parts, *, document_start: bool) ->
     encoding their runs; the rest as follows.
 
     The text is cut at the added tokens written in template (and action) text and at opaque parts; what lies
-    between is a literal run, encoded by ``runs.encode_runs``. A piece of template text between two bodies repeats
+    between is a literal run, encoded by ``role_boundaries.encode_runs``. A piece of template text between two bodies repeats
     every turn: its added tokens and the runs strictly between them (one role each) are looked up once per
     tokenizer (``_structure``), which is exact because an added token always ends a run."""
     text, croles, kinds = parts.text, parts.roles, parts.kinds
@@ -410,7 +410,7 @@ def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tu
     fixed length and together they spell the text's bytes, and every added token found lies in text where it
     is recognized (template text; a non-special one in action text): then the added tokens are exactly those
     the runs are cut at, and what lies between them is each run, encoded as ``encode_runs`` encodes it. Roles
-    follow from the byte lengths by the rule of ``runs.token_roles``."""
+    follow from the byte lengths by the rule of ``role_boundaries.token_roles``."""
     text, table = parts.text, codec.whole_bytes
     if table is None or not text or (codec.space_symbol and codec.space_symbol in text):
         return None
@@ -465,7 +465,7 @@ def encode_whole(codec: FragmentCodec, parts: Parts, document_start: bool) -> tu
         ok = (first == last) & ((k == SCAFFOLD) | ((k == ACTION_BODY) & ~codec.is_special[ids[added]]))
         if not ok.all():
             return None
-    # roles by the rule of runs.token_roles: the role of the token's bytes, context (counted) across a boundary
+    # roles by the rule of role_boundaries.token_roles: the role of the token's bytes, context (counted) across a boundary
     codes = np.concatenate([cr[:1], cr[r_at]])
     codes[codes == EOT_CODE] = Role.ACTION.code
     straddled = 0

@@ -33,7 +33,7 @@ from ..roles import Role
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import ChatMessage, ObservationRecord, Trajectory
 from ..wire import ObservationTokens, Segment
-from .fragment import backend_of, fragment_codec
+from .fragment_encoding import backend_of, fragment_codec
 from .rendered import Parts, TaggedMessage, encode_parts, render_parts
 from .template import TemplateNotPrefixStable, probe_template
 from .tokenized import TokenizedTrajectory, sequence_observation_count

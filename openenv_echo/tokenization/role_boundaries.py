@@ -4,7 +4,7 @@ A run is text between two added tokens of a rendering (``rendered.encode_parts``
 codes and it is encoded literally in one batched call. One rule gives every token its role (RFC 0003 §7.3): a
 token stands for UTF-8 bytes of the run, a byte has the role of the character it belongs to, and a token whose
 bytes carry more than one role is ``context`` (straddle, counted once per token). Which bytes a token stands
-for is found from per-id byte lengths where the tokenizer's pipeline allows it (``fragment.piece_byte_lengths``),
+for is found from per-id byte lengths where the tokenizer's pipeline allows it (``fragment_encoding.piece_byte_lengths``),
 else from the encoding's offsets (``token_roles``); both give the same ids, roles and straddle count
 (``tests/tokenize``).
 """
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..roles import Role
-from .fragment import FragmentCodec
+from .fragment_encoding import FragmentCodec
 
 EOT_CODE = 4
 """Character code of the template's end-of-turn text right after action content: ``action`` (the model emits

@@ -29,7 +29,7 @@ from ..roles import Role
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import ChatMessage, Trajectory
 from ..wire import Segment
-from .fragment import fragment_codec
+from .fragment_encoding import fragment_codec
 from .rendered import Parts, TaggedMessage, encode_parts, render_parts
 from .template import assistant_eot_text
 from .tito import _check_segments, action_text, chat_messages, observation_parts

@@ -8,7 +8,7 @@ who wrote each character) and tokenized as the tokenizer tokenizes the rendering
 characters are aligned with ``difflib`` and ``stats["content_rewritten"]`` is set.
 
 **Straddle policy.** A token's role is that of the UTF-8 bytes it stands for (the byte pieces of an unknown span
-divide its bytes; RFC 0003 §7.3, ``runs.token_roles``). A token whose bytes carry more than one role (BPE merged
+divide its bytes; RFC 0003 §7.3, ``role_boundaries.token_roles``). A token whose bytes carry more than one role (BPE merged
 across a role boundary, e.g. a body's trailing newline with the template's newline) gets role ``context`` – the
 conservative choice, as ``context`` is never a loss target – and is counted once in ``stats["straddled"]``.
 Characters not covered by any token's offsets (trimmed whitespace) count for both neighbouring tokens. A control
@@ -28,7 +28,7 @@ from ..roles import Role
 from ..tokenizer_identity import tokenizer_identity
 from ..trajectory import Trajectory
 from ..wire import Segment
-from .fragment import fragment_codec
+from .fragment_encoding import fragment_codec
 from .rendered import TaggedMessage, encode_parts, render_parts
 from .template import assistant_eot_text
 from .tito import action_text as _action_text

@@ -1,6 +1,6 @@
 """``show``: look at tokenized trajectories in the terminal, colored by role, with per-role token counts.
 
-Accepts a tokenized export (``.jsonl`` / ``.parquet`` from ``openenv_echo.tokenize.export``) or a trajectory
+Accepts a tokenized export (``.jsonl`` / ``.parquet`` from ``openenv_echo.tokenization.export``) or a trajectory
 JSONL (``TrajectoryWriter``) plus a tokenizer; writes the same view as a standalone HTML file on request.
 """
 
@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..printing import ROLE_STYLES, has_colour, legend, make_console, write_segments
 from ..roles import Role
+from ..terminal_output import ROLE_STYLES, has_colour, legend, make_console, write_segments
 from ..tokenizer_identity import tokenizer_fingerprint
 from .tokenized import TokenizedTrajectory
 
@@ -36,7 +36,7 @@ def _first_record(path: Path) -> dict[str, Any]:
 def _resolve_tokenizer(tokenizer: Any) -> Any:
     if tokenizer is None or not isinstance(tokenizer, (str, os.PathLike)):
         return tokenizer
-    from .local import load_tokenizer
+    from .local_tokenizers import load_tokenizer
 
     return load_tokenizer(tokenizer)
 
@@ -98,7 +98,7 @@ def load_for_show(
 
 def role_runs(tt: TokenizedTrajectory, tokenizer: Any) -> list[tuple[Role, str]]:
     """Runs of same-role tokens, each decoded together: ``(role, text)``."""
-    from .fragment import fragment_codec
+    from .fragment_encoding import fragment_codec
 
     codec = fragment_codec(tokenizer)
     ids, roles = tt.input_ids.tolist(), tt.role_ids.tolist()

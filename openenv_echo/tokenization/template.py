@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .fragment import backend_of, fragment_codec
+from .fragment_encoding import backend_of, fragment_codec
 
 _PUA = "\ue000"
 _LOCK = threading.Lock()

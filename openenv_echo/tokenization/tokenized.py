@@ -132,7 +132,7 @@ class TokenizedTrajectory:
 
     def role_text(self, tokenizer: Any, role: Role | str) -> str:
         """The tokens of ``role`` decoded in order, as one fragment (special tokens kept)."""
-        from .fragment import fragment_codec
+        from .fragment_encoding import fragment_codec
 
         ids = self.input_ids[self.role_ids == Role(role).code]
         return fragment_codec(tokenizer).decode(ids.tolist())

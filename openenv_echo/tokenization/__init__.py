@@ -15,8 +15,8 @@ tokenizers, torch and pyarrow are imported when used.
 from ..roles import OBSERVATION_ROLES
 from .compare import AssemblyComparison, Difference, compare_assemblies
 from .export import read_jsonl, read_parquet, read_tokenized, write_jsonl, write_parquet
-from .fragment import FragmentCodec, fragment_codec
-from .local import FAMILIES, build_tokenizer, load_tokenizer
+from .fragment_encoding import FragmentCodec, fragment_codec
+from .local_tokenizers import FAMILIES, build_tokenizer, load_tokenizer
 from .modes import tokenize_sequences
 from .observation_tokens import segment_tokens
 from .offline import STRADDLE_ROLE, conversation_from_trajectory, tokenize_offline
