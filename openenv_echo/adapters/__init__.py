@@ -5,18 +5,18 @@
 * ``openenv_echo.adapters.trl``     – ``EchoGRPOTrainer`` (``pip install openenv-echo[trl]``)
 * ``openenv_echo.adapters.torchrl`` – ``EchoGRPOLoss`` (``[torchrl]``)
 * ``openenv_echo.adapters.tinker``  – ``build_datums`` / ``echo_step`` / ``echo_custom_loss`` (``[tinker]``)
-* ``openenv_echo.adapters.skyrl``   – ``compute_world_loss`` / ``add_world_masks`` (pure torch; SkyRL optional)
+* ``openenv_echo.adapters.skyrl``   – the SkyRL folder below; the package itself holds only ``ROLE_KEY`` (no SkyRL import)
 * ``openenv_echo.adapters.verifiers`` – ``EchoEnv``, a verifiers environment for prime-rl (``[verifiers]``, own venv)
 * ``openenv_echo.adapters.prime_rl``  – token roles, the ``ce`` stream and the echo filter on verifiers traces
 
 Python >= 3.12 with ``pip install openenv-echo[skyrl]`` (SkyRL 0.4; ``make setup-trainers`` builds it), in the
-SkyRL folder:
+SkyRL folder (one seam: a policy loss registered in SkyRL, its world weights from the generator's per-token roles):
 
 * ``openenv_echo.adapters.skyrl.loss``      – ``register_echo_policy_loss`` (SkyRL's ``PolicyLossRegistry``),
   ``world_weights``, ``EchoPolicyWorkerMixin``
 * ``openenv_echo.adapters.skyrl.gym``       – ``OpenEnvTextEnv``: any server as a skyrl-gym text env, ``run_episodes``
 * ``openenv_echo.adapters.skyrl.config``    – ``EchoAlgorithmConfig`` / ``EchoSkyRLTrainConfig``: λ, the role
-  coefficients and the env server as SkyRL config overrides, ``validate_echo_cfg``
+  coefficients and the env server as SkyRL config overrides, ``validate_echo_cfg``, ``config_from_skyrl``
 * ``openenv_echo.adapters.skyrl.entry``     – SkyRL's entrypoint with ECHO (``python -m`` it, or SkyRL's
   ``trainer.override_entrypoint``): ``main``, ``EchoPPOExp``
 * ``openenv_echo.adapters.skyrl.generator`` – ``EchoGymGenerator``: SkyRL's generator with per-token roles

@@ -7,7 +7,7 @@ with ``rollout_from_tokenized``. Trainer libraries are imported only by the conv
 * ``to_trl`` — a TRL ``rollout_func`` result (``env_mask`` = TRL's tool mask: 1 on action tokens only);
 * ``to_loss_weights`` — prime-rl/verifiers-style named per-token loss-weight streams (``rl``, ``ce``);
 * ``to_tinker_datums`` — ``tinker.types.Datum``s for ``echo_custom_loss`` (next-token aligned);
-* ``to_skyrl`` — a SkyRL ``GeneratorOutput`` dict with the world masks;
+* ``to_skyrl`` — a SkyRL ``GeneratorOutput`` dict with the per-token roles;
 * ``to_hf_dataset`` — a Hugging Face ``datasets.Dataset`` with the schema ``HF_FEATURES``.
 """
 
@@ -112,13 +112,14 @@ def to_tinker_datums(
     return build_custom_datums(ids, roles, list(advantages), lps, cfg, step=step, obs_count=obs)
 
 
-def to_skyrl(rollouts: Sequence[Rollout], cfg: EchoConfig) -> dict[str, Any]:
+def to_skyrl(rollouts: Sequence[Rollout]) -> dict[str, Any]:
     """A SkyRL ``GeneratorOutput`` (``prompt_token_ids``, ``response_ids``, ``rewards``, ``loss_masks`` = 1 on
-    action tokens, ``stop_reasons``, ``rollout_logprobs``) with the world masks of
-    ``openenv_echo.adapters.skyrl.add_world_masks``."""
-    from .skyrl import add_world_masks
+    action tokens, ``stop_reasons``, ``rollout_logprobs``) with each response token's role code under
+    ``openenv_echo.adapters.skyrl.ROLE_KEY``: what ``EchoGymGenerator`` returns and ``EchoPPOTrainer`` turns into
+    the world weights of SkyRL's ``echo_<base>`` policy loss."""
+    from .skyrl import ROLE_KEY
 
-    out = {
+    return {
         "prompt_token_ids": [list(r.prompt_ids) for r in rollouts],
         "response_ids": [list(r.completion_ids) for r in rollouts],
         "rewards": [float(r.reward) for r in rollouts],
@@ -126,8 +127,8 @@ def to_skyrl(rollouts: Sequence[Rollout], cfg: EchoConfig) -> dict[str, Any]:
         "stop_reasons": ["length" if r.truncated else "stop" for r in rollouts],
         "rollout_metrics": None,
         "rollout_logprobs": [list(r.logprobs) for r in rollouts],
+        ROLE_KEY: [list(r.role_ids) for r in rollouts],
     }
-    return add_world_masks(out, [r.role_ids for r in rollouts], cfg)
 
 
 def to_hf_dataset(rollouts: Sequence[Rollout]) -> Any:

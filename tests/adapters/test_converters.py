@@ -104,15 +104,15 @@ def test_to_tinker_datums_are_real_datums_on_shifted_targets(rollouts: list[Roll
 
 
 def test_to_skyrl_generator_output(rollouts: list[Rollout]) -> None:
-    from openenv_echo.adapters.skyrl import world_training_tensors
+    # the world weights SkyRL's trainer makes from this output: tests/trainers312/test_skyrl_world_weights.py
+    from openenv_echo.adapters.skyrl import ROLE_KEY
 
-    out = to_skyrl(rollouts, CFG)
-    assert [len(x) for x in out["response_ids"]] == [len(x) for x in out["world_loss_masks"]]
-    for r, lm, wm in zip(rollouts, out["loss_masks"], out["world_loss_masks"], strict=True):
-        assert lm == [int(x == A) for x in r.role_ids] and wm == [int(x == E) for x in r.role_ids]
-    t = world_training_tensors(out, num_rows=6)
-    assert t["world_loss_mask"].shape == (6, max(len(x) for x in out["response_ids"]))
-    assert t["world_loss_mask"][4:].sum() == 0
+    out = to_skyrl(rollouts)
+    assert out["response_ids"] == [r.completion_ids for r in rollouts]
+    assert out[ROLE_KEY] == [r.role_ids for r in rollouts] and E in out[ROLE_KEY][0]
+    for r, lm in zip(rollouts, out["loss_masks"], strict=True):  # SkyRL's policy term: action tokens only
+        assert lm == [int(x == A) for x in r.role_ids]
+    assert out["rollout_logprobs"] == [r.logprobs for r in rollouts]
 
 
 def test_to_hf_dataset_schema_and_round_trip(rollouts: list[Rollout], tmp_path: Any) -> None:

@@ -55,8 +55,8 @@ def test_load_adapter_names_and_errors() -> None:
             load_adapter("skyrl_loss")
     import openenv_echo.adapters.skyrl as skyrl
 
-    assert load_adapter("skyrl") is skyrl  # the named module itself, its world loss callable
-    assert callable(skyrl.compute_world_loss)
+    assert load_adapter("skyrl") is skyrl  # the named module itself: the SkyRL folder, pure
+    assert skyrl.ROLE_KEY == "echo_response_role_ids"  # the generator-output key converters write without SkyRL
     assert callable(load_adapter("prime_rl").keep_world_targets)  # prime-rl's side imports without verifiers
 
 

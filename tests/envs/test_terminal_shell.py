@@ -366,3 +366,44 @@ def test_a_pipe_carries_lines_as_bash_does(sh, stage):
     line = f"{_PIPE_TEXT} | {stage}"
     bash = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=True).stdout
     assert sh.run(line).output == bash
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "false; echo $?",
+        "true; echo $?",
+        "false || echo $?",
+        "false && echo a; echo $?",
+        "true && false; echo $?",
+        "false; true; echo $?",
+        "false; echo $? $?",
+        "false; echo ${?}; echo $?",
+        'false; echo "status $?"',
+        "true | false; echo $?",
+        "false | true; echo $?",
+        "false; echo $? | cat",
+        "false; A=$?; echo $A",
+        "ls /nonexistent; echo $?",
+        "cat /nonexistent; echo $?",
+        "cat /nonexistent 2>/dev/null || echo failed $?",
+        "grep -q root /etc/passwd; echo $?",
+        "grep -q no-such-user-here /etc/passwd; echo $?",
+        "A=x; echo $A; A=y; echo $A",
+        "cd /tmp; echo $PWD; cd /; echo $PWD",
+    ],
+)
+def test_expansions_see_the_earlier_commands_of_the_line_as_bash_does(sh, line):
+    # bash expands each command's words when that command runs: $? is the status of the one before it
+    import subprocess
+
+    bash = subprocess.run(["bash", "-c", line], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd="/")
+    assert sh.run(line).output == bash.stdout
+
+
+def test_status_of_a_missing_command_and_across_steps(sh):
+    assert sh.run("nosuchcmd; echo $?").output == "bash: nosuchcmd: command not found\n127\n"
+    sh.run("false")
+    assert sh.run("echo $?").output == "1\n"  # the last step's status, as in an interactive shell
+    assert sh.run('echo $UNSET x; echo "$UNSET" x').output == "x\n x\n"  # unquoted: no word; quoted: an empty one
+    assert sh.run("echo $UNSET# not a comment").output == "# not a comment\n"

@@ -124,14 +124,21 @@ class ShellResult:
 
 @dataclass
 class Word:
-    text: str
-    pattern: str | None = None  # glob pattern when the word has unquoted * ? [
+    """A word as lexed, not yet expanded: bash expands each command's words when that command runs, so ``$?``,
+    ``$PWD`` and variables see what the earlier commands of the same line did (``false; echo $?`` prints 1).
+
+    ``parts``: ``("raw", text)`` unquoted literal text (its ``* ? [`` glob), ``("lit", text)`` quoted or escaped
+    text, ``("var", name)`` a ``$name``/``${name}`` reference, ``("home", "")`` a leading ``~``. ``elidable``: the word
+    is only unquoted references, so it disappears when they expand to nothing (``echo $UNSET``)."""
+
+    parts: tuple[tuple[str, str], ...]
+    elidable: bool = False
 
 
 @dataclass
 class Redirect:
     op: str  # > >> 2> 2>> &> &>> < 2>&1 >&2
-    target: str | None
+    target: Word | None
 
 
 @dataclass
@@ -146,33 +153,28 @@ _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GLOB_QUOTE = str.maketrans({c: f"[{c}]" for c in "*?["})  # literal text inside a glob pattern
 
 
-def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None = None) -> list[Word | str]:
-    """Split a command line into words (expanded) and operator strings, like bash's lexer + expansions.
-
-    Every expansion is charged to ``work`` (bytes) before it is appended, so ``$A$A$A...`` cannot build a huge line.
+def tokenize(line: str) -> list[Word | str]:
+    """Split a command line into words and operator strings, like bash's lexer. Expansions are left in the words
+    (``expand_word`` does them when the command runs); malformed ones are syntax errors here, before anything runs.
     """
-    work = work or Work(1 << 62, 1 << 62)
     toks: list[Word | str] = []
-    buf: list[str] = []
-    pat: list[str] = []
-    in_word = False
-    has_glob = False
+    parts: list[tuple[str, str]] = []
+    in_word = False  # something other than an unquoted reference: the word exists even if it expands to ""
     i, n = 0, len(line)
 
     def flush() -> None:
-        nonlocal buf, pat, in_word, has_glob
-        if in_word:
-            toks.append(Word("".join(buf), "".join(pat) if has_glob else None))
-        buf, pat, in_word, has_glob = [], [], False, False
+        nonlocal parts, in_word
+        if in_word or parts:
+            toks.append(Word(tuple(parts), elidable=not in_word))
+        parts, in_word = [], False
 
-    def lit(s: str) -> None:  # quoted text: no globbing
+    def lit(s: str, kind: str = "lit") -> None:  # quoted text: no globbing
         nonlocal in_word
         in_word = True
-        buf.append(s)
-        pat.append(s.translate(_GLOB_QUOTE))
+        parts.append((kind, s))
 
-    def expand(j: int) -> tuple[str, int]:
-        """Expand ``$...`` at ``line[j] == '$'``; returns (value, next index)."""
+    def expand(j: int) -> tuple[tuple[str, str], int]:
+        """The reference ``$...`` at ``line[j] == '$'``; returns (part, next index)."""
         if j + 1 < n and line[j + 1] == "(":
             raise Refused("command substitution $(...) is not supported in this sandbox shell")
         if j + 1 < n and line[j + 1] == "{":
@@ -182,22 +184,19 @@ def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None
             name = line[j + 2 : end]
             if not _VAR.fullmatch(name) and name not in ("?", "$"):
                 raise SyntaxErr(f"bash: ${{{name}}}: bad substitution")
-            value, nxt = _var(name, env, last_status), end + 1
-        elif j + 1 < n and line[j + 1] in "?$#0123456789":
-            value, nxt = _var(line[j + 1], env, last_status), j + 2
-        elif m := _VAR.match(line, j + 1):
-            value, nxt = env.get(m.group(0), ""), m.end()
-        else:
-            return "$", j + 1
-        work.charge(1, 2 * len(value))  # the value is copied twice: into the word and into its glob pattern
-        return value, nxt
+            return ("var", name), end + 1
+        if j + 1 < n and line[j + 1] in "?$#0123456789":
+            return ("var", line[j + 1]), j + 2
+        if m := _VAR.match(line, j + 1):
+            return ("var", m.group(0)), m.end()
+        return ("lit", "$"), j + 1
 
     while i < n:
         c = line[i]
         if c in " \t":
             flush()
             i += 1
-        elif c == "#" and not in_word:
+        elif c == "#" and not in_word and not parts:
             break
         elif c == "\\":
             if i + 1 < n and line[i + 1] != "\n":
@@ -224,8 +223,8 @@ def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None
                 elif d == "`":
                     raise Refused("command substitution `...` is not supported in this sandbox shell")
                 elif d == "$":
-                    val, j = expand(j)
-                    lit(val)
+                    part, j = expand(j)
+                    lit(part[1], part[0])
                 else:
                     lit(d)
                     j += 1
@@ -235,18 +234,18 @@ def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None
         elif c == "`":
             raise Refused("command substitution `...` is not supported in this sandbox shell")
         elif c == "$":
-            val, i = expand(i)
-            if val:
-                in_word = True
-                buf.append(val)
-                pat.append(val.translate(_GLOB_QUOTE))
-        elif c == "~" and not in_word and (i + 1 == n or line[i + 1] in "/ \t;|&"):
-            lit(env.get("HOME", "/root"))
+            part, i = expand(i)
+            if part[0] == "var":
+                parts.append(part)  # an unquoted reference alone does not make a word
+            else:
+                lit(part[1])
+        elif c == "~" and not in_word and not parts and (i + 1 == n or line[i + 1] in "/ \t;|&"):
+            lit("", "home")
             i += 1
         elif c in "|&;<>()\n":
-            if c in "<>" and in_word and not has_glob and "".join(buf) in ("1", "2") and len(pat) == 1:
-                fd = buf[0]
-                buf, pat, in_word = [], [], False
+            if c in "<>" and len(parts) == 1 and parts[0] in (("raw", "1"), ("raw", "2")):
+                fd = parts[0][1]
+                parts, in_word = [], False
                 if line.startswith(">&1", i) and fd == "2":
                     toks.append("2>&1")
                     i += 3
@@ -265,14 +264,36 @@ def tokenize(line: str, env: dict[str, str], last_status: int, work: Work | None
             toks.append(op)
             i += len(op)
         else:
-            in_word = True
-            buf.append(c)
-            pat.append(c)
-            if c in "*?[":
-                has_glob = True
+            lit(c, "raw")
             i += 1
     flush()
     return toks
+
+
+def expand_word(word: Word, env: dict[str, str], last_status: int, work: Work) -> tuple[str, str | None] | None:
+    """``(text, glob pattern or None)`` of ``word`` in ``env`` with ``$?`` = ``last_status``; None when an elidable
+    word expands to nothing. Each value is charged to ``work`` before it is copied, so ``$A$A$A...`` cannot build a
+    huge line; a value never globs (no word splitting either: one word stays one word)."""
+    text: list[str] = []
+    pat: list[str] = []
+    has_glob = False
+    for kind, s in word.parts:
+        if kind == "raw":
+            text.append(s)
+            pat.append(s)
+            has_glob = has_glob or any(ch in s for ch in "*?[")
+            continue
+        if kind == "var":
+            s = _var(s, env, last_status)
+            work.charge(1, 2 * len(s))  # the value is copied twice: into the word and into its glob pattern
+        elif kind == "home":
+            s = env.get("HOME", "/root")
+        text.append(s)
+        pat.append(s.translate(_GLOB_QUOTE))
+    value = "".join(text)
+    if word.elidable and not value:
+        return None
+    return value, "".join(pat) if has_glob else None
 
 
 def _var(name: str, env: dict[str, str], last_status: int) -> str:
@@ -325,7 +346,7 @@ def parse(toks: list[Word | str]) -> list[tuple[str, list[Command]]]:
                 raise unexpected(nxt)
             if cur is None:
                 cur = Command([], [])
-            cur.redirects.append(Redirect(t, nxt.text))
+            cur.redirects.append(Redirect(t, nxt))
             i += 2
             continue
         if t in ("2>&1", ">&2"):
@@ -463,7 +484,7 @@ class Shell:
             self.history.append(line)
         try:
             try:
-                items = parse(tokenize(line, {**self.env, "PWD": self.cwd}, self.last_status, self.work))
+                items = parse(tokenize(line))
             except SyntaxErr as e:
                 self.term.write(str(e) + "\n")
                 status = 2
@@ -507,15 +528,28 @@ class Shell:
             )
         return ShellResult(output=out, notices=notices, exit_code=status, truncated=self.term.truncated)
 
-    def _expand(self, words: list[Word]) -> list[str]:
+    def _expand(self, words: list[Word], env: dict[str, str]) -> list[str]:
+        """A command's argv: its words expanded now (variables, then pathname globs), as bash does per command."""
         argv: list[str] = []
         for w in words:
-            if w.pattern is not None:
-                matches = glob(self, w.pattern)
-                argv.extend(matches if matches else [w.text])
+            expanded = expand_word(w, env, self.last_status, self.work)
+            if expanded is None:
+                continue
+            text, pattern = expanded
+            if pattern is not None:
+                matches = glob(self, pattern)
+                argv.extend(matches if matches else [text])
             else:
-                argv.append(w.text)
+                argv.append(text)
         return argv
+
+    def _redirects(self, redirects: list[Redirect], env: dict[str, str]) -> list[tuple[str, str | None]]:
+        """``(op, target)`` with each target word expanded (never globbed); one that expands to nothing is ``""``."""
+        out: list[tuple[str, str | None]] = []
+        for r in redirects:
+            expanded = None if r.target is None else expand_word(r.target, env, self.last_status, self.work)
+            out.append((r.op, None if r.target is None else (expanded[0] if expanded else "")))
+        return out
 
     def _assign(self, name: str, value: str) -> None:
         size = sum(len(k) + len(v) for k, v in self.env.items() if k != name) + len(name) + len(value)
@@ -527,15 +561,16 @@ class Shell:
         stdin: Iterator[str] | None = None
         holders: list[list[int | None]] = []
         last = len(cmds) - 1
+        env = {**self.env, "PWD": self.cwd}  # every stage of a pipeline sees the state before it starts
         for idx, c in enumerate(cmds):
-            argv = self._expand(c.words)
+            argv = self._expand(c.words, env)
             while argv and "=" in argv[0] and _VAR.fullmatch(argv[0].split("=", 1)[0]):
                 name, _, value = argv.pop(0).partition("=")
                 if not argv and len(cmds) == 1:
                     self._assign(name, value)
             holder: list[int | None] = [None]
             holders.append(holder)
-            stdin = self._stage(argv, c.redirects, stdin, holder, isatty=idx == last)
+            stdin = self._stage(argv, self._redirects(c.redirects, env), stdin, holder, isatty=idx == last)
         assert stdin is not None
         for chunk in stdin:
             self.work.charge(1, len(chunk))
@@ -545,7 +580,7 @@ class Shell:
     def _stage(
         self,
         argv: list[str],
-        redirects: list[Redirect],
+        redirects: list[tuple[str, str | None]],
         stdin: Iterator[str] | None,
         holder: list[int | None],
         isatty: bool,
@@ -553,28 +588,27 @@ class Shell:
         """Build the lazy output iterator of one pipeline stage (nothing runs until it is iterated)."""
         shell = self
         err_mode, out_mode = "term", "pipe"
-        for r in redirects:
-            if r.op == "<":
-                _path, node, errno = self.lookup(r.target or "")
+        for op, target in redirects:
+            if op == "<":
+                _path, node, errno = self.lookup(target or "")
                 if node is None or isinstance(node, Dir):
                     msg = errno or "Is a directory"
-                    return _failing(self, holder, f"bash: {r.target}: {msg}\n")
+                    return _failing(self, holder, f"bash: {target}: {msg}\n")
                 assert isinstance(node, File)
                 stdin = _file_lines(self, node)
-            elif r.op == "2>&1":
+            elif op == "2>&1":
                 err_mode = "out"
-            elif r.op == ">&2":
+            elif op == ">&2":
                 out_mode = "err"
-            elif r.target is not None and self.abspath(r.target) == "/dev/null":
-                if r.op in ("2>", "2>>"):
+            elif target is not None and self.abspath(target) == "/dev/null":
+                if op in ("2>", "2>>"):
                     err_mode = "null"
-                elif r.op in ("&>", "&>>"):
+                elif op in ("&>", "&>>"):
                     err_mode, out_mode = "null", "null"
                 else:
                     out_mode = "null"
             else:
-                target = r.target or ""
-                return _failing(self, holder, f"bash: {target}: Read-only file system\n")
+                return _failing(self, holder, f"bash: {target or ''}: Read-only file system\n")
         pending: list[str] = []
 
         def to_pending(text: str) -> None:

@@ -17,6 +17,7 @@ off-policy correction). The entrypoint that uses it is ``openenv_echo.adapters.s
 # no `from __future__ import annotations`: SkyRL builds nested configs from the dataclass field types
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,6 @@ from skyrl.train.config.config import (
 
 from ...objective import EchoConfig
 from ...roles import Role
-from .aux_hooks import config_from_skyrl
 from .gym import ENV_ID
 from .loss import base_loss, register_echo_policy_loss
 
@@ -96,6 +96,52 @@ class EchoSkyRLTrainConfig(SkyRLTrainConfig):  # type: ignore[misc]
     environment: EchoEnvironmentConfig = field(default_factory=EchoEnvironmentConfig)
 
 
+def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
+    """An ``EchoConfig`` from the reference implementation's algorithm settings (``world_model_coeff``,
+    ``world_loss_normalization`` ∈ {selected_tokens, full_observation_tokens}, ``loss_reduction``,
+    ``max_seq_len``, ``world_loss_target``, ``world_model_coeff_schedule`` and its fields, ``wm_filter_*``)."""
+    a = dict(algorithm)
+    reduction = a.get("loss_reduction", "token_mean")
+    norm = {"token_mean": "token_mean", "sequence_mean": "sequence_mean", "seq_mean_token_sum_norm": "constant"}.get(
+        reduction
+    )
+    if norm is None:
+        raise ValueError(f"unknown SkyRL loss_reduction {reduction!r}")
+    seq = {"selected_tokens": "selected", "full_observation_tokens": "full_observation"}[
+        a.get("world_loss_normalization", "selected_tokens")
+    ]
+    schedule: dict[str, Any] = {"kind": "constant"}
+    kind = a.get("world_model_coeff_schedule", "constant")
+    if kind == "linear_decay":
+        schedule = {
+            "kind": "linear_decay",
+            "end_coeff": a["world_model_coeff_end"],
+            "decay_steps": a["total_training_steps"],
+        }
+    elif kind == "step_decay":
+        schedule = {
+            "kind": "step",
+            "boundaries": list(a["world_model_coeff_steps"]),
+            "values": list(a["world_model_coeff_values"]),
+        }
+    return EchoConfig.model_validate(  # validated (strings to literals, dicts to sub-models) like the constructor
+        {
+            "world_model_coeff": float(a.get("world_model_coeff", 0.0)),
+            "world_loss_target": a.get("world_loss_target", "env_only"),  # the reference's words are ours
+            "normalization": norm,
+            "sequence_denominator": seq,
+            "constant_denominator": a.get("max_seq_len") if norm == "constant" else None,
+            "schedule": schedule,
+            "filters": {
+                "min_valid_tool_call_share": a.get("wm_filter_min_valid_tool_call_pct"),
+                "min_parse_clean_share": a.get("wm_filter_min_parse_clean_pct"),
+                "min_correct_share": a.get("wm_filter_min_correct_pct"),
+            },
+            "env_temperature": "rollout",  # SkyRL scores the log-probs at the sampling temperature
+        }
+    )
+
+
 def echo_config(algorithm: Any) -> EchoConfig:
     """The ``EchoConfig`` of an ``EchoAlgorithmConfig`` (SkyRL's ``loss_reduction`` and ``max_seq_len``
     give the normalization, as in the reference implementation; the rollout's temperature is the env's)."""
@@ -143,6 +189,7 @@ __all__ = [
     "EchoSkyRLTrainConfig",
     "EchoTrainerConfig",
     "OpenEnvEchoEnvConfig",
+    "config_from_skyrl",
     "echo_config",
     "validate_echo_cfg",
 ]

@@ -26,9 +26,7 @@ from typing import Any
 from skyrl.train.generators.skyrl_gym_generator import SkyRLGymGenerator, TrajectoryOutput
 
 from ...roles import Role
-
-ROLE_KEY = "echo_response_role_ids"
-"""``GeneratorOutput`` key: per response, the role code of each response token."""
+from . import ROLE_KEY
 
 _OBSERVATIONS: ContextVar[list[tuple[list[int], list[int]]] | None] = ContextVar("echo_observations", default=None)
 
