@@ -48,6 +48,15 @@ class EchoAlgorithmConfig(AlgorithmConfig):  # type: ignore[misc]
     """Per-role multipliers of λ for the selected roles, e.g. ``{env_output: 1.0, warning: 0.5}`` (default 1.0)."""
     world_loss_normalization: str = "selected_tokens"
     """``sequence_mean`` only: ``selected_tokens`` (n_i) or ``full_observation_tokens`` (|O_i|, the paper's |O|)."""
+    wm_filter_min_correct_pct: float | None = None
+    """θ of the correctness filter (world term only): per prompt group keep every correct rollout and at most
+    ``floor(n_correct·(1-θ)/θ)`` incorrect ones; correct = the response's reward > 0 (SkyRL's pass@n rule)."""
+    wm_filter_min_valid_tool_call_pct: float | None = None
+    """Refused (``config_from_skyrl``): SkyRL's generator output carries no per-turn tool-call validity."""
+    wm_filter_min_parse_clean_pct: float | None = None
+    """Refused (``config_from_skyrl``): SkyRL's generator output carries no per-turn parse errors."""
+    keep_zero_variance_env: bool = True
+    """False: a prompt group whose rewards are all equal gets no world term (its policy term is SkyRL's)."""
 
 
 @dataclass
@@ -96,11 +105,26 @@ class EchoSkyRLTrainConfig(SkyRLTrainConfig):  # type: ignore[misc]
     environment: EchoEnvironmentConfig = field(default_factory=EchoEnvironmentConfig)
 
 
+UNSUPPORTED_FILTERS = {
+    "wm_filter_min_valid_tool_call_pct": "per-turn tool-call validity",
+    "wm_filter_min_parse_clean_pct": "per-turn parse errors and format violations",
+}
+"""The reference implementation's rollout filters the SkyRL seam refuses, and the statistic SkyRL does not carry."""
+
+
 def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
     """An ``EchoConfig`` from the reference implementation's algorithm settings (``world_model_coeff``,
     ``world_loss_normalization`` ∈ {selected_tokens, full_observation_tokens}, ``loss_reduction``,
-    ``max_seq_len``, ``world_loss_target``, ``world_model_coeff_schedule`` and its fields, ``wm_filter_*``)."""
+    ``max_seq_len``, ``world_loss_target``, ``world_model_coeff_schedule`` and its fields,
+    ``wm_filter_min_correct_pct``, ``keep_zero_variance_env``). The filters on statistics SkyRL's generator output
+    does not hold (``UNSUPPORTED_FILTERS``) are refused with a ValueError, never ignored."""
     a = dict(algorithm)
+    for key, stat in UNSUPPORTED_FILTERS.items():
+        if a.get(key) is not None:
+            raise ValueError(
+                f"{key}={a[key]!r} is not supported on SkyRL: its generator output carries no {stat}; "
+                "unset it (wm_filter_min_correct_pct and keep_zero_variance_env=false are supported)"
+            )
     reduction = a.get("loss_reduction", "token_mean")
     norm = {"token_mean": "token_mean", "sequence_mean": "sequence_mean", "seq_mean_token_sum_norm": "constant"}.get(
         reduction
@@ -132,11 +156,8 @@ def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
             "sequence_denominator": seq,
             "constant_denominator": a.get("max_seq_len") if norm == "constant" else None,
             "schedule": schedule,
-            "filters": {
-                "min_valid_tool_call_share": a.get("wm_filter_min_valid_tool_call_pct"),
-                "min_parse_clean_share": a.get("wm_filter_min_parse_clean_pct"),
-                "min_correct_share": a.get("wm_filter_min_correct_pct"),
-            },
+            "filters": {"min_correct_share": a.get("wm_filter_min_correct_pct")},
+            "keep_zero_variance_env": bool(a.get("keep_zero_variance_env", True)),
             "env_temperature": "rollout",  # SkyRL scores the log-probs at the sampling temperature
         }
     )
@@ -144,14 +165,20 @@ def config_from_skyrl(algorithm: Mapping[str, Any]) -> EchoConfig:
 
 def echo_config(algorithm: Any) -> EchoConfig:
     """The ``EchoConfig`` of an ``EchoAlgorithmConfig`` (SkyRL's ``loss_reduction`` and ``max_seq_len``
-    give the normalization, as in the reference implementation; the rollout's temperature is the env's)."""
-    settings = {
-        "world_model_coeff": algorithm.world_model_coeff,
-        "world_loss_target": algorithm.world_loss_target,
-        "world_loss_normalization": algorithm.world_loss_normalization,
-        "loss_reduction": algorithm.loss_reduction,
-        "max_seq_len": algorithm.max_seq_len,
-    }
+    give the normalization, as in the reference implementation; the rollout's temperature is the env's; the
+    rollout filters are ``config_from_skyrl``'s, unsupported ones refused)."""
+    names = (
+        "world_model_coeff",
+        "world_loss_target",
+        "world_loss_normalization",
+        "loss_reduction",
+        "max_seq_len",
+        "wm_filter_min_correct_pct",
+        "wm_filter_min_valid_tool_call_pct",
+        "wm_filter_min_parse_clean_pct",
+        "keep_zero_variance_env",
+    )
+    settings = {k: getattr(algorithm, k) for k in names}
     cfg = config_from_skyrl(settings)
     if algorithm.world_role_coeffs:
         coeffs = {Role(k): float(v) for k, v in dict(algorithm.world_role_coeffs).items()}
@@ -183,6 +210,7 @@ def validate_echo_cfg(cfg: Any) -> EchoConfig:
 
 
 __all__ = [
+    "UNSUPPORTED_FILTERS",
     "EchoAlgorithmConfig",
     "EchoEnvironmentConfig",
     "EchoSkyRLGymConfig",

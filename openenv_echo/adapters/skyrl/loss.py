@@ -59,12 +59,15 @@ def world_weights(
     width: int | None = None,
     step: int = 0,
     obs_count: Sequence[int] | None = None,
+    env_keep: Sequence[bool] | torch.Tensor | None = None,
     denominators: Denominators | None = None,
 ) -> torch.Tensor:
     """``λ · c_role / N`` per response token, (B, width) float32, right-aligned (SkyRL 0.4's response layout:
     a response's tokens occupy the last ``len`` positions). ``response_role_ids[i][j]``: role code of response
-    token j (its first token is a target, predicted by the prompt). ``denominators``: the mini-batch's global
-    counts when it is split over several calls (default: these rows are the whole optimizer batch)."""
+    token j (its first token is a target, predicted by the prompt). ``env_keep`` (B,): rows whose world term the
+    rollout filters keep (``openenv_echo.objective.env_keep_mask``; default all): a dropped row gets weight 0 and
+    ``N`` counts the kept rows only (``EchoBatch.env_keep``). ``denominators``: the mini-batch's global counts
+    when it is split over several calls (default: these rows are the whole optimizer batch)."""
     n = len(response_role_ids)
     w = width if width is not None else max((len(r) for r in response_role_ids), default=0)
     roles = torch.full((n, w), PAD_ROLE_CODE, dtype=torch.long)
@@ -74,7 +77,8 @@ def world_weights(
         if r:
             roles[i, w - len(r) :] = torch.as_tensor([int(x) for x in r], dtype=torch.long)
     obs = None if obs_count is None else torch.as_tensor(list(obs_count), dtype=torch.float64)
-    batch = EchoBatch(roles, obs_count=obs, includes_sequence_start=False)
+    keep = None if env_keep is None else torch.as_tensor(env_keep, dtype=torch.bool).reshape(-1)
+    batch = EchoBatch(roles, obs_count=obs, env_keep=keep, includes_sequence_start=False)
     tw = token_weights(batch, cfg, step=step, denominators=denominators)
     return tw.world.to(torch.float32)
 
