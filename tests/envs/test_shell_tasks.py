@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import random
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -258,7 +262,10 @@ def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
         shipped = suite.by_name(task.image_of)
         # the family's shape (the image it runs on holds nothing of the instance), its own inputs and answers
         assert shipped.dockerfile is not None
-        assert (task.path / "environment" / "Dockerfile").read_text() == shipped.dockerfile.read_text()
+        # the same image up to the working directory (a shipped repository is made at build time, an instance's
+        # is among its files)
+        head = shipped.dockerfile.read_text().split("WORKDIR")[0]
+        assert (task.path / "environment" / "Dockerfile").read_text().split("WORKDIR")[0] == head
         assert (task.tests_dir / "check.py").read_text() != (shipped.tests_dir / "check.py").read_text(), task.name
     # the same seed gives the same bytes, from the cache or written afresh
     again = environment.task_for_seed(len(train) + 3)
@@ -273,6 +280,48 @@ def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
     for split in ("validation", "test"):
         task = environment.task_for_seed(TASK_SPLITS[split].start)
         assert task.image_of is None and task.split == split
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True)
+    return result.stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed on this machine")
+def test_a_generated_git_instance_carries_the_repository_git_itself_makes(tmp_path: Path) -> None:
+    """The git family's instances carry their repository as files (no setup at reset): the same commits as the
+    shipped build script makes with git from the same history, checked out clean, valid for git fsck."""
+    from shell_env.server.generate_tasks import GENERATED_FAMILIES, REPO, _setup_script, instance_entry, write_instance
+
+    index = [f.name for f in GENERATED_FAMILIES].index("revert-bad-commit") + 2 * len(GENERATED_FAMILIES)
+    entry = instance_entry(index)
+    spec = entry.build(random.Random(entry.seed))
+    assert spec.repository is not None
+    ours = write_instance(index, tmp_path / "instances") / "environment" / "app" / REPO
+    assert not (ours.parent.parent / "setup.sh").exists()  # nothing to run at reset
+    # git makes the same history from the shipped build script
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "agent",
+        "GIT_AUTHOR_EMAIL": "agent@example.org",
+        "GIT_COMMITTER_NAME": "agent",
+        "GIT_COMMITTER_EMAIL": "agent@example.org",
+    }
+    script = _setup_script(spec.repository).replace(f"/app/{REPO}", str(tmp_path / "theirs"))
+    subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True)
+    theirs = tmp_path / "theirs"
+    assert _git(ours, "rev-parse", "HEAD", env=env) == _git(theirs, "rev-parse", "HEAD", env=env)
+    assert _git(ours, "rev-list", "--count", "HEAD", env=env) == str(len(spec.repository))
+    _git(ours, "fsck", "--strict", "--no-dangling", env=env)
+    assert _git(ours, "status", "--porcelain", env=env) == ""
+    assert _git(ours, "symbolic-ref", "HEAD", env=env) == "refs/heads/main"
+    # a near miss of the index (a file changed after the commit) is seen, so the index holds the real contents
+    (ours / "VERSION").write_text("tampered\n")
+    assert _git(ours, "status", "--porcelain", env=env) == "M VERSION"
 
 
 def test_image_of_must_name_a_task(tmp_path: Path) -> None:

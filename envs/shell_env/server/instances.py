@@ -20,7 +20,9 @@ from pathlib import Path
 from .generate_tasks import instance_entry, write_instance
 from .tasks import HarborTask, load_task
 
-GENERATOR_DIGEST = hashlib.sha256(Path(__file__).with_name("generate_tasks.py").read_bytes()).hexdigest()[:16]
+GENERATOR_DIGEST = hashlib.sha256(
+    b"".join(Path(__file__).with_name(name).read_bytes() for name in ("generate_tasks.py", "git_repository.py"))
+).hexdigest()[:16]
 """Names the generator's version in the cache's path: an instance written by an older generator is never reused."""
 
 
