@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -322,6 +323,57 @@ def test_a_generated_git_instance_carries_the_repository_git_itself_makes(tmp_pa
     # a near miss of the index (a file changed after the commit) is seen, so the index holds the real contents
     (ours / "VERSION").write_text("tampered\n")
     assert _git(ours, "status", "--porcelain", env=env) == "M VERSION"
+
+
+def test_the_first_instance_of_a_new_generator_prunes_old_versions_only(tmp_path: Path) -> None:
+    """Other generator versions' directories go when a new version's is first made, once unused for a day; a
+    directory in use, anything not named like a digest, a symlink (and what it points to) and a file stay."""
+    from shell_env.server import instances
+
+    base, outside = tmp_path / "cache", tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep" / "data.txt").write_text("not ours\n")
+    day_ago = time.time() - instances.PRUNE_AFTER_S - 60
+
+    def old(path: Path) -> Path:
+        os.utime(path, (day_ago, day_ago), follow_symlinks=False)
+        return path
+
+    stale = base / ("a" * 16)
+    (stale / "count-word-g4").mkdir(parents=True)
+    (stale / "count-word-g4" / "task.toml").write_text("x\n")
+    (stale / "count-word-g4" / "link").symlink_to(outside / "keep")  # inside a pruned directory: not followed
+    old(stale / "count-word-g4")
+    old(stale)
+    recent = base / ("b" * 16)  # another version used within the day (a server of an older checkout, still running)
+    recent.mkdir()
+    not_ours = base / "notes"
+    not_ours.mkdir()
+    old(not_ours)
+    link = base / ("c" * 16)
+    link.symlink_to(outside / "keep", target_is_directory=True)
+    old(link)
+    a_file = base / ("d" * 16)
+    a_file.write_text("x\n")
+    old(a_file)
+
+    task = instances.instance_task(0, base)
+    assert task.path.parent == base / instances.GENERATOR_DIGEST
+    assert sorted(p.name for p in base.iterdir()) == sorted(
+        [instances.GENERATOR_DIGEST, recent.name, "notes", link.name, a_file.name]
+    )
+    assert (outside / "keep" / "data.txt").read_text() == "not ours\n" and link.is_symlink()
+    # only a new version's first instance prunes; serving from an existing directory keeps it in use (touched)
+    stale.mkdir()
+    old(stale)
+    old(task.path.parent)
+    instances.instance_task(1, base)
+    assert stale.is_dir() and time.time() - task.path.parent.stat().st_mtime < 60
+    # a day later, a newer version's first instance removes both older ones
+    old(task.path.parent)
+    assert sorted(instances.prune(base, keep="e" * 16, now=time.time() + instances.PRUNE_AFTER_S)) == sorted(
+        [stale, recent, task.path.parent]
+    )
 
 
 def test_image_of_must_name_a_task(tmp_path: Path) -> None:
