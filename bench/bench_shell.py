@@ -4,6 +4,9 @@
   (the default, 4: a container of the task waits, started while the last episode ran), one server process each,
   alternating rounds; between resets the client pauses ``--episode-s`` (the episode an agent would play), so the
   pool has the time a real rollout gives it;
+* reset latency of generated training instances on the pooled server (a training seed past the shipped tasks: the
+  instance written on first use, its files unpacked into a pooled container of its family), a fresh seed of the
+  task's family each time, alternating with the shipped task's resets;
 * step latency of a trivial command (``true``: one round trip through the shell's driver into the container's bash
   and back, the output and end-report reader and the supervisor's status check), against the echo env's step on the same kind of server (the protocol's
   own cost) measured in the same rounds.
@@ -17,17 +20,20 @@ Run: ``python bench/bench_shell.py [--rounds 5 --resets 8 --steps 200 --task cou
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tqdm import tqdm
 
 from openenv_echo.client import EnvClient
+from openenv_echo.envs.splits import TASK_SPLITS
 from openenv_echo.server.background import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +73,17 @@ def _q(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
 
+def _instance_seeds(task: str) -> Iterator[int]:
+    """Training seeds naming fresh generated instances of ``task``'s family, one after another."""
+    from shell_env.server.generate_tasks import GENERATED_FAMILIES, SUITE
+
+    family = next(e.family for e in SUITE if e.name == task)
+    index = [f.name for f in GENERATED_FAMILIES].index(family)
+    shipped = sum(e.split == "train" for e in SUITE)
+    for k in itertools.count():
+        yield TASK_SPLITS["train"].start + shipped + index + len(GENERATED_FAMILIES) * k
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -82,20 +99,26 @@ def main() -> None:
     cold = Server("shell", OPENENV_ECHO_SHELL_POOL="0")
     pooled = Server("shell", OPENENV_ECHO_SHELL_POOL="4")
     echo = Server("echo")
-    resets: dict[str, list[float]] = {"pool off": [], "pool on": []}
+    resets: dict[str, list[float]] = {"pool off": [], "pool on": [], "pool on, generated": []}
+    seeds = _instance_seeds(a.task)
     steps: dict[str, list[float]] = {"shell `true`": [], "echo": []}
     try:
         with EnvClient(cold.url) as c_cold, EnvClient(pooled.url) as c_pool, EnvClient(echo.url) as c_echo:
             for client in (c_cold, c_pool):  # builds the task's image if needed, fills the pool
                 client.reset(task=a.task)
+            c_pool.reset(seed=next(seeds))
             time.sleep(a.episode_s)
             for _ in tqdm(range(a.rounds), desc="rounds"):
                 for name, client in (("pool off", c_cold), ("pool on", c_pool)):
                     for _ in range(a.resets):
-                        began = time.perf_counter()
-                        client.reset(task=a.task, max_steps=1000)
-                        resets[name].append(time.perf_counter() - began)
-                        time.sleep(a.episode_s)
+                        kinds = [(name, {"task": a.task})]
+                        if name == "pool on":
+                            kinds.append(("pool on, generated", {"seed": next(seeds)}))
+                        for kind, options in kinds:
+                            began = time.perf_counter()
+                            client.reset(max_steps=1000, **options)
+                            resets[kind].append(time.perf_counter() - began)
+                            time.sleep(a.episode_s)
                 c_echo.reset(seed=1, max_steps=1000)
                 for _ in range(a.steps):
                     began = time.perf_counter()
@@ -129,6 +152,11 @@ def main() -> None:
     ratio = r["pool off"]["median"] / r["pool on"]["median"]
     print(
         f"| reset, pool on | {r['pool on']['median']:.1f} | {r['pool on']['p90']:.1f} | {r['pool on']['n']} | {ratio:.1f}x faster |"
+    )
+    g = r["pool on, generated"]
+    print(
+        f"| reset, pool on, generated instance | {g['median']:.1f} | {g['p90']:.1f} | {g['n']} | "
+        f"{r['pool off']['median'] / g['median']:.1f}x faster |"
     )
     print(
         f"| step `true` (shell) | {s['shell `true`']['median']:.2f} | {s['shell `true`']['p90']:.2f} | {s['shell `true`']['n']} | "

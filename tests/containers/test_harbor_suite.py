@@ -92,5 +92,27 @@ def test_reference_solution_gets_1_and_empty_submission_gets_0(
     assert run_episode(docker_engine, task_images[name], task, oracle=False) == "0"
 
 
+def test_a_generated_git_instance_is_a_harbor_task_of_its_own(
+    docker_engine: Any, task_images: dict[str, str], tmp_path: Path
+) -> None:
+    """Our env runs a generated instance on its family's image, but its directory is a Harbor task by itself too:
+    the git family's own Dockerfile (git as in the family's image, the repository among its files) builds, and the
+    oracle earns 1, a planted reward 0."""
+    from shell_env.server.generate_tasks import GENERATED_FAMILIES
+    from shell_env.server.instances import instance_task
+    from shell_env.server.runtime import ShellRuntime
+
+    index = [f.name for f in GENERATED_FAMILIES].index("revert-bad-commit") + 3 * len(GENERATED_FAMILIES)
+    task = instance_task(index, tmp_path)
+    assert task.image_of == "revert-bad-commit"
+    runtime = ShellRuntime(pool_size=0)
+    try:
+        image = runtime.image_for(task)  # labelled like the tier's images, removed with them
+    finally:
+        runtime.close()
+    assert run_episode(docker_engine, image, task, oracle=True) == "1"
+    assert run_episode(docker_engine, image, task, oracle=False) == "0"
+
+
 def test_no_container_left(docker_engine: Any, task_images: dict[str, str]) -> None:
     assert docker_engine.containers.list(all=True, filters={"label": f"{LABEL}={RUN_ID}"}) == []

@@ -28,7 +28,7 @@ import pytest
 from shell_env.server import ShellEnvironment, solution_actions, task_suite
 from shell_env.server.link import ShellLink, ShellStartError
 from shell_env.server.runtime import OWNER_LABEL, ShellRuntime
-from shell_env.server.sandbox import KIND_LABEL, _Channel
+from shell_env.server.sandbox import KIND_LABEL, _Channel, app_tar
 
 from openenv_echo.client import EnvClient
 from openenv_echo.roles import Role
@@ -227,6 +227,32 @@ def test_the_engines_complaints_are_never_output(shell_task_images: dict[str, st
         link = ShellLink(_Channel(sandbox.client.api.exec_start(exec_id, socket=True)))
         with pytest.raises(ShellStartError, match="did not start"):
             link.start(timeout_s=15)
+        assert sandbox.run("echo still-fine", 10, 1024).output == "still-fine\n"
+    finally:
+        rt.close()
+
+
+def test_the_supervisor_fills_the_work_directory_as_the_agent_and_stays_in_step(
+    shell_task_images: dict[str, str], tmp_path: Path
+) -> None:
+    """A generated instance's files come in through the supervisor (no exec through the engine on a reset's path):
+    they belong to the agent; a payload tar refuses is a clear error, and none of its bytes is read as a request."""
+    files = tmp_path / "files"
+    (files / "sub").mkdir(parents=True)
+    (files / "a.txt").write_text("alpha\n")
+    (files / "sub" / "b.txt").write_text("beta\n")
+    rt = ShellRuntime(pool_size=0)
+    try:
+        sandbox = rt.acquire(SUITE.by_name("count-word"))
+        # tar stops at the archive's end: the bytes after it are drained, never read as requests (were they, the
+        # supervisor's next answer would be "none")
+        sandbox.fill(app_tar(files) + b"reward\n" * 40_000)  # more than a pipe holds
+        assert sandbox.supervise("status -1").split()[0] == "status"
+        shown = sandbox.run("stat -c '%u %n' a.txt sub/b.txt notes.txt; cat sub/b.txt", 10, 4096).output
+        assert shown == "1000 a.txt\n1000 sub/b.txt\n1000 notes.txt\nbeta\n", shown
+        with pytest.raises(RuntimeError, match="could not fill /app: filled 2 tar: This does not look like a tar"):
+            sandbox.fill(b"reward\n" * 5000)
+        assert sandbox.supervise("status -1").split()[0] == "status"
         assert sandbox.run("echo still-fine", 10, 1024).output == "still-fine\n"
     finally:
         rt.close()

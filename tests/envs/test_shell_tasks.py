@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import random
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -258,7 +263,10 @@ def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
         shipped = suite.by_name(task.image_of)
         # the family's shape (the image it runs on holds nothing of the instance), its own inputs and answers
         assert shipped.dockerfile is not None
-        assert (task.path / "environment" / "Dockerfile").read_text() == shipped.dockerfile.read_text()
+        # the same image up to the working directory (a shipped repository is made at build time, an instance's
+        # is among its files)
+        head = shipped.dockerfile.read_text().split("WORKDIR")[0]
+        assert (task.path / "environment" / "Dockerfile").read_text().split("WORKDIR")[0] == head
         assert (task.tests_dir / "check.py").read_text() != (shipped.tests_dir / "check.py").read_text(), task.name
     # the same seed gives the same bytes, from the cache or written afresh
     again = environment.task_for_seed(len(train) + 3)
@@ -273,6 +281,99 @@ def test_training_seeds_past_the_shipped_tasks_are_fresh_generated_instances(
     for split in ("validation", "test"):
         task = environment.task_for_seed(TASK_SPLITS[split].start)
         assert task.image_of is None and task.split == split
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True)
+    return result.stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed on this machine")
+def test_a_generated_git_instance_carries_the_repository_git_itself_makes(tmp_path: Path) -> None:
+    """The git family's instances carry their repository as files (no setup at reset): the same commits as the
+    shipped build script makes with git from the same history, checked out clean, valid for git fsck."""
+    from shell_env.server.generate_tasks import GENERATED_FAMILIES, REPO, _setup_script, instance_entry, write_instance
+
+    index = [f.name for f in GENERATED_FAMILIES].index("revert-bad-commit") + 2 * len(GENERATED_FAMILIES)
+    entry = instance_entry(index)
+    spec = entry.build(random.Random(entry.seed))
+    assert spec.repository is not None
+    ours = write_instance(index, tmp_path / "instances") / "environment" / "app" / REPO
+    assert not (ours.parent.parent / "setup.sh").exists()  # nothing to run at reset
+    # git makes the same history from the shipped build script
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "agent",
+        "GIT_AUTHOR_EMAIL": "agent@example.org",
+        "GIT_COMMITTER_NAME": "agent",
+        "GIT_COMMITTER_EMAIL": "agent@example.org",
+    }
+    script = _setup_script(spec.repository).replace(f"/app/{REPO}", str(tmp_path / "theirs"))
+    subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True)
+    theirs = tmp_path / "theirs"
+    assert _git(ours, "rev-parse", "HEAD", env=env) == _git(theirs, "rev-parse", "HEAD", env=env)
+    assert _git(ours, "rev-list", "--count", "HEAD", env=env) == str(len(spec.repository))
+    _git(ours, "fsck", "--strict", "--no-dangling", env=env)
+    assert _git(ours, "status", "--porcelain", env=env) == ""
+    assert _git(ours, "symbolic-ref", "HEAD", env=env) == "refs/heads/main"
+    # a near miss of the index (a file changed after the commit) is seen, so the index holds the real contents
+    (ours / "VERSION").write_text("tampered\n")
+    assert _git(ours, "status", "--porcelain", env=env) == "M VERSION"
+
+
+def test_the_first_instance_of_a_new_generator_prunes_old_versions_only(tmp_path: Path) -> None:
+    """Other generator versions' directories go when a new version's is first made, once unused for a day; a
+    directory in use, anything not named like a digest, a symlink (and what it points to) and a file stay."""
+    from shell_env.server import instances
+
+    base, outside = tmp_path / "cache", tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep" / "data.txt").write_text("not ours\n")
+    day_ago = time.time() - instances.PRUNE_AFTER_S - 60
+
+    def old(path: Path) -> Path:
+        os.utime(path, (day_ago, day_ago), follow_symlinks=False)
+        return path
+
+    stale = base / ("a" * 16)
+    (stale / "count-word-g4").mkdir(parents=True)
+    (stale / "count-word-g4" / "task.toml").write_text("x\n")
+    (stale / "count-word-g4" / "link").symlink_to(outside / "keep")  # inside a pruned directory: not followed
+    old(stale / "count-word-g4")
+    old(stale)
+    recent = base / ("b" * 16)  # another version used within the day (a server of an older checkout, still running)
+    recent.mkdir()
+    not_ours = base / "notes"
+    not_ours.mkdir()
+    old(not_ours)
+    link = base / ("c" * 16)
+    link.symlink_to(outside / "keep", target_is_directory=True)
+    old(link)
+    a_file = base / ("d" * 16)
+    a_file.write_text("x\n")
+    old(a_file)
+
+    task = instances.instance_task(0, base)
+    assert task.path.parent == base / instances.GENERATOR_DIGEST
+    assert sorted(p.name for p in base.iterdir()) == sorted(
+        [instances.GENERATOR_DIGEST, recent.name, "notes", link.name, a_file.name]
+    )
+    assert (outside / "keep" / "data.txt").read_text() == "not ours\n" and link.is_symlink()
+    # only a new version's first instance prunes; serving from an existing directory keeps it in use (touched)
+    stale.mkdir()
+    old(stale)
+    old(task.path.parent)
+    instances.instance_task(1, base)
+    assert stale.is_dir() and time.time() - task.path.parent.stat().st_mtime < 60
+    # a day later, a newer version's first instance removes both older ones
+    old(task.path.parent)
+    assert sorted(instances.prune(base, keep="e" * 16, now=time.time() + instances.PRUNE_AFTER_S)) == sorted(
+        [stale, recent, task.path.parent]
+    )
 
 
 def test_image_of_must_name_a_task(tmp_path: Path) -> None:

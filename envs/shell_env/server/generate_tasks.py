@@ -20,8 +20,10 @@ import tarfile
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
+from shell_env.server.git_repository import Commit, repository_files
 from shell_env.server.tasks import BASE_IMAGE, CONTAINER_REWARD_TXT, SUITE_DIR
 
 WORDS = [
@@ -52,6 +54,8 @@ WORDS = [
     "yarrow",
     "zephyr",
 ]
+REPO = "repo"
+"""Where a task's git repository lives, under ``/app``."""
 
 
 @dataclass
@@ -69,9 +73,11 @@ class Spec:
     near_miss: str
     """Body of ``solution/near_miss.sh`` (runs in ``/app``): a plausible, almost-right end state the check must score
     0 (the container tier runs it in place of the solution; our env never uploads ``solution/``)."""
-    setup: str | None = None
-    """A build-time script (``environment/setup.sh``, run as root after ``apt-get install git``, then deleted):
-    only for tasks that need git, the one package the base image lacks (the build then needs Debian's mirror)."""
+    repository: tuple[Commit, ...] | None = None
+    """A git repository at ``/app/repo`` with this history (oldest first), for tasks that need git, the one package
+    the base image lacks (the image build then needs Debian's mirror). A shipped task makes it with git at build
+    time (``environment/setup.sh``, run as root, then deleted: a ``.git`` directory cannot be committed here); a
+    generated instance carries it as files (``git_repository.repository_files``), unpacked with the rest."""
 
 
 def _files_sort(r: random.Random) -> Spec:
@@ -409,19 +415,13 @@ def _git_revert(r: random.Random) -> Spec:
     bad["VERSION"] = "broken\n"
     subject = f"cleanup {r.choice(WORDS)}"
     steps.append((subject, bad))
-    lines = ["set -euo pipefail", "mkdir -p /app/repo && cd /app/repo", "git init -q -b main ."]
-    for n, (message, tree) in enumerate(steps):
-        lines.append("git rm -rq --ignore-unmatch . >/dev/null")
-        for rel, text in sorted(tree.items()):
-            lines.append(f"mkdir -p \"$(dirname '{rel}')\" && printf '%b' {json.dumps(text)} > '{rel}'")
-        stamp = f"2026-01-{n + 1:02d}T12:00:00Z"
-        lines.append(f"git add -A && GIT_AUTHOR_DATE={stamp} GIT_COMMITTER_DATE={stamp} git commit -qm '{message}'")
+    day = int(datetime(2026, 1, 1, 12, tzinfo=timezone.utc).timestamp())
     return Spec(
         instruction=f"The latest commit of the git repository /app/repo ('{subject}') broke it: it deleted "
         "config/settings.ini and overwrote VERSION. Undo that commit with a new commit on top (do not rewrite "
         "history) and leave the working tree clean.",
         app={},
-        setup="\n".join(lines) + "\n",
+        repository=tuple(Commit(message, tree, day + 86400 * n) for n, (message, tree) in enumerate(steps)),
         solve="cd /app/repo && git revert --no-edit HEAD\n",
         check="def git(*args):\n    # as the agent's uid, with no hook or fsmonitor: the repository's own config runs nothing of ours\n"
         "    return as_agent([*GIT, '-C', str(APP / 'repo'), *args], check=True).stdout.strip()\n\n\n"
@@ -433,6 +433,20 @@ def _git_revert(r: random.Random) -> Spec:
         category="git repository to repair",
         near_miss="cd /app/repo && git reset -q --hard HEAD~1\n",
     )
+
+
+def _setup_script(history: tuple[Commit, ...]) -> str:
+    """``environment/setup.sh`` of a shipped task with a repository: ``history`` committed by git at build time."""
+    lines = ["set -euo pipefail", f"mkdir -p /app/{REPO} && cd /app/{REPO}", "git init -q -b main ."]
+    for commit in history:
+        lines.append("git rm -rq --ignore-unmatch . >/dev/null")
+        for rel, text in sorted(commit.files.items()):
+            lines.append(f"mkdir -p \"$(dirname '{rel}')\" && printf '%b' {json.dumps(text)} > '{rel}'")
+        stamp = datetime.fromtimestamp(commit.timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(
+            f"git add -A && GIT_AUTHOR_DATE={stamp} GIT_COMMITTER_DATE={stamp} git commit -qm '{commit.message}'"
+        )
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -536,7 +550,7 @@ COPY app/ /app/
 RUN chmod -R a+rwX /app && mkdir -p /logs/verifier && chmod -R a+rwX /logs
 """
 
-_DOCKERFILE_GIT = f"""\
+_GIT_HEAD = f"""\
 ARG BASE_IMAGE={BASE_IMAGE}
 FROM ${{BASE_IMAGE}}
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends git \\
@@ -544,10 +558,19 @@ RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --
     && git config --system safe.directory '*' \\
     && git config --system user.name agent && git config --system user.email agent@example.org
 WORKDIR /app
+"""
+_DOCKERFILE_GIT = (
+    _GIT_HEAD
+    + """\
 COPY setup.sh /tmp/setup.sh
 RUN bash /tmp/setup.sh && rm /tmp/setup.sh \\
     && chmod -R a+rwX /app && mkdir -p /logs/verifier && chmod -R a+rwX /logs
 """
+)
+"""A shipped task with a repository: git installed, the repository made by ``setup.sh``."""
+_DOCKERFILE_GIT_FILES = _GIT_HEAD + _DOCKERFILE.split("WORKDIR /app\n", 1)[1]
+"""A generated instance with a repository: git installed as in its family's image, the repository among the files
+(our env runs the instance on the family's image and unpacks the files; Harbor can build this one as it is)."""
 
 
 def _toml(entry: Entry, spec: Spec, image_of: str | None = None) -> str:
@@ -589,10 +612,17 @@ def write_task(entry: Entry, out: Path, image_of: str | None = None) -> Path:
         shutil.rmtree(task)
     _write(task / "task.toml", _toml(entry, spec, image_of))
     _write(task / "instruction.md", spec.instruction + "\n")
-    _write(task / "environment" / "Dockerfile", _DOCKERFILE if spec.setup is None else _DOCKERFILE_GIT)
-    if spec.setup is not None:
-        _write(task / "environment" / "setup.sh", spec.setup, executable=True)
-    for rel, content in sorted(spec.app.items()):
+    app = dict(spec.app)
+    if spec.repository is None:
+        dockerfile = _DOCKERFILE
+    elif image_of is None:
+        dockerfile = _DOCKERFILE_GIT
+        _write(task / "environment" / "setup.sh", _setup_script(spec.repository), executable=True)
+    else:
+        dockerfile = _DOCKERFILE_GIT_FILES
+        app |= {f"{REPO}/{rel}": data for rel, data in repository_files(spec.repository).items()}
+    _write(task / "environment" / "Dockerfile", dockerfile)
+    for rel, content in sorted(app.items()):
         _write(task / "environment" / "app" / rel, content, executable=rel.endswith(".sh"))
     _write(task / "solution" / "solve.sh", "#!/bin/bash\nset -euo pipefail\ncd /app\n" + spec.solve, executable=True)
     _write(
@@ -603,12 +633,9 @@ def write_task(entry: Entry, out: Path, image_of: str | None = None) -> Path:
     return task
 
 
-GENERATED_FAMILIES: tuple[Family, ...] = tuple(
-    f for f in FAMILIES if f.held_out is None and f.build(random.Random(f.seed)).setup is None
-)
+GENERATED_FAMILIES: tuple[Family, ...] = tuple(f for f in FAMILIES if f.held_out is None)
 """The training families whose fresh instances the env generates per seed (``write_instance``): every one but the
-held-out families (their kinds of task stay unseen in training) and those whose image setup depends on the instance
-(``Spec.setup``: the git family's repository is made at build time)."""
+held-out families (their kinds of task stay unseen in training)."""
 
 
 def instance_entry(index: int) -> Entry:

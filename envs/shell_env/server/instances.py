@@ -10,18 +10,27 @@ shipped held-out tasks.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from .generate_tasks import instance_entry, write_instance
 from .tasks import HarborTask, load_task
 
-GENERATOR_DIGEST = hashlib.sha256(Path(__file__).with_name("generate_tasks.py").read_bytes()).hexdigest()[:16]
+GENERATOR_DIGEST = hashlib.sha256(
+    b"".join(Path(__file__).with_name(name).read_bytes() for name in ("generate_tasks.py", "git_repository.py"))
+).hexdigest()[:16]
 """Names the generator's version in the cache's path: an instance written by an older generator is never reused."""
+PRUNE_AFTER_S = 24 * 3600.0
+"""Another generator version's directory is removed once no server has used it for this long (a server still running
+an older checkout beside a newer one keeps its own instances meanwhile)."""
+_DIGEST_NAME = re.compile(r"^[0-9a-f]{16}$")
 
 
 def instance_root() -> Path:
@@ -43,14 +52,44 @@ def instance_root() -> Path:
     return private
 
 
+def prune(root: Path, keep: str, now: float | None = None) -> list[Path]:
+    """Remove the directories of other generator versions under ``root``: only this user's real directories named
+    like a digest (never a symlink, a file or anything else) that no server used for ``PRUNE_AFTER_S`` (a server
+    touches its own at every instance it serves). Nothing inside is followed (``shutil.rmtree`` does not follow
+    symlinks); errors leave what could not be removed. Returns the directories removed."""
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.name == keep or not _DIGEST_NAME.match(entry.name):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or now - info.st_mtime < PRUNE_AFTER_S:
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    return removed
+
+
 def instance_task(index: int, root: Path | None = None) -> HarborTask:
     """The ``index``-th generated instance, written under ``root`` (default ``instance_root()``) first if it is not
-    there (atomically: a directory appears whole or not at all, and a concurrent writer wrote the same bytes)."""
+    there (atomically: a directory appears whole or not at all, and a concurrent writer wrote the same bytes). The
+    first instance of a new generator version prunes the directories of old ones (``prune``)."""
     entry = instance_entry(index)
-    root = (instance_root() if root is None else root) / GENERATOR_DIGEST
+    base = instance_root() if root is None else root
+    root = base / GENERATOR_DIGEST
+    try:
+        root.mkdir(parents=True)
+    except FileExistsError:
+        with contextlib.suppress(OSError):  # in use: not pruned by another version's server
+            os.utime(root)
+    else:
+        prune(base, keep=GENERATOR_DIGEST)
     path = root / entry.name
     if not (path / "task.toml").is_file():
-        root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=root, prefix=".staging-"))
         try:
             write_instance(index, staging)

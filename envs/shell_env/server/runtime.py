@@ -233,15 +233,22 @@ class ShellRuntime:
     # -- containers ----------------------------------------------------------------------------------------
     def acquire(self, task: HarborTask) -> Sandbox:
         """A ready sandbox for ``task``: a pooled one if waiting, else a new one; then the pool is refilled. A
-        generated instance (``image_of``) gets one of its family's empty ones, its files unpacked now."""
+        generated instance (``image_of``) gets one of its family's empty ones, its files unpacked now (before the
+        refill starts: a container's start takes both cores for a while, and the reset waits on the unpacking)."""
         if task.image_of is None:
-            return self._take(self.spec_for(task))
-        sandbox = self._take(self.generated_spec(task))
+            spec, files = self.spec_for(task), None
+        else:
+            spec, files = self.generated_spec(task), app_tar(task.environment_dir / "app")
+        sandbox = self._take(spec)
         try:
-            sandbox.fill(app_tar(task.environment_dir / "app"))
+            if files is not None:
+                sandbox.fill(files)
         except BaseException:
             self.release(sandbox)
             raise
+        finally:
+            if self.pool_size > 0:
+                self.executor.submit(self._refill, spec)
         return sandbox
 
     def _take(self, spec: SandboxSpec) -> Sandbox:
@@ -258,8 +265,6 @@ class ShellRuntime:
                 self.release(sandbox)
             sandbox = self._create(spec)
             self.cold_starts += 1
-        if self.pool_size > 0:
-            self.executor.submit(self._refill, spec)
         return sandbox
 
     def _create(self, spec: SandboxSpec) -> Sandbox:

@@ -54,7 +54,6 @@ LOG_TAIL = 20
 EXIT_WAIT_S = 30.0
 """How long an exec's exit status may take to show in the engine after its output ended (a loaded machine)."""
 _DRAIN_S = 2.0
-_AGENT = f"{AGENT_UID}:{AGENT_UID}"
 KIND_LABEL = "io.openenv-echo.shell.kind"
 """What a container of the shell env is for: ``sandbox`` (an episode's, or one waiting in the pool) or
 ``workdir-copy`` (created, never started, to copy a task image's working directory)."""
@@ -239,15 +238,13 @@ class Sandbox:
         return sandbox
 
     def fill(self, workdir_tar: bytes) -> None:
-        """Unpack ``workdir_tar`` (one top directory, stripped) into the working directory, as the agent."""
-        code, out, _ = self.exec(
-            ["tar", "-x", "-m", "-C", self.spec.workdir, "--strip-components=1"],
-            user=_AGENT,
-            stdin=workdir_tar,
-            timeout_s=60,
-        )
-        if code != 0:
-            raise RuntimeError(f"could not fill {self.spec.workdir}: {out.decode(errors='replace')[-500:]}")
+        """Unpack ``workdir_tar`` (one top directory, stripped) into the working directory, as the agent: the
+        supervisor does it (``fill``), so no exec through the engine is on a reset's path."""
+        if "\n" in self.spec.workdir:
+            raise ValueError(f"working directory {self.spec.workdir!r} holds a line break")
+        answer = self.supervise(f"fill {len(workdir_tar)} {self.spec.workdir}", timeout_s=60, payload=workdir_tar)
+        if answer.split(" ", 2)[:2] != ["filled", "0"]:
+            raise RuntimeError(f"could not fill {self.spec.workdir}: {answer[-500:]}")
 
     @property
     def cwd(self) -> str:
@@ -339,13 +336,13 @@ class Sandbox:
             time.sleep(pause)
             pause = min(pause * 2, 0.2)
 
-    def supervise(self, request: str, timeout_s: float = 10.0) -> str:
-        """One supervisor request, its one-line answer."""
+    def supervise(self, request: str, timeout_s: float = 10.0, payload: bytes = b"") -> str:
+        """One supervisor request (with the bytes it reads after its line, if any), its one-line answer."""
         channel = self._supervisor
         if channel is None or channel.eof:
             raise self.lost("(its supervisor is gone)")
         try:
-            channel.send(request.encode() + b"\n")
+            channel.send(request.encode() + b"\n" + payload, timeout_s)
         except OSError as e:
             raise self.lost("(its supervisor is gone)") from e
         line = b""

@@ -227,10 +227,14 @@ class ShellEnvironment(Environment[ShellAction, ShellObservation]):
                 f"{chosen.limits.command_timeout_s:g} s",
                 ErrorCode.VALIDATION_ERROR,
             )
-        self._drop_sandbox()
+        previous, self.sandbox = self.sandbox, None
         self.task, self.seed, self.max_steps, self.verifier_output = chosen, seed, max_steps, None
         self.command_timeout_s = command_timeout_s or chosen.limits.command_timeout_s
-        self.sandbox = await self._acquire(chosen)
+        try:
+            self.sandbox = await self._acquire(chosen)
+        finally:  # removed once the new one is ready: the engine's work on it would slow the reset down
+            if previous is not None:
+                runtime_module.runtime().release_later(previous)
         limits = chosen.limits
         return ShellObservation(
             segments=reset_segments(chosen.instruction, chosen.workdir),
