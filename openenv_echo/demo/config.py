@@ -2,7 +2,7 @@
 seeds.
 
 Seeds are the env's own task splits (``openenv_echo.envs.splits.TASK_SPLITS``, the seeds OpenEnv's task routes
-serve), taken from the start of each range: *train* (tokenizer corpus, the start checkpoint's SFT, RL prompts),
+serve), taken from the start of each range: *train* (the start checkpoint's SFT, RL prompts, the n-gram references),
 *validation* (the only split used to choose anything: λ, the SFT checkpoint) and *test* (held-out worlds: every
 reported held-out number).
 A world is a pure function of its seed; held-out worlds are new, though a terminal machine's hostname comes from a
@@ -33,7 +33,7 @@ GRPO run's rollouts: the world-model reference at the same budget)."""
 
 ARM_LABELS = {"grpo": "GRPO (λ=0)", "grpo_echo": "GRPO + ECHO", "direct_ce": "direct CE (reference)"}
 
-LAMBDAS: tuple[float, ...] = (0.0, 0.1, 1.0)
+LAMBDAS: tuple[float, ...] = (0.0, 0.1, 1.0, 10.0)
 """The λ sweep of the GRPO + ECHO arm, measured on validation only (λ = 0 is the GRPO arm)."""
 
 
@@ -105,9 +105,9 @@ class DemoConfig:
 
     # RL (all arms)
     rl_steps: int = 10
-    rl_prompts: int = 4  # distinct training worlds per step
-    rl_group: int = 4  # policy samples per world (the GRPO group)
-    rl_lr: float = 3e-4  # a fresh AdamW per run
+    rl_prompts: int = 8  # distinct training worlds per step
+    rl_group: int = 8  # policy samples per world (the GRPO group)
+    rl_lr: float = 1e-4  # a fresh AdamW per run
     temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)

@@ -2,7 +2,10 @@
 and the scripted expert's actions with the text the policy would have written for them.
 
 * ``terminal`` (the default): incident triage on a simulated Linux machine; the policy writes one shell command
-  line per turn, and ``submit <kind> <service>`` to answer.
+  line per turn, and ``submit <kind> <service>`` to answer. The demo's expert is a triage runbook of three turns
+  (list the failed unit, read its status, submit), not the env's seven-turn investigation: a from-scratch model of
+  the demo's size learns the runbook from SFT well enough that RL has something to improve (the README says how
+  this was chosen on validation).
 * ``sql``: a data question over a generated SQLite database; the policy writes one JSON object per turn,
   ``{"query": "SELECT ..."}`` or ``{"answer": "..."}``, as the env's own task text asks.
 """
@@ -40,10 +43,18 @@ class DemoEnv:
         return {self.kind_option: kinds[seed % len(kinds)]} if kinds else {}
 
 
-def _terminal_expert(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
-    from terminal_env.server import expert_actions  # on use: the env packages sit above the library
+TRIAGE_SURVEY = "systemctl list-units --type=service --state=failed"
 
-    return list(expert_actions(seed, kind))
+
+def triage_actions(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
+    """The terminal demo's expert: list the failed unit, read its ``systemctl status`` (whose journal lines name the
+    cause for each of the demo's incident kinds), submit. The service and kind come from the world's own
+    generator, so the runbook is always right."""
+    from terminal_env.server.machine import generate_machine  # on use: the env packages sit above the library
+
+    incident = generate_machine(seed, kind).incident
+    svc = incident.service
+    return [{"command": c} for c in (TRIAGE_SURVEY, f"systemctl status {svc}", f"submit {incident.kind} {svc}")]
 
 
 def _sql_expert(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
@@ -71,12 +82,13 @@ TERMINAL = DemoEnv(
         "nothing else. When you know the root cause, reply: submit <kind> <service>"
     ),
     to_action=lambda text: {"command": text.strip()},
-    expert=_terminal_expert,
+    expert=triage_actions,
     action_text=lambda a: str(a["command"]),
-    max_env_steps=8,
+    max_env_steps=4,  # the runbook's three turns and one to spare
     kind_option="incident",
-    # the four incidents whose failing service shows up as the one failed systemd unit: finding the service is
-    # reading the first survey command's output, finding the kind takes the evidence after it
+    # the four incidents whose failing service shows up as the one failed systemd unit, and whose unit status names
+    # the cause (no space left, OOM kill, invalid configuration, port in use): finding the service is copying it
+    # from the first command's output, finding the kind is reading the second's
     task_kinds=("disk_full", "oom_killed", "bad_config", "port_conflict"),
 )
 

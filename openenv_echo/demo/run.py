@@ -5,8 +5,8 @@ Phases (wall time of each, and the machine's load average, go into ``report.json
 
 1. start the env's server (local process, or ``--docker``) and record the scripted expert on the train,
    validation and test seeds through the client;
-2. train a ChatML byte-level BPE tokenizer on the generic corpus and the *train* episodes' text and build the model
-   (or load SmolLM2);
+2. train a ChatML byte-level BPE tokenizer on the generic corpus only (as a pretrained LM's never saw the task)
+   and build the model (or load SmolLM2);
 3. the start checkpoint: LM pretraining on generic text (the Python standard library's docstrings), then SFT on the
    train episodes with the action tokens as the only targets, kept a language model elsewhere (``sft_teacher``);
    the reference lines (uniform, unigram to 4-gram of the training env text) on the same held-out targets;
