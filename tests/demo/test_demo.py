@@ -857,6 +857,34 @@ def test_start_checkpoint_phases_learn_their_own_targets_only() -> None:
     assert len(s.optimizer["state"]) > 0  # the AdamW state the RL arms continue
 
 
+def test_the_terminal_runbook_scores_1_and_its_status_names_the_cause() -> None:
+    """The demo's terminal expert (list the failed unit, read its status, submit) solves every world of the demo's
+    four incident kinds, and the status it reads is where the answer is: it names the service and the cause."""
+    from terminal_env.server.terminal_environment import TerminalAction, TerminalEnvironment
+
+    from openenv_echo.demo.envs import TRIAGE_SURVEY, triage_actions
+
+    cause = {
+        "disk_full": "no space left on device",
+        "oom_killed": "oom killer",
+        "bad_config": "invalid configuration",
+        "port_conflict": "already in use",
+    }
+    assert TERMINAL.expert is triage_actions and set(TERMINAL.task_kinds) == set(cause)
+    env = TerminalEnvironment()
+    for seed in (*TASK_SPLITS["train"][:12], *TASK_SPLITS["test"][:12]):
+        opts = TERMINAL.reset_options(seed, TERMINAL.task_kinds)
+        kind = opts["incident"]
+        actions = TERMINAL.expert(seed, kind)
+        assert len(actions) == 3 < TERMINAL.max_env_steps and actions[0] == {"command": TRIAGE_SURVEY}
+        env.reset(seed=seed, max_steps=TERMINAL.max_env_steps, **opts)
+        texts = [env.step(TerminalAction(**a)) for a in actions]
+        svc = actions[-1]["command"].split()[-1]
+        assert actions[-1]["command"] == f"submit {kind} {svc}"
+        assert svc in texts[0].text and cause[kind] in texts[1].text.lower(), (seed, kind)
+        assert texts[-1].done and texts[-1].reward == 1.0, (seed, kind)
+
+
 def test_sql_actions_come_from_the_policys_json() -> None:
     from openenv_echo.demo.envs import DEMO_ENVS, SQL, sql_action
 
