@@ -34,7 +34,10 @@ def demo(
         "--sweep-seeds",
         help=f"RL seeds that run the whole λ sweep on validation (λ is chosen on them) [{_FULL.sweep_seeds}].",
     ),
-    threads: int | None = typer.Option(None, "--threads", help=f"torch threads [{_FULL.threads}]."),
+    threads: int | None = typer.Option(None, "--threads", help=f"torch threads per process [{_FULL.threads}]."),
+    workers: int | None = typer.Option(
+        None, "--workers", help=f"RL runs trained at once, one process each [{_FULL.workers}]."
+    ),
     rl_steps: int | None = typer.Option(
         None, "--rl-steps", help=f"RL steps per run [full {_FULL.rl_steps} / quick {_QUICK.rl_steps}]."
     ),
@@ -73,6 +76,7 @@ def demo(
         "n_seeds": seeds,
         "sweep_seeds": sweep_seeds,
         "threads": threads,
+        "workers": workers,
         "rl_steps": rl_steps,
         "generic_steps": generic_steps,
         "sft_steps": sft_steps,

@@ -74,6 +74,7 @@ class DemoConfig:
     n_seeds: int = 1  # RL training seeds per arm (each evaluated on test)
     sweep_seeds: int = 3  # RL seeds seed .. seed + sweep_seeds - 1 run every λ; λ is chosen on them (validation)
     threads: int = 1  # one thread: on a shared 2-core machine, two threads per op lose more to waiting than they gain
+    workers: int = 2  # RL runs trained at once, one process each (the reference machine has 2 cores)
     progress: bool = True
 
     # splits
@@ -176,6 +177,7 @@ class DemoConfig:
             "rl_prompts",
             "micro_batch",
             "threads",
+            "workers",
             "eval_every",
         ):
             if getattr(self, name) < 1:

@@ -40,6 +40,7 @@ from .render import render_run
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
 from .summarize import choose_lambda
 from .train import arm_config, make_optimizer, pack_chunks, pretrain_generic, rl_step, sft_actions
+from .workers import Job, QueueBar, WorkerSetup, run_jobs
 
 SFT_RULE = (
     "of the SFT checkpoints every sft_eval_every steps and the last, the one with the highest greedy validation "
@@ -198,9 +199,9 @@ def start_key(cfg: DemoConfig) -> str:
 
 def resume_key(cfg: DemoConfig) -> str:
     """What a stored checkpoint must match to be reused: every setting except where output goes, how it is shown,
-    the thread count and how many seeds are planned."""
+    the thread and worker counts and how many seeds are planned."""
     d = cfg.to_dict()
-    for k in ("out", "progress", "threads", "n_seeds", "sweep_seeds"):
+    for k in ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds"):
         d.pop(k)
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)
@@ -342,6 +343,7 @@ def report_head(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "transformers": __import__("transformers").__version__,
             "platform": platform.platform(),
             "torch_threads": cfg.threads,
+            "workers": cfg.workers,
         },
         "rl": {
             "reward": "the env's own (no shaping)",
@@ -506,6 +508,30 @@ class RunStore:
     clock: Clock
     runs: dict[str, dict[str, Any]]
 
+    def prepare(self, jobs: list[Job]) -> None:
+        """Have every job's run stored (trained, and evaluated on test where asked), ``cfg.workers`` runs at a time
+        in worker processes; what was already stored is not redone."""
+        todo = [j for j in jobs if not self._stored(j)]
+        ev = self.ev
+        setup = WorkerSetup(
+            self.cfg, ev.runner.url, self.tok, self.model, self.start, ev.ce_val, ev.ce_test, self.store, self.key
+        )
+        run_jobs(worker_store, setup, todo, self.cfg.workers, self.bar)
+        for j in todo:  # reload what the workers stored
+            self.runs.pop(f"run-{run_key(j.arm, j.lam)}-seed{j.seed}", None)
+
+    def _stored(self, job: Job) -> bool:
+        name = f"run-{run_key(job.arm, job.lam)}-seed{job.seed}"
+        run = self.runs.get(name) or _load(self.store / f"{name}.pt", self.key)
+        return run is not None and (not job.test or "test_curve" in run)
+
+    def ensure(self, job: Job) -> None:
+        """Store the job's run (and its test curve if asked); keep nothing in memory (a worker's job)."""
+        run = self.get(job.arm, job.lam, job.seed)
+        if job.test:
+            self.test_curve(run, f"run-{run_key(job.arm, job.lam)}-seed{job.seed}")
+        self.runs.clear()
+
     def get(self, arm: str, lam: float, rl_seed: int) -> dict[str, Any]:
         name = f"run-{run_key(arm, lam)}-seed{rl_seed}"
         if name in self.runs:
@@ -537,24 +563,46 @@ class RunStore:
         self.clock.lap("test_eval")
 
 
+def worker_store(setup: WorkerSetup, bar: QueueBar) -> RunStore:
+    """A worker process's ``RunStore``: the parent's, rebuilt from ``setup`` with its own env client pool."""
+    cfg = setup.cfg
+    runner = PolicyRunner(
+        setup.url,
+        setup.tok,
+        DEMO_ENVS[cfg.env],
+        max_env_steps=cfg.env_steps,
+        max_context=cfg.max_context,
+        max_action_tokens=cfg.max_action_tokens,
+        kinds=cfg.kinds,
+    )
+    ev = Evaluator(runner, setup.tok, cfg.seeds, setup.ce_val, setup.ce_test, cfg.micro_batch)
+    # the pickled model's tensors arrive in memory shared with the parent and every other worker: train a copy
+    model = copy.deepcopy(setup.model)
+    return RunStore(cfg, model, setup.tok, ev, setup.start, setup.store, setup.key, bar, Clock(), {})
+
+
 def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> None:
     """Every RL run. The sweep seeds run every λ (validation: the λ rule reads them); then each arm seed runs λ = 0,
-    the chosen λ and direct CE (on the λ = 0 run's rollouts) and is evaluated on test; the report is rewritten
-    after every arm seed."""
-    for rl_seed, lam in [(s, lam) for s in cfg.sweep_rl_seeds for lam in cfg.lambdas]:
-        runs.get("grpo" if lam == 0 else "grpo_echo", lam, rl_seed)
+    the chosen λ and direct CE (on the λ = 0 run's rollouts), each evaluated on test. Runs are trained
+    ``cfg.workers`` at a time (``workers.run_jobs``); direct CE of the arm seeds that are sweep seeds too trains
+    beside the sweep. A run that stops early leaves its finished runs stored: the same command resumes."""
+    sweep = [Job(_arm(lam), lam, s) for s in cfg.sweep_rl_seeds for lam in cfg.lambdas]
+    runs.prepare(sweep + [Job("direct_ce", 1.0, s) for s in cfg.rl_seeds if s in cfg.sweep_rl_seeds])
+    runs.clock.lap("rl_sweep")
+    for job in sweep:
+        runs.get(job.arm, job.lam, job.seed)
     selection = choose_lambda(list(runs.runs.values()), cfg.lambdas, cfg.sweep_rl_seeds)
     console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
-    chosen = _chosen(selection)
-    done: list[dict[str, Any]] = []
-    for k, rl_seed in enumerate(cfg.rl_seeds):
-        for arm in ARMS:
-            lam_arm = chosen[arm]
-            r = runs.get(arm, 1.0 if lam_arm is None else lam_arm, rl_seed)
-            runs.test_curve(r, f"run-{run_key(arm, lam_arm)}-seed{rl_seed}")
-            done.append(r)
-        sweep_runs = [r for r in runs.runs.values() if all(r is not d for d in done)]
-        write_report(report, done, sweep_runs, selection, cfg, runs.clock, out, complete=k + 1 == cfg.n_seeds)
+    arm_lams = {"grpo": 0.0, "grpo_echo": float(selection["chosen"]), "direct_ce": 1.0}  # direct CE: λ unused
+    runs.prepare([Job(arm, arm_lams[arm], s, test=True) for s in cfg.rl_seeds for arm in ARMS])
+    runs.clock.lap("rl_arms_and_test_eval")
+    done = [runs.get(arm, arm_lams[arm], s) for s in cfg.rl_seeds for arm in ARMS]
+    sweep_runs = [r for r in runs.runs.values() if all(r is not d for d in done)]
+    write_report(report, done, sweep_runs, selection, cfg, runs.clock, out)
+
+
+def _arm(lam: float) -> str:
+    return "grpo" if lam == 0 else "grpo_echo"
 
 
 def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
@@ -574,7 +622,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     store = out / "checkpoints"  # the start checkpoint and every finished run, for resuming
     store.mkdir(exist_ok=True)
     generic = stdlib_docstrings()
-    with env_server(env, cfg.docker) as (url, server_desc):
+    with env_server(env, cfg.docker, sessions=64 * cfg.workers) as (url, server_desc):
         clock.lap("server_start")
         console.print(f"[bold]{env.name} env[/] server: {server_desc} at {url}")
         data = collect_data(cfg, env, url, generic, clock)
@@ -626,16 +674,16 @@ def write_report(
     cfg: DemoConfig,
     clock: Clock,
     out: Path,
-    complete: bool,
 ) -> None:
-    """The report of the arm seeds finished so far (``status.complete`` says whether every planned seed is in),
-    with its summary, tables, plot and verdict."""
+    """The report of the arm seeds given (``status.complete`` says whether every planned seed is in), with its
+    summary, tables, plot and verdict."""
     report = dict(report)
     runs = [_strip(r) for r in arm_runs]
     chosen = _chosen(selection)
+    seeds_done = sorted({r["seed"] for r in runs})
     report["status"] = {
-        "complete": complete,
-        "rl_seeds_done": sorted({r["seed"] for r in runs}),
+        "complete": seeds_done == cfg.rl_seeds,
+        "rl_seeds_done": seeds_done,
         "rl_seeds_planned": cfg.rl_seeds,
     }
     report["lambda_selection"] = selection

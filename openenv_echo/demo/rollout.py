@@ -32,20 +32,21 @@ where the server's defaults (2 s / 10 s, sized for a serving fleet) stop honest 
 
 
 @contextlib.contextmanager
-def env_server(env: DemoEnv, docker: bool = False) -> Iterator[tuple[str, str]]:
-    """Start the env's server; yields ``(base_url, description)`` and stops it afterwards."""
+def env_server(env: DemoEnv, docker: bool = False, sessions: int = 64) -> Iterator[tuple[str, str]]:
+    """Start the env's server for ``sessions`` concurrent episodes; yields ``(base_url, description)`` and stops it
+    afterwards."""
     from ..envs import spec_of
     from ..providers import DockerProvider, LocalProcessProvider
 
     if docker:
         provider: Any = DockerProvider.for_env(
-            spec_of(env.name), step_timeout_s=STEP_TIMEOUT_S, reset_timeout_s=RESET_TIMEOUT_S
+            spec_of(env.name), max_sessions=sessions, step_timeout_s=STEP_TIMEOUT_S, reset_timeout_s=RESET_TIMEOUT_S
         )
         what = f"docker image {provider.image} (envs/{env.name}_env/server/Dockerfile)"
     else:
         provider = LocalProcessProvider(
             env.name,
-            max_sessions=64,
+            max_sessions=sessions,
             idle_timeout_s=None,
             log_level="warning",
             step_timeout_s=STEP_TIMEOUT_S,

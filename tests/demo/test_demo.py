@@ -72,9 +72,8 @@ def test_quick_mode_writes_report_tables_and_plot(quick_report: tuple[dict[str, 
         "expert_episodes",
         "start_generic_pretraining",
         "start_sft",
-        "rl_grpo",
-        "rl_direct_ce",
-        "test_eval",
+        "rl_sweep",
+        "rl_arms_and_test_eval",
     ):
         assert timings[phase] >= 0, phase
     assert timings["total"] > 0 and timings["cpu_total"] > 0
@@ -236,6 +235,26 @@ def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[st
     assert again["baselines"] == report["baselines"]
     # nothing was retrained or re-evaluated: no stored checkpoint was rewritten
     assert {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()} == stored
+
+
+def test_runs_do_not_depend_on_how_many_workers_trained_them(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """The quick run trained its runs on two worker processes at once; from the same start, one worker retrains
+    every run to the same numbers (each run reseeds torch and its sampler, and no worker shares weights with
+    another: two runs training one shared copy differed by step 2)."""
+    import shutil
+
+    from openenv_echo.demo import run_demo
+
+    report, out = quick_report
+    assert report["config"]["workers"] == 2
+    (tmp_path / "checkpoints").mkdir()
+    shutil.copy(out / "checkpoints" / "start.pt", tmp_path / "checkpoints" / "start.pt")
+    one = run_demo(DemoConfig.preset("quick", out=tmp_path, workers=1, progress=False), command="q")
+    assert one["config"]["workers"] == 1
+    for part in ("arms", "sweep_runs", "lambda_selection"):  # as JSON text: a NaN figure equals itself there
+        assert json.dumps(one[part], sort_keys=True) == json.dumps(report[part], sort_keys=True), part
 
 
 def test_render_rebuilds_a_finished_runs_summaries_tables_plot_and_verdict(
