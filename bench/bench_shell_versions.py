@@ -12,42 +12,27 @@ Run: ``python bench/bench_shell_versions.py --before /tmp/old --after . [--round
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from openenv_echo.client import EnvClient
 from openenv_echo.envs.splits import TASK_SPLITS
-from openenv_echo.server.background import free_port
+from openenv_echo.providers import LocalProcessProvider
 
 
 def _loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def _server(tree: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _server(tree: Path) -> LocalProcessProvider:
     """``openenv-echo serve shell`` of ``tree`` (its own packages first on the path), the pool on."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": f"{tree}:{tree}/envs", "OPENENV_ECHO_SHELL_POOL": "4"}
-    cmd = [sys.executable, "-m", "openenv_echo.cli", "serve", "shell", "--port", str(port), "--log-level", "error"]
-    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            EnvClient(url).health()
-            return proc, url
-        except Exception:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"the shell server of {tree} did not start") from None
-            time.sleep(0.2)
+    env = {"PYTHONPATH": f"{tree}:{tree}/envs", "OPENENV_ECHO_SHELL_POOL": "4"}
+    return LocalProcessProvider("shell", env=env, cwd=tree, log_level="error", startup_timeout_s=60)
 
 
-def _kinds() -> dict[str, dict[str, object]]:
+def _kinds() -> dict[str, dict[str, Any]]:
     from shell_env.server.generate_tasks import GENERATED_FAMILIES, SUITE
 
     names = [f.name for f in GENERATED_FAMILIES]
@@ -73,7 +58,7 @@ def main() -> None:
     servers = {name: _server(tree) for name, tree in trees.items()}
     times: dict[tuple[str, str], list[float]] = {(t, k): [] for t in trees for k in kinds}
     try:
-        clients = {name: EnvClient(url) for name, (_, url) in servers.items()}
+        clients = {name: EnvClient(server.start()) for name, server in servers.items()}
         for kind, options in kinds.items():  # images, instances and the pools made before the first timed reset
             tasks = {name: client.reset(**options).metadata["task"] for name, client in clients.items()}
             if len(set(tasks.values())) != 1:
@@ -89,9 +74,8 @@ def main() -> None:
         for client in clients.values():
             client.close()
     finally:
-        for proc, _ in servers.values():
-            proc.terminate()
-            proc.wait(timeout=60)
+        for server in servers.values():
+            server.stop()
     print(f"load average before {before}, after {_loadavg()}; before = {trees['before']}, after = {trees['after']}\n")
     print("| reset, pool on | before: median ms (min) | after: median ms (min) | before / after | n |")
     print("|---|---|---|---|---|")

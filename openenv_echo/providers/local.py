@@ -30,7 +30,9 @@ class LocalProcessProvider(ServerProvider):
 
     ``limits`` are ``ServerLimits`` fields (``max_sessions=4``, ``idle_timeout_s=None``, ...); they are validated
     here and handed to the server as ``OPENENV_ECHO_*`` environment variables. ``port=None`` picks a free one
-    (retried if another process grabs it first). ``env`` adds environment variables for the server process.
+    (retried if another process grabs it first). ``env`` adds environment variables for the server process;
+    ``cwd`` is its working directory (``python -m`` puts it first on the path: with a ``PYTHONPATH`` in ``env``, the
+    server runs another checkout's code, as a before/after benchmark does).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class LocalProcessProvider(ServerProvider):
         mode: Literal["simulation", "production"] = "simulation",
         python: str = sys.executable,
         env: dict[str, str] | None = None,
+        cwd: Path | str | None = None,
         startup_timeout_s: float = 30.0,
         log_level: str = "info",
         keep_log: bool = False,
@@ -60,6 +63,7 @@ class LocalProcessProvider(ServerProvider):
         self.mode = mode
         self.python = python
         self.extra_env = dict(env or {})
+        self.cwd = Path(cwd) if cwd is not None else None
         self.startup_timeout_s = startup_timeout_s
         self.log_level = log_level
         self.keep_log = keep_log
@@ -93,6 +97,7 @@ class LocalProcessProvider(ServerProvider):
                 stdout=self._log_file,
                 stderr=subprocess.STDOUT,
                 env=self._child_env(),
+                cwd=self.cwd,
                 start_new_session=True,  # Ctrl-C in a notebook does not kill the server mid-episode
             )
         except OSError as e:

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -84,6 +85,22 @@ def test_bad_module_path_reports_import_error() -> None:
     with pytest.raises(ProviderError) as info:
         LocalProcessProvider("openenv_echo.no_such_module:Env").start()
     assert "No module named 'openenv_echo.no_such_module'" in info.value.logs  # the server's own error line
+
+
+def test_cwd_serves_the_code_found_there(tmp_path: Path) -> None:
+    """``python -m`` puts the working directory first on the path: a module only ``cwd`` holds is served (how a
+    before/after benchmark serves another checkout)."""
+    (tmp_path / "cwd_only_env.py").write_text(
+        "from openenv_echo.envs.echo.environment import EchoEnvironment\n\nclass CwdEcho(EchoEnvironment):\n    pass\n"
+    )
+    with pytest.raises(ProviderError) as info:  # not importable from anywhere else
+        LocalProcessProvider("cwd_only_env:CwdEcho").start()
+    assert "No module named 'cwd_only_env'" in info.value.logs
+    with LocalProcessProvider("cwd_only_env:CwdEcho", cwd=tmp_path) as provider:
+        assert provider.pid is not None and os.readlink(f"/proc/{provider.pid}/cwd") == str(tmp_path)
+        with EnvClient(provider.base_url) as client:
+            client.reset(seed=0, messages=[{"role": "user", "content": "echo me"}])
+            assert client.step({"message": "hi"}, action_text="hi").segments[-1].text == "hi\n"
 
 
 def test_server_dying_later_is_reported_with_logs() -> None:
