@@ -206,10 +206,12 @@ def lambda_table(report: dict[str, Any]) -> str:
 def timing_line(report: dict[str, Any]) -> str:
     t = report["timings_s"]
     load = report["load_average"]
+    workers = report["config"].get("workers", 1)  # reports from before worker processes ran one run at a time
     return (
         f"`{report['command']}`: wall time {t['total']:.0f} s ({t['total'] / 60:.1f} min), load average "
         f"{load['start'][0]:.1f} at the start, {load['mean_1min_at_laps']:.1f} mean and {load['max_1min_at_laps']:.1f} "
-        f"max (1-minute figure, sampled per phase) on {load['cores']} cores."
+        f"max (1-minute figure, sampled per phase) on {load['cores']} cores, {workers} RL run{'s' if workers > 1 else ''} "
+        "at a time."
     )
 
 
