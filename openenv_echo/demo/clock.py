@@ -1,4 +1,5 @@
-"""``Clock``: wall time per demo phase, the process's CPU time, and the machine's load average while it ran."""
+"""``Clock``: wall time per demo phase, the main process's CPU time (RL worker processes are not counted), and the
+machine's load average while it ran."""
 
 from __future__ import annotations
 
