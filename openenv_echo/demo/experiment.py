@@ -63,6 +63,20 @@ class Evaluator:
     ce_test: CeSet
     micro_batch: int
 
+    @classmethod
+    def make(cls, cfg: DemoConfig, url: str, tok: Any, ce_val: CeSet, ce_test: CeSet) -> Evaluator:
+        """The evaluator of a run of ``cfg`` against the env server at ``url``, with its own episode runner."""
+        runner = PolicyRunner(
+            url,
+            tok,
+            DEMO_ENVS[cfg.env],
+            max_env_steps=cfg.env_steps,
+            max_context=cfg.max_context,
+            max_action_tokens=cfg.max_action_tokens,
+            kinds=cfg.kinds,
+        )
+        return cls(runner, tok, cfg.seeds, ce_val, ce_test, cfg.micro_batch)
+
     def ce(self, model: torch.nn.Module, name: str) -> dict[str, Any]:
         return env_ce(model, self.ce_val if name == "val" else self.ce_test, self.tokenizer, self.micro_batch)
 
@@ -566,16 +580,7 @@ class RunStore:
 def worker_store(setup: WorkerSetup, bar: QueueBar) -> RunStore:
     """A worker process's ``RunStore``: the parent's, rebuilt from ``setup`` with its own env client pool."""
     cfg = setup.cfg
-    runner = PolicyRunner(
-        setup.url,
-        setup.tok,
-        DEMO_ENVS[cfg.env],
-        max_env_steps=cfg.env_steps,
-        max_context=cfg.max_context,
-        max_action_tokens=cfg.max_action_tokens,
-        kinds=cfg.kinds,
-    )
-    ev = Evaluator(runner, setup.tok, cfg.seeds, setup.ce_val, setup.ce_test, cfg.micro_batch)
+    ev = Evaluator.make(cfg, setup.url, setup.tok, setup.ce_val, setup.ce_test)
     # the pickled model's tensors arrive in memory shared with the parent and every other worker: train a copy
     model = copy.deepcopy(setup.model)
     return RunStore(cfg, model, setup.tok, ev, setup.start, setup.store, setup.key, bar, Clock(), {})
@@ -633,16 +638,8 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             f"{info['vocab_size']}; expert episodes ~{sum(lengths) / len(lengths):.0f} tokens; generic corpus "
             f"{generic.chars:,} chars"
         )
-        runner = PolicyRunner(
-            url,
-            data.tok,
-            env,
-            max_env_steps=cfg.env_steps,
-            max_context=cfg.max_context,
-            max_action_tokens=cfg.max_action_tokens,
-            kinds=cfg.kinds,
-        )
-        ev = Evaluator(runner, data.tok, cfg.seeds, data.ce_val, data.ce_test, cfg.micro_batch)
+        ev = Evaluator.make(cfg, url, data.tok, data.ce_val, data.ce_test)
+        runner = ev.runner
         try:
             start, refs = start_and_references(cfg, data, generic, ev, clock, store)
             describe_start(report, cfg, start, refs)

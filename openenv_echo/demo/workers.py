@@ -100,7 +100,7 @@ def run_jobs(factory: StoreFactory, setup: WorkerSetup, jobs: list[Job], workers
         return
     ctx = mp.get_context("spawn")
     progress = ctx.Queue()
-    key = {(j.arm, j.lam, j.seed) for j in jobs}
+    scheduled = {(j.arm, j.lam, j.seed) for j in jobs}
     waiting, running, finished = list(jobs), dict[Future[Job], Job](), set[tuple[str, float, int]]()
     with ProcessPoolExecutor(
         max_workers=min(workers, len(jobs)),
@@ -109,7 +109,7 @@ def run_jobs(factory: StoreFactory, setup: WorkerSetup, jobs: list[Job], workers
         initargs=(factory, setup, progress, os.getpid()),
     ) as pool:
         while waiting or running:
-            for job in [j for j in waiting if j.needs is None or j.needs not in key or j.needs in finished]:
+            for job in [j for j in waiting if j.needs is None or j.needs not in scheduled or j.needs in finished]:
                 waiting.remove(job)
                 running[pool.submit(_work, job)] = job
             if not running:
