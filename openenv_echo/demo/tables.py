@@ -215,11 +215,25 @@ def timing_line(report: dict[str, Any]) -> str:
     )
 
 
+NO_UPDATES = (
+    "No RL step updated any run: no rollout earned a reward or drew an env_output token, so every arm's figures are "
+    "the start's and the λ choice is a tie broken by its rule."
+)
+
+
+def no_updates(report: dict[str, Any]) -> bool:
+    """Whether every RL step of every run (the arms' and the sweep's) was skipped for want of a training signal."""
+    runs = [r for a in report["arms"].values() for r in a["seeds"]] + report["sweep_runs"]
+    return all(r["updates"] == 0 for r in runs)
+
+
 def summary_markdown(report: dict[str, Any]) -> str:
     """Every demo table of the example's README, from a report."""
     parts = []
     if report.get("note"):
         parts.append(f"**{report['note']}**")
+    if no_updates(report):
+        parts.append(f"**{NO_UPDATES}**")
     st = report["status"]
     if not st["complete"]:
         parts.append(
@@ -257,6 +271,7 @@ def readme_section(report: dict[str, Any], one_seed: dict[str, Any], sql: dict[s
             f"(λ = {sql['arms']['grpo_echo']['lambda']:g}) {s['grpo_echo']['env_ce'][0]:.3f}, direct CE "
             f"{s['direct_ce']['env_ce'][0]:.3f} nats/token (4-gram {sql['baselines']['fourgram']:.3f}); ECHO − GRPO "
             f"success {_iv(sql['comparisons']['echo_minus_grpo']['success'], '+.3f')}."
+            + (f" {NO_UPDATES}" if no_updates(sql) else "")
         )
     return "\n".join(lines)
 

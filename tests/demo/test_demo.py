@@ -774,6 +774,27 @@ def test_committed_runs_are_what_the_issue_asks_for() -> None:
     assert one["arms"]["grpo"]["seeds"][0]["final"] == report["arms"]["grpo"]["seeds"][0]["final"]
 
 
+def test_a_run_without_a_single_update_says_so() -> None:
+    """The committed sql run never trained (its start's rollouts drew no reward and no env_output token): its summary
+    and the top README's line say the arms' equal rows are the start's, and the terminal run's do not."""
+    import copy
+
+    from openenv_echo.demo.tables import NO_UPDATES, no_updates, summary_markdown
+
+    terminal = json.loads((EXAMPLE / "results" / "report.json").read_text())
+    assert not no_updates(terminal) and NO_UPDATES not in summary_markdown(terminal)
+    sql_file = EXAMPLE / "results-sql" / "report.json"
+    if sql_file.is_file():
+        sql = json.loads(sql_file.read_text())
+        skipped = [t["skipped"] for a in sql["arms"].values() for r in a["seeds"] for t in r["train"]]
+        assert no_updates(sql) == all(x == 1.0 for x in skipped)
+        assert (NO_UPDATES in summary_markdown(sql)) == no_updates(sql)
+    stalled = copy.deepcopy(terminal)
+    for r in [r for a in stalled["arms"].values() for r in a["seeds"]] + stalled["sweep_runs"]:
+        r["updates"] = 0
+    assert no_updates(stalled) and NO_UPDATES in summary_markdown(stalled)
+
+
 # -- the start checkpoint: generic text, then the action tokens as the only SFT targets ----------------------------
 def test_generic_corpus_is_the_stdlib_docstrings_read_without_importing(tmp_path: Path) -> None:
     from openenv_echo.demo.corpus import stdlib_docstrings
