@@ -92,6 +92,11 @@ def run_key(arm: str, lam: float | None) -> str:
     return "direct_ce" if arm == "direct_ce" or lam is None else f"lambda={lam:g}"
 
 
+def run_name(arm: str, lam: float, rl_seed: int) -> str:
+    """The stored name of a run (its checkpoint file is ``<name>.pt``)."""
+    return f"run-{run_key(arm, lam)}-seed{rl_seed}"
+
+
 def curve_steps(cfg: DemoConfig) -> list[int]:
     """The RL steps with a curve point (validation env CE of every run; test env CE of the arms, and test success
     at the last): every ``eval_every`` steps and the last."""
@@ -532,10 +537,10 @@ class RunStore:
         )
         run_jobs(worker_store, setup, todo, self.cfg.workers, self.bar)
         for j in todo:  # reload what the workers stored
-            self.runs.pop(f"run-{run_key(j.arm, j.lam)}-seed{j.seed}", None)
+            self.runs.pop(run_name(j.arm, j.lam, j.seed), None)
 
     def _stored(self, job: Job) -> bool:
-        name = f"run-{run_key(job.arm, job.lam)}-seed{job.seed}"
+        name = run_name(job.arm, job.lam, job.seed)
         run = self.runs.get(name) or _load(self.store / f"{name}.pt", self.key)
         return run is not None and (not job.test or "test_curve" in run)
 
@@ -543,11 +548,11 @@ class RunStore:
         """Store the job's run (and its test curve if asked); keep nothing in memory (a worker's job)."""
         run = self.get(job.arm, job.lam, job.seed)
         if job.test:
-            self.test_curve(run, f"run-{run_key(job.arm, job.lam)}-seed{job.seed}")
+            self.test_curve(run, run_name(job.arm, job.lam, job.seed))
         self.runs.clear()
 
     def get(self, arm: str, lam: float, rl_seed: int) -> dict[str, Any]:
-        name = f"run-{run_key(arm, lam)}-seed{rl_seed}"
+        name = run_name(arm, lam, rl_seed)
         if name in self.runs:
             return self.runs[name]
         run: dict[str, Any] | None = _load(self.store / f"{name}.pt", self.key)
