@@ -7,8 +7,10 @@ server, and the sequence that will be trained on is assembled by ``TitoBuilder``
 role-tagged observations (token-in-token-out, never re-tokenized).
 
 The sampler keeps a per-episode KV cache across turns: the next prompt is always the previous prompt + the sampled
-ids + the TITO delta (RFC 0003 §6), so each turn only the new ids are run through the model. At the end, the ids the
-model was actually fed are checked against the assembled sequence.
+ids + the TITO delta (RFC 0003 §6), so each turn only the new ids are run through the model. A turn's batch cache is
+reserved once, for its cached positions, the new ids and the action cap (``kvcache.ReservedLayer``), so decoding
+writes in place instead of copying the cache at every token. At the end, the ids the model was actually fed are
+checked against the assembled sequence.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..client import EnvClient
 from ..tokenization import TitoBuilder, TokenizedTrajectory
 from ..trajectory import Trajectory
 from .envs import DemoEnv
+from .kvcache import ReservedLayer
 
 STEP_TIMEOUT_S, RESET_TIMEOUT_S = 60.0, 120.0
 """Step and reset wall-time limits of the demo's server: generous, because the demo is run on shared, loaded CPUs
@@ -242,31 +245,32 @@ class PolicyRunner:
         self, model: torch.nn.Module, live: list[Episode], temperature: float, generator: torch.Generator | None
     ) -> None:
         """Feed each episode's pending ids, then sample its action ids until an end-of-turn id or the cap."""
-        from transformers import DynamicCache
+        from transformers import Cache
 
         b = len(live)
         past = max((e.kv[0][0].shape[1] if e.kv else 0) for e in live)
         chunk = max(len(e.pending) for e in live)
-        # assemble the batch cache: each episode's cached positions right-aligned, holes (mask 0) on the left
+        # the batch cache: each episode's cached positions right-aligned, holes (mask 0) on the left
         valid = torch.zeros((b, past + chunk), dtype=torch.long)
-        cache = None
+        config: Any = model.config  # the HF model's config (typed as a plain Module here)
+        layers: list[Any] = [
+            ReservedLayer(past + chunk + self.max_action_tokens) for _ in range(config.num_hidden_layers)
+        ]
         if past:
-            layers = []
             ref = next(e.kv for e in live if e.kv)
-            for li in range(len(ref)):
+            for li, layer in enumerate(layers):
                 h, _, d = ref[li][0].shape
-                k = ref[li][0].new_zeros((b, h, past, d))
-                v = ref[li][1].new_zeros((b, h, past, d))
+                k = layer.reserve(ref[li][0], (b, h, past, d))
+                v = layer.reserve(ref[li][1], (b, h, past, d), values=True)
                 for i, e in enumerate(live):
                     if e.kv:
                         n = e.kv[li][0].shape[1]
                         k[i, :, past - n :] = e.kv[li][0]
                         v[i, :, past - n :] = e.kv[li][1]
-                layers.append((k, v))
-            cache = DynamicCache(ddp_cache_data=layers)
             for i, e in enumerate(live):
                 if e.kv:
                     valid[i, past - e.kv[0][0].shape[1] : past] = 1
+        cache = Cache(layers=layers)
         ids = torch.full((b, chunk), self.pad_id, dtype=torch.long)
         pos = torch.zeros((b, chunk), dtype=torch.long)
         for i, e in enumerate(live):
@@ -277,8 +281,6 @@ class PolicyRunner:
             e.fed.extend(e.pending)
             e.pending = []
             e.action = []
-        if cache is None:
-            cache = DynamicCache()
         out = model(input_ids=ids, attention_mask=valid, position_ids=pos, past_key_values=cache, use_cache=True)
         cache, logits = out.past_key_values, out.logits[:, -1, :]
         generating = torch.ones(b, dtype=torch.bool)

@@ -393,6 +393,50 @@ def test_cached_greedy_sampling_matches_full_forward_and_tito() -> None:
     assert results[0].sequence.input_ids.tolist() == results[1].sequence.input_ids.tolist()  # greedy, same seed
 
 
+def test_reserved_kv_cache_gives_the_dynamic_caches_values_bit_for_bit() -> None:
+    """The sampler's in-place cache (``ReservedLayer``) feeds the model exactly what transformers' appending
+    ``DynamicLayer`` does: on a padded batch, a prefill from cached positions and eight decode steps give identical
+    logits and identical cached keys and values. A turn that outgrows its reservation is an error, not a resize."""
+    from transformers import Cache, DynamicCache
+
+    from openenv_echo.demo.kvcache import ReservedLayer
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.tokenization import build_tokenizer
+
+    tok = build_tokenizer("qwen")
+    model = build_scratch_model("nano", tok, max_positions=256, seed=1).eval()
+    n_layers = model.config.num_hidden_layers
+    gen = torch.Generator().manual_seed(0)
+    b, past, chunk, steps = 3, 20, 7, 8
+    mask = torch.ones((b, past + chunk), dtype=torch.long)
+    mask[0, :5] = 0  # a shorter episode: holes on the left, as the sampler assembles them
+    with torch.no_grad():
+        first = model(input_ids=torch.randint(0, len(tok), (b, past), generator=gen), attention_mask=mask[:, :past])
+        layers = [(layer.keys, layer.values) for layer in first.past_key_values.layers]
+        reserved = [ReservedLayer(past + chunk + steps) for _ in range(n_layers)]
+        for (k, v), layer in zip(layers, reserved, strict=True):
+            layer.reserve(k, tuple(k.shape))[:] = k
+            layer.reserve(v, tuple(v.shape), values=True)[:] = v
+        caches = {"dynamic": DynamicCache(ddp_cache_data=layers), "reserved": Cache(layers=reserved)}
+        ids = torch.randint(0, len(tok), (b, chunk), generator=gen)
+        logits: dict[str, list[torch.Tensor]] = {}
+        for name, cache in caches.items():
+            m, x, out = mask, ids, []
+            for _ in range(steps + 1):
+                o = model(input_ids=x, attention_mask=m, past_key_values=cache, use_cache=True)
+                out.append(o.logits[:, -1])
+                x = o.logits[:, -1].argmax(-1, keepdim=True)
+                m = torch.cat([m, torch.ones((b, 1), dtype=torch.long)], dim=1)
+            logits[name] = out
+    assert all(torch.equal(a, c) for a, c in zip(logits["dynamic"], logits["reserved"], strict=True))
+    for d, r in zip(caches["dynamic"].layers, caches["reserved"].layers, strict=True):
+        assert r.keys.shape == (b, 4, past + chunk + steps, 16)
+        assert torch.equal(d.keys, r.keys) and torch.equal(d.values, r.values)
+    full = reserved[0]
+    with pytest.raises(ValueError, match="outgrew its reserved cache"):
+        full.update(full.keys[:, :, :1], full.values[:, :, :1])
+
+
 def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
     """With no reward variance and λ = 0 the gradient is exactly zero: the step must leave the weights untouched even
     though AdamW has momentum from an earlier step; a reward difference, or λ > 0, must move them."""
