@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         out: list[Any] = []
         for k, v in layers:
             layer = ReservedLayer(past + chunk + args.decode)
-            layer.reserve(k, tuple(k.shape))[:] = k
-            layer.reserve(v, tuple(v.shape), values=True)[:] = v
+            rk, rv = layer.reserve((k, v), tuple(k.shape))
+            rk[:], rv[:] = k, v
             out.append(layer)
         return Cache(layers=out)
 

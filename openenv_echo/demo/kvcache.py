@@ -25,28 +25,24 @@ class ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # transform
         self._k: torch.Tensor | None = None
         self._v: torch.Tensor | None = None
 
-    def reserve(self, like: torch.Tensor, shape: tuple[int, int, int, int], *, values: bool = False) -> torch.Tensor:
-        """Allocate the keys' (or ``values=True``: the values') buffer for a batch whose first ``shape[2]`` positions
-        are already cached; returns the view of those positions, for the caller to fill."""
+    def reserve(
+        self, like: tuple[torch.Tensor, torch.Tensor], shape: tuple[int, int, int, int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Allocate the keys' and values' buffers (dtypes and device of ``like``) for a batch whose first
+        ``shape[2]`` positions are already cached; returns the views of those positions, for the caller to fill."""
         b, h, n, d = shape
         if n > self.capacity:
             raise ValueError(f"{n} cached positions exceed the reserved {self.capacity}")
-        buf = like.new_zeros((b, h, self.capacity, d))
-        if values:
-            self._v = buf
-        else:
-            self._k = buf
-        self._set(n)
-        return buf[:, :, :n]
+        self._k, self._v = (x.new_zeros((b, h, self.capacity, d)) for x in like)
+        return self._set(n)
 
     def _set(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        assert self._k is not None
+        assert self._k is not None and self._v is not None
         self.length = n
-        keys = self.keys = self._k[:, :, :n]
-        values = self.values = self._v[:, :, :n] if self._v is not None else keys
+        self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
         self.device = self._k.device
         self.is_initialized = True
-        return keys, values
+        return self.keys, self.values
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -54,8 +50,7 @@ class ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # transform
         """Write the new positions after the cached ones and return every cached position (as ``DynamicLayer``)."""
         b, h, m, d = key_states.shape
         if self._k is None or self._v is None:
-            self.reserve(key_states, (b, h, 0, d))
-            self.reserve(value_states, (b, h, 0, d), values=True)
+            self.reserve((key_states, value_states), (b, h, 0, d))
         assert self._k is not None and self._v is not None
         end = self.length + m
         if end > self.capacity:

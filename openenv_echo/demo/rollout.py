@@ -260,8 +260,7 @@ class PolicyRunner:
             ref = next(e.kv for e in live if e.kv)
             for li, layer in enumerate(layers):
                 h, _, d = ref[li][0].shape
-                k = layer.reserve(ref[li][0], (b, h, past, d))
-                v = layer.reserve(ref[li][1], (b, h, past, d), values=True)
+                k, v = layer.reserve(ref[li], (b, h, past, d))
                 for i, e in enumerate(live):
                     if e.kv:
                         n = e.kv[li][0].shape[1]

@@ -415,8 +415,8 @@ def test_reserved_kv_cache_gives_the_dynamic_caches_values_bit_for_bit() -> None
         layers = [(layer.keys, layer.values) for layer in first.past_key_values.layers]
         reserved = [ReservedLayer(past + chunk + steps) for _ in range(n_layers)]
         for (k, v), layer in zip(layers, reserved, strict=True):
-            layer.reserve(k, tuple(k.shape))[:] = k
-            layer.reserve(v, tuple(v.shape), values=True)[:] = v
+            rk, rv = layer.reserve((k, v), tuple(k.shape))
+            rk[:], rv[:] = k, v
         caches = {"dynamic": DynamicCache(ddp_cache_data=layers), "reserved": Cache(layers=reserved)}
         ids = torch.randint(0, len(tok), (b, chunk), generator=gen)
         logits: dict[str, list[torch.Tensor]] = {}
