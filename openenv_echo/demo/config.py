@@ -102,7 +102,7 @@ class DemoConfig:
     sft_warmup: int = 5
     sft_replay: int = 0  # generic-text chunks of LM replay per SFT step (0: none)
     sft_teacher: float = 1.0  # weight of KL(pretrained || model) on every non-action target during SFT (0: none)
-    sft_eval_every: int = 100  # validation checkpoints of SFT; the start is the best by mean reward (SFT_RULE)
+    sft_eval_every: int = 100  # validation checkpoints of SFT; the start is chosen among them (SFT_RULE)
 
     # RL (all arms)
     rl_steps: int = 10

@@ -42,10 +42,25 @@ from .summarize import choose_lambda
 from .train import arm_config, make_optimizer, pack_chunks, pretrain_generic, rl_step, sft_actions
 from .workers import Job, QueueBar, WorkerSetup, run_jobs
 
+SFT_BAND = (0.2, 0.6)
+"""Greedy validation success a start should have: enough solved worlds that RL groups have reward variance, enough
+unsolved that RL has room to gain."""
 SFT_RULE = (
-    "of the SFT checkpoints every sft_eval_every steps and the last, the one with the highest greedy validation "
+    "of the SFT checkpoints every sft_eval_every steps and the last, those whose greedy validation success lies in "
+    f"[{SFT_BAND[0]:g}, {SFT_BAND[1]:g}] (some worlds solved, room left for RL); among them the highest validation "
+    "success (ties: the higher mean reward, then the later); if none lies in that band, the highest greedy validation "
     "mean reward (ties: the later); its weights are the start"
 )
+
+
+def sft_pick_key(step: int, val_policy: dict[str, Any]) -> tuple[float, ...]:
+    """The order of ``SFT_RULE``: the start is the checkpoint with the largest key."""
+    success, reward = val_policy["success"], val_policy["mean_reward"]
+    if SFT_BAND[0] <= success <= SFT_BAND[1]:
+        return (1.0, success, reward, step)
+    return (0.0, reward, step)
+
+
 SMOKE_NOTE = (
     "QUICK MODE IS A SMOKE TEST: it checks that every phase runs end to end; its numbers are not evidence of "
     "anything (run without --quick for figures)"
@@ -288,10 +303,10 @@ def train_start(
     best: dict[str, Any] = {}
 
     def keep_best(step: int, sft_opt: torch.optim.Optimizer) -> None:
-        """SFT checkpoint rule: the highest greedy validation mean reward; ties -> the later checkpoint."""
+        """``SFT_RULE``, online: keep this checkpoint's weights if its key beats the best so far."""
         val = policy_success(ev.runner, model, {"val": ev.seeds.val})["val"]
         picks.append({"step": step, "val_policy": val})
-        if not best or val["mean_reward"] >= best["val_policy"]["mean_reward"]:
+        if not best or sft_pick_key(step, val) > sft_pick_key(best["step"], best["val_policy"]):
             best.update(step=step, val_policy=val, state=copy.deepcopy(model.state_dict()))
 
     s = sft_actions(

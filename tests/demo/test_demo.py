@@ -18,6 +18,7 @@ pytestmark = pytest.mark.timeout(1200)
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
 from openenv_echo.demo.envs import TERMINAL  # noqa: E402
+from openenv_echo.demo.experiment import SFT_BAND, SFT_RULE, sft_pick_key  # noqa: E402
 from openenv_echo.envs.splits import TASK_SPLITS  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory  # noqa: E402
@@ -111,10 +112,11 @@ def test_report_has_references_arms_seeds_and_lambda_selection(quick_report: tup
     corpus = start["generic_pretraining"]["corpus"]
     assert corpus["chars"] > 100_000 and corpus["tokens"] > 10_000 and len(corpus["sha256"]) == 64
     assert start["generic_pretraining"]["tokens_seen"] > 0 and start["sft"]["action_tokens_trained"] > 0
-    # the SFT checkpoint is chosen on validation by its rule: the highest mean reward, ties to the later one
+    # the SFT checkpoint is chosen on validation by its rule (SFT_RULE)
     picks = start["sft"]["checkpoints"]
     assert [p["step"] for p in picks] == list(range(1, report["config"]["sft_steps"] + 1))  # quick: every step
-    best = max(picks, key=lambda p: (p["val_policy"]["mean_reward"], p["step"]))
+    best = max(picks, key=lambda p: sft_pick_key(p["step"], p["val_policy"]))
+    assert start["sft"]["rule"] == SFT_RULE
     assert start["sft"]["chosen_step"] == best["step"]
     assert start["after"]["val"]["policy"] == best["val_policy"]  # the start is that checkpoint
     sel = report["lambda_selection"]
@@ -487,6 +489,21 @@ def _run(lam: float, val_success: float, val_ce: float, arm: str = "grpo_echo", 
         "updates": 1,
         "policy_updates": 1,
     }
+
+
+def test_sft_checkpoint_rule_prefers_the_band_then_the_reward() -> None:
+    def pick(picks: list[tuple[int, float, float]]) -> int:
+        return max(picks, key=lambda p: sft_pick_key(p[0], {"success": p[1], "mean_reward": p[2]}))[0]
+
+    # (step, validation success, mean reward)
+    assert SFT_BAND == (0.2, 0.6)
+    # in the band beats a higher success or reward outside it (0.8 leaves RL little to gain)
+    assert pick([(100, 0.03, 0.13), (200, 0.23, 0.50), (300, 0.34, 0.45), (400, 0.80, 0.89)]) == 300
+    assert pick([(100, 0.2, 0.3), (200, 0.6, 0.7), (300, 0.61, 0.9)]) == 200  # the band's ends are inside it
+    assert pick([(100, 0.4, 0.6), (200, 0.4, 0.5), (300, 0.4, 0.6)]) == 300  # ties: the reward, then the later
+    # none in the band: the highest mean reward, ties to the later
+    assert pick([(100, 0.0, 0.0), (200, 0.0, 0.0)]) == 200
+    assert pick([(100, 0.1, 0.4), (200, 0.9, 0.95), (300, 0.05, 0.2)]) == 200
 
 
 def test_lambda_is_chosen_on_validation_by_the_written_rule() -> None:
