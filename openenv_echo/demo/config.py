@@ -68,7 +68,7 @@ class DemoConfig:
     mode: Literal["quick", "full"] = "full"
     env: str = "terminal"
     out: Path = Path("out/echo_world_model")
-    model: str = "nano"
+    model: str = "micro"
     docker: bool = False
     seed: int = 0  # seed of the start checkpoint; RL seed k of every arm is seed + k
     n_seeds: int = 1  # RL training seeds per arm (each evaluated on test)
@@ -96,7 +96,7 @@ class DemoConfig:
     generic_lr: float = 6e-3
     generic_warmup: int = 10
     # phase 2: SFT on the train seeds' expert episodes, action tokens the only targets
-    sft_steps: int = 200
+    sft_steps: int = 400
     sft_batch: int = 8
     sft_lr: float = 6e-3
     sft_warmup: int = 5
@@ -105,7 +105,7 @@ class DemoConfig:
     sft_eval_every: int = 100  # validation checkpoints of SFT; the start is chosen among them (SFT_RULE)
 
     # RL (all arms)
-    rl_steps: int = 10
+    rl_steps: int = 20
     rl_prompts: int = 8  # distinct training worlds per step
     rl_group: int = 8  # policy samples per world (the GRPO group)
     rl_lr: float = 1e-4  # a fresh AdamW per run
