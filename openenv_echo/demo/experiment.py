@@ -616,7 +616,8 @@ def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: An
     runs.clock.lap("rl_sweep")
     for job in sweep:
         runs.get(job.arm, job.lam, job.seed)
-    selection = choose_lambda(list(runs.runs.values()), cfg.lambdas, cfg.sweep_rl_seeds)
+    val_tokens = [float(n) for n in world_tokens(runs.ev.ce_val)["env_output"]]
+    selection = choose_lambda(list(runs.runs.values()), cfg.lambdas, cfg.sweep_rl_seeds, val_tokens)
     console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
     arm_lams = {"grpo": 0.0, "grpo_echo": float(selection["chosen"]), "direct_ce": 1.0}  # direct CE: λ unused
     runs.prepare([Job(arm, arm_lams[arm], s, test=True) for s in cfg.rl_seeds for arm in ARMS])

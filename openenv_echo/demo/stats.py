@@ -6,7 +6,7 @@
   RL-seed variance are both in the interval and a difference keeps its pairing. The start checkpoint is one
   evaluation on the same worlds, so it enters with the world draw only. Env CE is a ratio (nats over tokens of the
   drawn worlds), success a mean over the drawn (seed, world) cells: replays of one world are never counted as
-  independent episodes.
+  independent episodes. ``bootstrap_se`` is the same bootstrap's standard error (the λ rule's, on validation worlds).
 * ``mean_ci``: Student-t 95% intervals over seeds (validation figures of the λ sweep).
 
 Every interval is ``[low, high]``; with a single seed there is no spread to estimate, so ``ci95`` is ``None``.
@@ -103,6 +103,22 @@ def bootstrap(
     on floats and elementwise on arrays, e.g. ``lambda f: f["echo"] - f["grpo"]``), with a 95% percentile interval
     from the paired worlds × seeds bootstrap: every figure sees the same world and seed draws. Figures with several
     seeds must share them (same count, same order); one-evaluation figures (the start) see the world draw only."""
+    point, reps = _replicates(fn, cells, replicates)
+    lo, hi = np.nanpercentile(reps, [2.5, 97.5])
+    return [point, float(lo), float(hi)]
+
+
+def bootstrap_se(
+    fn: Callable[[dict[str, Any]], Any], cells: dict[str, Cells], replicates: int = BOOTSTRAP_REPLICATES
+) -> float:
+    """The standard error of ``fn(figures)`` under the same worlds × seeds bootstrap as ``bootstrap``."""
+    return float(np.nanstd(_replicates(fn, cells, replicates)[1], ddof=1))
+
+
+def _replicates(
+    fn: Callable[[dict[str, Any]], Any], cells: dict[str, Cells], replicates: int
+) -> tuple[float, np.ndarray]:
+    """The point figure and its (B,) bootstrap replicates."""
     worlds = {c.num.shape[1] for c in cells.values()}
     seeds = {c.num.shape[0] for c in cells.values()} - {1}
     if len(worlds) != 1 or len(seeds) > 1:
@@ -114,5 +130,4 @@ def bootstrap(
     point = float(fn({k: c.point() for k, c in cells.items()}))
     with np.errstate(divide="ignore", invalid="ignore"):
         reps = np.asarray(fn({k: c.replicates(seed_w, world_w) for k, c in cells.items()}), dtype=np.float64)
-    lo, hi = np.nanpercentile(reps, [2.5, 97.5])
-    return [point, float(lo), float(hi)]
+    return point, reps

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .stats import Cells, bootstrap, mean_ci
+from .stats import Cells, bootstrap, bootstrap_se, mean_ci
 
 SUCCESS_MARGIN = 0.05
 """The policy-cost margin: ECHO − GRPO success must stay above −0.05 (the λ rule's non-inferiority margin too)."""
 
 LAMBDA_RULE = (
     "among λ > 0 whose mean greedy validation success at the final RL step (mean over the sweep seeds) is at least "
-    f"GRPO's (λ = 0) minus {SUCCESS_MARGIN:g}, the lowest mean validation env CE; if none qualifies, the highest "
-    "mean validation success (then the lower env CE); validation split only"
+    f"GRPO's (λ = 0) minus {SUCCESS_MARGIN:g}, the smallest λ whose mean validation env CE is within one standard "
+    "error of the lowest (the one-standard-error rule, as glmnet's lambda.1se: the weakest world term that does as "
+    "well as the best within the noise of its measurement; the standard error of the lowest from the bootstrap over "
+    "validation worlds × sweep seeds); if none qualifies, the highest mean validation success (then the lower env "
+    "CE); validation split only"
 )
 FLAT_RULE = (
     "direct CE has flattened when its mean validation env CE fell by less than 10 % of its total fall from the start "
@@ -37,11 +40,15 @@ def _val(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def choose_lambda(
-    runs: list[dict[str, Any]], lambdas: tuple[float, ...] | list[float], sweep_seeds: list[int]
+    runs: list[dict[str, Any]],
+    lambdas: tuple[float, ...] | list[float],
+    sweep_seeds: list[int],
+    val_tokens: list[float],
 ) -> dict[str, Any]:
     """``lambda_selection`` of the report: each λ's final validation figures over the sweep seeds (mean and
-    t interval), the rule (``LAMBDA_RULE``), the chosen λ and whether it is interior (a larger λ was swept and
-    rejected). Test numbers are never read."""
+    t interval; env CE's bootstrap standard error over validation worlds × sweep seeds, ``val_tokens`` being each
+    validation world's env_output token count), the rule (``LAMBDA_RULE``), the chosen λ and whether it is interior
+    (a larger λ was swept and rejected). Test numbers are never read."""
     rows: list[dict[str, Any]] = []
     for lam in lambdas:
         rs = sorted(
@@ -50,10 +57,12 @@ def choose_lambda(
         )
         if [r["seed"] for r in rs] != sorted(sweep_seeds):
             raise ValueError(f"λ = {lam:g} has not run on every sweep seed")
+        ce = Cells.of([_val(r)["val_env_ce"]["per_world_nats"]["env_output"] for r in rs], val_tokens)
         rows.append(
             {
                 "lambda": lam,
                 "env_ce": mean_ci([_val(r)["val_env_ce"]["nats_per_token"] for r in rs]),
+                "env_ce_se": bootstrap_se(lambda f: f["ce"], {"ce": ce}),
                 "success": mean_ci([_val(r)["val_policy"]["success"] for r in rs]),
                 "mean_reward": mean_ci([_val(r)["val_policy"]["mean_reward"] for r in rs]),
                 "submitted": mean_ci([_val(r)["val_policy"]["submitted"] for r in rs]),
@@ -70,18 +79,23 @@ def choose_lambda(
     base = next(r for r in rows if r["lambda"] == 0)["success"]["mean"]
     positive = [r for r in rows if r["lambda"] > 0]
     eligible = [r for r in positive if r["success"]["mean"] >= base - SUCCESS_MARGIN - 1e-12]
+    within: list[float] = []
     if eligible:
-        best = min(eligible, key=lambda r: (r["env_ce"]["mean"], r["lambda"]))
+        lowest = min(eligible, key=lambda r: (r["env_ce"]["mean"], r["lambda"]))
+        bound = lowest["env_ce"]["mean"] + lowest["env_ce_se"]
+        within = sorted(r["lambda"] for r in eligible if r["env_ce"]["mean"] <= bound + 1e-12)
+        chosen = within[0]
     else:
-        best = min(positive, key=lambda r: (-r["success"]["mean"], r["env_ce"]["mean"], r["lambda"]))
+        chosen = min(positive, key=lambda r: (-r["success"]["mean"], r["env_ce"]["mean"], r["lambda"]))["lambda"]
     return {
         "values": list(lambdas),
         "seeds": sorted(sweep_seeds),
         "validation": rows,
         "rule": LAMBDA_RULE,
-        "chosen": best["lambda"],
+        "chosen": chosen,
         "qualified": [r["lambda"] for r in eligible],
-        "interior": any(x > best["lambda"] for x in lambdas),
+        "within_one_se": within,
+        "interior": any(x > chosen for x in lambdas),
         "split": "validation",
     }
 

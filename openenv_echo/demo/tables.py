@@ -191,14 +191,16 @@ def lambda_table(report: dict[str, Any]) -> str:
         f"step, RL seeds {sel['seeds']}; mean [t 95 % interval] over those seeds). Rule: {sel['rule']}. Chosen: "
         f"**λ = {sel['chosen']:g}** ({where}).",
         "",
-        "| λ | validation env CE | validation success | validation mean reward | steps with reward variance |",
-        "|---|---|---|---|---|",
+        "| λ | validation env CE | its bootstrap SE | validation success | validation mean reward | steps with reward "
+        "variance |",
+        "|---|---|---|---|---|---|",
     ]
     for r in sel["validation"]:
         mark = " ←" if r["lambda"] == sel["chosen"] else ""
+        se = "n/a (an earlier rule)" if "env_ce_se" not in r else f"{r['env_ce_se']:.4f}"
         lines.append(
-            f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {_tci(r['success'])} | {_tci(r['mean_reward'])} | "
-            f"{_tci(r['policy_updates'], '.1f')} |"
+            f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {se} | {_tci(r['success'])} | "
+            f"{_tci(r['mean_reward'])} | {_tci(r['policy_updates'], '.1f')} |"
         )
     return "\n".join(lines)
 

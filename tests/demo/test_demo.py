@@ -479,13 +479,24 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
 
 
 # -- pieces ------------------------------------------------------------------------------------------------
-def _run(lam: float, val_success: float, val_ce: float, arm: str = "grpo_echo", seed: int = 0) -> dict[str, Any]:
+def _run(
+    lam: float,
+    val_success: float,
+    val_ce: float,
+    arm: str = "grpo_echo",
+    seed: int = 0,
+    spread: float = 0.0,
+) -> dict[str, Any]:
+    """A run's final validation figures: env CE ``val_ce`` over two worlds of 10 tokens each, ``spread`` nats per
+    token apart (the worlds the λ rule's bootstrap standard error draws)."""
     policy = {"success": val_success, "mean_reward": val_success, "submitted": 1.0}
+    worlds = [10 * (val_ce - spread / 2), 10 * (val_ce + spread / 2)]
+    ce = {"nats_per_token": val_ce, "per_world_nats": {"env_output": worlds}}
     return {
         "arm": arm,
         "lambda": lam,
         "seed": seed,
-        "evals": [{"step": 1, "val_env_ce": {"nats_per_token": val_ce}, "val_policy": policy}],
+        "evals": [{"step": 1, "val_env_ce": ce, "val_policy": policy}],
         "updates": 1,
         "policy_updates": 1,
     }
@@ -517,13 +528,26 @@ def test_lambda_is_chosen_on_validation_by_the_written_rule() -> None:
         _run(0.1, 0.20, 2.5),  # lowest CE but success more than 0.05 below GRPO's: not eligible
         _run(1.0, 0.9, 0.1, "direct_ce"),  # the reference arm never enters the sweep
     ]
-    sel = choose_lambda(runs, [0.0, 0.01, 0.05, 0.1], [0])
+    tokens = [10.0, 10.0]
+    sel = choose_lambda(runs, [0.0, 0.01, 0.05, 0.1], [0], tokens)
     assert sel["chosen"] == 0.05 and sel["qualified"] == [0.01, 0.05] and sel["interior"]
+    assert sel["within_one_se"] == [0.05]  # no spread over worlds or seeds: a standard error of 0
     assert sel["split"] == "validation" and sel["rule"] == LAMBDA_RULE
     assert [r["env_ce"]["mean"] for r in sel["validation"]] == [3.0, 2.9, 2.7, 2.5]
+    # one standard error: the smallest λ whose env CE is within the lowest's bootstrap SE over validation worlds
+    runs = [
+        _run(0.0, 0.3, 3.0, "grpo", spread=1.0),
+        _run(0.01, 0.3, 2.9, spread=1.0),  # 0.4 above the lowest: outside its SE (a spread of 1.0 over 2 worlds)
+        _run(0.1, 0.3, 2.6, spread=1.0),  # 0.1 above the lowest: inside, and the smallest such λ: chosen
+        _run(1.0, 0.3, 2.5, spread=1.0),  # the lowest
+    ]
+    sel = choose_lambda(runs, [0.0, 0.01, 0.1, 1.0], [0], tokens)
+    se = sel["validation"][-1]["env_ce_se"]
+    assert 0.1 < se < 0.4  # two worlds 1.0 apart: resampled means of 2.0, 2.5 or 3.0
+    assert sel["chosen"] == 0.1 and sel["within_one_se"] == [0.1, 1.0] and sel["interior"]
     # none qualifies: the highest validation success, then lower CE
     runs = [_run(0.0, 0.5, 3.0, "grpo"), _run(0.01, 0.2, 2.0), _run(0.05, 0.4, 2.9), _run(0.1, 0.4, 2.8)]
-    sel = choose_lambda(runs, [0.0, 0.01, 0.05, 0.1], [0])
+    sel = choose_lambda(runs, [0.0, 0.01, 0.05, 0.1], [0], tokens)
     assert sel["chosen"] == 0.1 and not sel["interior"]  # the largest value swept: reported as not interior
     # means over the sweep seeds decide, not one seed; seeds outside the sweep are not read
     runs = [
@@ -535,14 +559,14 @@ def test_lambda_is_chosen_on_validation_by_the_written_rule() -> None:
         _run(0.1, 0.3, 2.5, seed=1),
         _run(0.01, 0.3, 0.1, seed=2),
     ]
-    sel = choose_lambda(runs, [0.0, 0.01, 0.1], [0, 1])
+    sel = choose_lambda(runs, [0.0, 0.01, 0.1], [0, 1], tokens)
     assert sel["chosen"] == 0.1
     env_ce = sel["validation"][1]["env_ce"]  # λ = 0.01, seeds 2.0 and 3.2: mean 2.6 inside a spread interval
     assert env_ce["mean"] == pytest.approx(2.6) and env_ce["ci95"][0] < 2.0 and env_ce["ci95"][1] > 3.2
     with pytest.raises(ValueError, match="every sweep seed"):
-        choose_lambda(runs, [0.0, 0.5], [0, 1])
+        choose_lambda(runs, [0.0, 0.5], [0, 1], tokens)
     with pytest.raises(ValueError, match="every sweep seed"):
-        choose_lambda(runs, [0.0, 0.1], [0, 1, 2])
+        choose_lambda(runs, [0.0, 0.1], [0, 1, 2], tokens)
 
 
 def test_seeds_are_disjoint_and_validated() -> None:
