@@ -108,7 +108,7 @@ class DemoConfig:
     rl_steps: int = 20
     rl_prompts: int = 8  # distinct training worlds per step
     rl_group: int = 8  # policy samples per world (the GRPO group)
-    rl_lr: float = 1e-4  # a fresh AdamW per run
+    rl_lr: float = 3e-4  # a fresh AdamW per run; chosen on validation probes from the micro start (example README)
     temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)
