@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(1200)
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
 from openenv_echo.demo.envs import TERMINAL  # noqa: E402
-from openenv_echo.demo.experiment import SFT_BAND, SFT_RULE, sft_pick_key  # noqa: E402
+from openenv_echo.demo.experiment import SFT_BAND, SFT_RULE, resume_key, sft_pick_key, start_key  # noqa: E402
 from openenv_echo.envs.splits import TASK_SPLITS  # noqa: E402
 from openenv_echo.roles import Role  # noqa: E402
 from openenv_echo.trajectory import ObservationRecord, StepRecord, Trajectory  # noqa: E402
@@ -846,8 +846,6 @@ def test_committed_runs_are_what_the_issue_asks_for() -> None:
     """The committed runs are full runs: 256 test worlds, λ on 3 sweep seeds; the terminal run's multi-seed report at
     the current defaults, beside the one-seed report of a default run from nothing that trained its start (and the
     sql run, where recorded)."""
-    from openenv_echo.demo.experiment import resume_key, start_key
-
     report = json.loads((EXAMPLE / "results" / "report.json").read_text())
     one = json.loads((EXAMPLE / "results" / "report-one-seed.json").read_text())
     sql_file = EXAMPLE / "results-sql" / "report.json"
