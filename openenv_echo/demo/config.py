@@ -86,7 +86,7 @@ class DemoConfig:
     task_kinds: tuple[str, ...] | None = None  # these kinds equally often; None: the env's (DemoEnv.task_kinds)
     max_env_steps: int | None = None  # reset option max_steps; None: the env's default (DemoEnv.max_env_steps)
     max_context: int = 3072  # tokens; a rollout longer than this ends (reward 0) and is trained on its first part
-    max_action_tokens: int = 32
+    max_action_tokens: int | None = None  # sampled tokens per action; None: the env's (DemoEnv.max_action_tokens)
     vocab_size: int = 2048
 
     # the start checkpoint, phase 1: LM pretraining on generic text (the Python standard library's docstrings)
@@ -169,7 +169,6 @@ class DemoConfig:
             "n_test",
             "n_seeds",
             "sweep_seeds",
-            "max_action_tokens",
             "generic_batch",
             "generic_len",
             "sft_batch",
@@ -182,8 +181,9 @@ class DemoConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        if self.max_env_steps is not None and self.max_env_steps < 1:
-            raise ValueError("max_env_steps must be >= 1")
+        for name in ("max_env_steps", "max_action_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
         for name in ("generic_steps", "sft_steps", "rl_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -215,6 +215,11 @@ class DemoConfig:
         return self.max_env_steps or DEMO_ENVS[self.env].max_env_steps
 
     @property
+    def action_tokens(self) -> int:
+        """Sampled tokens per action of every RL and evaluation rollout."""
+        return self.max_action_tokens or DEMO_ENVS[self.env].max_action_tokens
+
+    @property
     def rl_seeds(self) -> list[int]:
         """The RL training seeds (sampler, prompt order) of the arms, each evaluated on test."""
         return [self.seed + k for k in range(self.n_seeds)]
@@ -229,6 +234,7 @@ class DemoConfig:
         d["out"] = str(self.out)
         d["lambdas"] = list(self.lambdas)
         d["task_kinds"] = list(self.kinds)
+        d["max_action_tokens"] = self.action_tokens
         return d
 
     @property

@@ -7,7 +7,12 @@ and the scripted expert's actions with the text the policy would have written fo
   the demo's size learns the runbook from SFT well enough that RL has something to improve (the README says how
   this was chosen on validation).
 * ``sql``: a data question over a generated SQLite database; the policy writes one JSON object per turn,
-  ``{"query": "SELECT ..."}`` or ``{"answer": "..."}``, as the env's own task text asks.
+  ``{"query": "SELECT ..."}`` or ``{"answer": "..."}``, as the env's own task text asks. The demo's expert is a
+  runbook of two turns (the template's reference query with the question's parameter written in, then the value it
+  returned), on the templates whose reference query the action budget holds (``SQL_KINDS``).
+
+Each env has its own action budget (``max_action_tokens``): the expert's longest action must fit in it, or SFT
+teaches actions that RL sampling cuts off (a cut JSON object is no action at all).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class DemoEnv:
     """Default ``max_steps`` reset option (the expert's longest episode fits)."""
     kind_option: str
     """The reset option that forces a world's task kind (``incident`` on terminal, ``template`` on sql)."""
+    max_action_tokens: int
+    """Sampled tokens per action (the expert's longest action, in the demo's tokenizer, fits with room to spare)."""
     task_kinds: tuple[str, ...] = ()
     """The demo's task distribution: these kinds equally often; () for the env's own distribution."""
 
@@ -57,10 +64,24 @@ def triage_actions(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
     return [{"command": c} for c in (TRIAGE_SURVEY, f"systemctl status {svc}", f"submit {incident.kind} {svc}")]
 
 
-def _sql_expert(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
-    from sql_env.server.expert import expert_actions  # on use: the env packages sit above the library
+def sql_runbook(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
+    """The sql demo's expert: the template's reference query (the question's parameter written in), then the value
+    it returned. The env's own expert first lists the tables, which the task text already shows."""
+    from sql_env.server.database import generate_database  # on use: the env packages sit above the library
+    from sql_env.server.tasks import make_task
 
-    return list(expert_actions(seed, kind))
+    conn = generate_database(seed)
+    try:
+        task = make_task(conn, seed, kind)
+    finally:
+        conn.close()
+    return [{"query": task.sql}, {"answer": task.answer}]
+
+
+SQL_KINDS = ("city_most_customers", "slow_shipments", "cancel_rate", "distinct_products_of_customer", "manager_of")
+"""The sql demo's templates: those with one parameter, copied from the question, whose reference query is at most
+90 tokens in the demo's tokenizer (the generic-text BPE spends about 2.5 characters a token on SQL). The other
+seven take 94 to 199 tokens, two parameters or several joins."""
 
 
 def sql_action(text: str) -> dict[str, Any]:
@@ -85,6 +106,7 @@ TERMINAL = DemoEnv(
     expert=triage_actions,
     action_text=lambda a: str(a["command"]),
     max_env_steps=4,  # the runbook's three turns and one to spare
+    max_action_tokens=32,
     kind_option="incident",
     # the four incidents whose failing service shows up as the one failed systemd unit, and whose unit status names
     # the cause (no space left, OOM kill, invalid configuration, port in use): finding the service is copying it
@@ -99,10 +121,12 @@ SQL = DemoEnv(
         'else: {"query": "<one SQLite statement>"}, or, when you know the answer, {"answer": "<the value>"}'
     ),
     to_action=sql_action,
-    expert=_sql_expert,
+    expert=sql_runbook,
     action_text=lambda a: json.dumps(a, ensure_ascii=False),
-    max_env_steps=5,
+    max_env_steps=3,  # the runbook's two turns and one to spare
+    max_action_tokens=96,
     kind_option="template",
+    task_kinds=SQL_KINDS,
 )
 
 DEMO_ENVS: dict[str, DemoEnv] = {e.name: e for e in (TERMINAL, SQL)}

@@ -87,7 +87,7 @@ class Evaluator:
             DEMO_ENVS[cfg.env],
             max_env_steps=cfg.env_steps,
             max_context=cfg.max_context,
-            max_action_tokens=cfg.max_action_tokens,
+            max_action_tokens=cfg.action_tokens,
             kinds=cfg.kinds,
         )
         return cls(runner, tok, cfg.seeds, ce_val, ce_test, cfg.micro_batch)

@@ -1013,6 +1013,45 @@ def test_the_terminal_runbook_scores_1_and_its_status_names_the_cause() -> None:
         assert texts[-1].done and texts[-1].reward == 1.0, (seed, kind)
 
 
+def test_the_sql_runbook_scores_1_and_its_answer_is_the_querys_output() -> None:
+    """The demo's sql expert (the reference query, then its value) solves every world of the demo's templates, and
+    the value it answers is in the env_output the query drew: the policy answers by reading the database."""
+    from sql_env.server.sql_environment import SqlAction, SqlEnvironment
+
+    from openenv_echo.demo.envs import SQL, SQL_KINDS, sql_runbook
+
+    assert SQL.expert is sql_runbook and SQL.task_kinds == SQL_KINDS
+    env = SqlEnvironment()
+    for seed in (*TASK_SPLITS["train"][:10], *TASK_SPLITS["test"][:10]):
+        opts = SQL.reset_options(seed, SQL.task_kinds)
+        query, answer = SQL.expert(seed, opts["template"])
+        assert len(SQL.expert(seed, opts["template"])) == 2 < SQL.max_env_steps
+        env.reset(seed=seed, max_steps=SQL.max_env_steps, **opts)
+        first = env.step(SqlAction(**query))
+        env_text = "".join(s.text for s in first.segments if s.role == "env_output")
+        assert answer["answer"] in env_text and not first.done, (seed, opts)
+        last = env.step(SqlAction(**answer))
+        assert last.done and last.reward == 1.0, (seed, opts)
+
+
+def test_every_expert_action_fits_in_its_envs_action_budget() -> None:
+    """With the demo's tokenizer (BPE on the generic corpus) each env's expert actions, as the policy writes them
+    (and its end-of-turn token), fit in ``max_action_tokens``: otherwise RL sampling cuts off what SFT taught."""
+    from openenv_echo.demo.corpus import stdlib_docstrings
+    from openenv_echo.demo.envs import DEMO_ENVS
+    from openenv_echo.tokenization import build_tokenizer
+
+    tok = build_tokenizer("qwen", corpus=list(stdlib_docstrings().texts), vocab_size=DemoConfig().vocab_size)
+    for env in DEMO_ENVS.values():
+        assert DemoConfig(env=env.name).to_dict()["max_action_tokens"] == env.max_action_tokens
+        longest = 0
+        for seed in TASK_SPLITS["train"][:40]:
+            for a in env.expert(seed, env.reset_options(seed, env.task_kinds).get(env.kind_option)):
+                longest = max(longest, len(tok(env.action_text(a))["input_ids"]) + 1)
+        assert longest <= env.max_action_tokens, (env.name, longest)
+        assert longest > env.max_action_tokens // 2, (env.name, longest)  # a budget sized to the actions
+
+
 def test_sql_actions_come_from_the_policys_json() -> None:
     from openenv_echo.demo.envs import DEMO_ENVS, SQL, sql_action
 
