@@ -9,8 +9,10 @@ from pathlib import Path
 import typer
 
 from .config import ENVS, LAMBDAS, MODEL_KINDS, DemoConfig
+from .envs import DEMO_ENVS
 
 _FULL, _QUICK = DemoConfig.preset("full"), DemoConfig.preset("quick")
+_SFT_STEPS = ", ".join(f"{e.name} {e.sft_steps}" for e in DEMO_ENVS.values())
 _SWEEP = ",".join(format(x, "g") for x in LAMBDAS)
 
 
@@ -50,7 +52,7 @@ def demo(
     sft_steps: int | None = typer.Option(
         None,
         "--sft-steps",
-        help=f"Start checkpoint: SFT steps on expert actions [full {_FULL.sft_steps} / quick {_QUICK.sft_steps}].",
+        help=f"Start checkpoint: SFT steps on expert actions [full: the env's, {_SFT_STEPS} / quick {_QUICK.sft_steps}].",
     ),
     n_test: int | None = typer.Option(None, "--test-worlds", help=f"Held-out test worlds [{_FULL.n_test}]."),
     lambdas: str | None = typer.Option(None, "--lambdas", help=f"λ sweep on validation, with 0 [{_SWEEP}]."),

@@ -96,7 +96,7 @@ class DemoConfig:
     generic_lr: float = 6e-3
     generic_warmup: int = 10
     # phase 2: SFT on the train seeds' expert episodes, action tokens the only targets
-    sft_steps: int = 400
+    sft_steps: int | None = None  # None: the env's (DemoEnv.sft_steps)
     sft_batch: int = 8
     sft_lr: float = 6e-3
     sft_warmup: int = 5
@@ -185,7 +185,7 @@ class DemoConfig:
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         for name in ("generic_steps", "sft_steps", "rl_steps"):
-            if getattr(self, name) < 0:
+            if (getattr(self, name) or 0) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if self.rl_group < 2:
             raise ValueError("rl_group must be >= 2 (GRPO compares samples of the same machine)")
@@ -220,6 +220,11 @@ class DemoConfig:
         return self.max_action_tokens or DEMO_ENVS[self.env].max_action_tokens
 
     @property
+    def sft_budget(self) -> int:
+        """SFT steps of the start checkpoint."""
+        return DEMO_ENVS[self.env].sft_steps if self.sft_steps is None else self.sft_steps
+
+    @property
     def rl_seeds(self) -> list[int]:
         """The RL training seeds (sampler, prompt order) of the arms, each evaluated on test."""
         return [self.seed + k for k in range(self.n_seeds)]
@@ -235,6 +240,7 @@ class DemoConfig:
         d["lambdas"] = list(self.lambdas)
         d["task_kinds"] = list(self.kinds)
         d["max_action_tokens"] = self.action_tokens
+        d["sft_steps"] = self.sft_budget
         return d
 
     @property

@@ -41,6 +41,8 @@ class DemoEnv:
     """The reset option that forces a world's task kind (``incident`` on terminal, ``template`` on sql)."""
     max_action_tokens: int
     """Sampled tokens per action (the expert's longest action, in the demo's tokenizer, fits with room to spare)."""
+    sft_steps: int
+    """SFT steps of the start checkpoint (chosen on validation: the start must solve some worlds for RL to learn)."""
     task_kinds: tuple[str, ...] = ()
     """The demo's task distribution: these kinds equally often; () for the env's own distribution."""
 
@@ -107,6 +109,7 @@ TERMINAL = DemoEnv(
     action_text=lambda a: str(a["command"]),
     max_env_steps=4,  # the runbook's three turns and one to spare
     max_action_tokens=32,
+    sft_steps=400,
     kind_option="incident",
     # the four incidents whose failing service shows up as the one failed systemd unit, and whose unit status names
     # the cause (no space left, OOM kill, invalid configuration, port in use): finding the service is copying it
@@ -125,6 +128,9 @@ SQL = DemoEnv(
     action_text=lambda a: json.dumps(a, ensure_ascii=False),
     max_env_steps=3,  # the runbook's two turns and one to spare
     max_action_tokens=96,
+    # at 400 steps the start wrote the queries but answered from a prior, not from the query's output (2 of 64
+    # validation worlds); copying the value appeared from about 900 steps (validation probe, example README)
+    sft_steps=1600,
     kind_option="template",
     task_kinds=SQL_KINDS,
 )

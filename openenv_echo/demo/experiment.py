@@ -313,7 +313,7 @@ def train_start(
         model,
         train_seqs,
         tok,
-        steps=cfg.sft_steps,
+        steps=cfg.sft_budget,
         batch_size=cfg.sft_batch,
         lr=cfg.sft_lr,
         warmup=cfg.sft_warmup,
@@ -334,7 +334,7 @@ def train_start(
         "state": best["state"],
         "generic": gen_phase,
         "sft": {
-            "steps": cfg.sft_steps,
+            "steps": cfg.sft_budget,
             "batch": f"{cfg.sft_batch} expert episodes",
             "lr": cfg.sft_lr,
             "generic_replay_chunks_per_step": cfg.sft_replay,
