@@ -67,17 +67,11 @@ def triage_actions(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
 
 
 def sql_runbook(seed: int, kind: str | None = None) -> list[dict[str, Any]]:
-    """The sql demo's expert: the template's reference query (the question's parameter written in), then the value
-    it returned. The env's own expert first lists the tables, which the task text already shows."""
-    from sql_env.server.database import generate_database  # on use: the env packages sit above the library
-    from sql_env.server.tasks import make_task
+    """The sql demo's expert: the env's expert without its first turn, a table listing the task text already shows
+    (what is left: the template's reference query with the question's parameter written in, then its value)."""
+    from sql_env.server.expert import expert_actions  # on use: the env packages sit above the library
 
-    conn = generate_database(seed)
-    try:
-        task = make_task(conn, seed, kind)
-    finally:
-        conn.close()
-    return [{"query": task.sql}, {"answer": task.answer}]
+    return list(expert_actions(seed, kind))[1:]
 
 
 SQL_KINDS = ("city_most_customers", "slow_shipments", "cancel_rate", "distinct_products_of_customer", "manager_of")

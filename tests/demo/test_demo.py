@@ -1026,8 +1026,9 @@ def test_the_sql_runbook_scores_1_and_its_answer_is_the_querys_output() -> None:
     env = SqlEnvironment()
     for seed in (*TASK_SPLITS["train"][:10], *TASK_SPLITS["test"][:10]):
         opts = SQL.reset_options(seed, SQL.task_kinds)
-        query, answer = SQL.expert(seed, opts["template"])
-        assert len(SQL.expert(seed, opts["template"])) == 2 < SQL.max_env_steps
+        actions = SQL.expert(seed, opts["template"])
+        assert len(actions) == 2 < SQL.max_env_steps
+        query, answer = actions
         env.reset(seed=seed, max_steps=SQL.max_env_steps, **opts)
         first = env.step(SqlAction(**query))
         env_text = "".join(s.text for s in first.segments if s.role == "env_output")
