@@ -227,8 +227,12 @@ def outcome_stats(results: list[RolloutResult]) -> dict[str, Any]:
     }
 
 
+EVAL_CHUNK = 64
+"""Greedy evaluation episodes played at once (each holds one env session)."""
+
+
 def policy_success(
-    runner: PolicyRunner, model: torch.nn.Module, splits: dict[str, list[int]], chunk: int = 64
+    runner: PolicyRunner, model: torch.nn.Module, splits: dict[str, list[int]], chunk: int = EVAL_CHUNK
 ) -> dict[str, dict[str, Any]]:
     """Greedy rollouts, one per seed of each split (deterministic), batched across splits."""
     tagged = [(name, s) for name, seeds in splits.items() for s in seeds]

@@ -21,6 +21,7 @@ from .config import ARM_LABELS, ARMS, DemoConfig, Seeds
 from .corpus import GenericCorpus, stdlib_docstrings
 from .envs import DEMO_ENVS, DemoEnv
 from .evaluate import (
+    EVAL_CHUNK,
     CeSet,
     build_ce_set,
     env_ce,
@@ -224,6 +225,12 @@ START_FIELDS = (
     "micro_batch",
 )
 """The settings the start checkpoint depends on (its stored copy is reused whenever they match)."""
+
+
+def server_sessions(cfg: DemoConfig) -> int:
+    """Env sessions the demo's server must hold at once: each worker's largest batch, an RL step's
+    ``rl_prompts * rl_group`` episodes or an evaluation chunk (every episode of a batch holds a session)."""
+    return max(EVAL_CHUNK, cfg.rl_prompts * cfg.rl_group) * cfg.workers
 
 
 def start_key(cfg: DemoConfig) -> str:
@@ -648,7 +655,7 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     store = out / "checkpoints"  # the start checkpoint and every finished run, for resuming
     store.mkdir(exist_ok=True)
     generic = stdlib_docstrings()
-    with env_server(env, cfg.docker, sessions=64 * cfg.workers) as (url, server_desc):
+    with env_server(env, cfg.docker, sessions=server_sessions(cfg)) as (url, server_desc):
         clock.lap("server_start")
         console.print(f"[bold]{env.name} env[/] server: {server_desc} at {url}")
         data = collect_data(cfg, env, url, generic, clock)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .envs import DEMO_ENVS
 from .stats import Cells, bootstrap, bootstrap_se, mean_ci
 
 SUCCESS_MARGIN = 0.05
@@ -176,6 +177,33 @@ def curves(report: dict[str, Any], arm: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def kinds_of_test_worlds(report: dict[str, Any]) -> list[str]:
+    """The task kind of each test world (the env's reset option); [] when the run drew from the env's own
+    distribution, whose kinds the report does not name."""
+    env = DEMO_ENVS[report["config"]["env"]]
+    kinds = tuple(report["config"]["task_kinds"])
+    if not kinds:
+        return []
+    return [str(env.reset_options(s, kinds)[env.kind_option]) for s in report["seeds"]["test"]]
+
+
+def success_by_kind(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Held-out success per task kind: the start's, and each arm's change from it (paired bootstrap over that
+    kind's test worlds × RL seeds). Where RL gains or loses, and which kinds no arm ever solves."""
+    kinds = kinds_of_test_worlds(report)
+    start = _success(start_of(report))
+    finals = {arm: [_success(t) for t in _finals(a)] for arm, a in report["arms"].items()}
+    rows = []
+    for kind in dict.fromkeys(kinds):
+        idx = [i for i, k in enumerate(kinds) if k == kind]
+        s = Cells.of([[start[i] for i in idx]])
+        row: dict[str, Any] = {"kind": kind, "worlds": len(idx), "start": _one(s)}
+        for arm, per_seed in finals.items():
+            row[f"{arm}_vs_start"] = _diff(Cells.of([[w[i] for i in idx] for w in per_seed]), s)
+        rows.append(row)
+    return rows
+
+
 def flattening(direct: dict[str, Any], rl_steps: int) -> dict[str, Any]:
     """Whether direct CE's validation env CE curve (mean over its seeds) has flattened (``FLAT_RULE``)."""
     seeds = direct["seeds"]
@@ -213,6 +241,7 @@ def summarize(report: dict[str, Any]) -> None:
         "direct_ce_drop": _diff(s_ce, d_ce),
         "direct_ce_flattening": flattening(arms["direct_ce"], arms["direct_ce"]["summary"]["rl_steps"]),
         "start": {fig: _one(cells(report, start, fig)) for fig in (*CE_PARTS, "success", "mean_reward")},
+        "success_by_kind": success_by_kind(report),
         "note": "[point, 2.5 %, 97.5 %] of a percentile bootstrap over test worlds × RL seeds, paired by world and "
         "seed; the start is one evaluation on the same worlds (world draws only); negative env CE = better",
     }

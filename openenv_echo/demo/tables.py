@@ -48,11 +48,13 @@ def _label(report: dict[str, Any], arm: str) -> str:
     return str(a["label"]) + (f" (λ = {a['lambda']:g})" if arm == "grpo_echo" else "")
 
 
-def _seeds_phrase(report: dict[str, Any]) -> str:
+def _across_seeds(report: dict[str, Any]) -> str:
     n = len(report["status"]["rl_seeds_done"])
-    w = report["data"]["env_ce_sets"]["test"]["episodes"]
-    across = f"{n} RL seeds" if n > 1 else "one RL seed (so world sampling only: no seed variance)"
-    return f"{w} test worlds × {across}"
+    return f"{n} RL seeds" if n > 1 else "one RL seed (so world sampling only: no seed variance)"
+
+
+def _seeds_phrase(report: dict[str, Any]) -> str:
+    return f"{report['data']['env_ce_sets']['test']['episodes']} test worlds × {_across_seeds(report)}"
 
 
 def _where(report: dict[str, Any]) -> str:
@@ -178,6 +180,25 @@ def references_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def kind_table(report: dict[str, Any]) -> str:
+    """Held-out success per task kind (none when the run drew from the env's own distribution)."""
+    rows = report["comparisons"]["success_by_kind"]
+    if not rows:
+        return ""
+    lines = [
+        "Held-out success by task kind: the start's, and each arm's change from it (final RL step − start, same "
+        f"test worlds, paired bootstrap over that kind's worlds × {_across_seeds(report)}). The "
+        "intervals are not corrected for the many comparisons: they show where a change comes from, not claims.",
+        "",
+        "| task kind | test worlds | start | " + " | ".join(_label(report, a) for a in ARM_ORDER) + " |",
+        "|---|---|---|" + "---|" * len(ARM_ORDER),
+    ]
+    for r in rows:
+        arms = " | ".join(_iv(r[f"{a}_vs_start"], "+.3f") for a in ARM_ORDER)
+        lines.append(f"| {r['kind']} | {r['worlds']} | {_iv(r['start'])} | {arms} |")
+    return "\n".join(lines)
+
+
 def _tci(x: dict[str, Any], fmt: str = ".3f") -> str:
     m = format(x["mean"], fmt)
     return m if x.get("ci95") is None else f"{m} [{format(x['ci95'][0], fmt)}, {format(x['ci95'][1], fmt)}]"
@@ -246,6 +267,7 @@ def summary_markdown(report: dict[str, Any]) -> str:
         headline(report),
         targets_lines(report),
         references_table(report),
+        *filter(None, [kind_table(report)]),
         lambda_table(report),
         timing_line(report),
     ]

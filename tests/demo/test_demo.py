@@ -502,6 +502,28 @@ def _run(
     }
 
 
+def test_the_server_holds_an_rl_step_larger_than_an_evaluation_chunk() -> None:
+    """Every episode of a batch holds an env session: an RL step of 9 worlds x 8 samples (72 episodes, more than an
+    evaluation chunk) must play on the server the demo sizes for it, not meet a capacity refusal."""
+    from openenv_echo.demo.experiment import server_sessions
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.rollout import PolicyRunner, env_server
+    from openenv_echo.tokenization import build_tokenizer
+
+    cfg = DemoConfig.preset("full", rl_prompts=9, rl_group=8, workers=1)
+    assert server_sessions(cfg) == 72 and server_sessions(DemoConfig.preset("full", workers=2)) == 128
+    tok = build_tokenizer("qwen")
+    model = build_scratch_model("nano", tok, max_positions=2048, seed=0)
+    seeds = [s for s in TASK_SPLITS["train"][: cfg.rl_prompts] for _ in range(cfg.rl_group)]
+    with env_server(TERMINAL, sessions=server_sessions(cfg)) as (url, _):
+        runner = PolicyRunner(url, tok, TERMINAL, max_env_steps=1, max_context=2048, max_action_tokens=2)
+        try:
+            results = runner.run(model, seeds, temperature=1.0, generator=torch.Generator().manual_seed(0))
+        finally:
+            runner.close()
+    assert [r.seed for r in results] == seeds and all(r.turns == 1 for r in results)
+
+
 def test_sft_checkpoint_rule_prefers_the_band_then_the_reward() -> None:
     def pick(picks: list[tuple[int, float, float]]) -> int:
         return max(picks, key=lambda p: sft_pick_key(p[0], {"success": p[1], "mean_reward": p[2]}))[0]
@@ -840,6 +862,29 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
             assert (tmp_path / rel / name).read_text() == (ROOT / rel / name).read_text(), (rel, name)
     for rel in ("README.md", "examples/echo_world_model/README.md"):
         assert (tmp_path / rel).read_text() == (ROOT / rel).read_text(), rel
+
+
+def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_figures() -> None:
+    """Each committed run's per-kind success: the kinds partition its test worlds as the env's reset options assign
+    them, and the kinds' points, weighted by their worlds, are the start's success and each arm's change overall."""
+    from openenv_echo.demo.envs import DEMO_ENVS
+    from openenv_echo.demo.summarize import summarize
+
+    for name in ("results", "results-sql"):
+        report = json.loads((EXAMPLE / name / "report.json").read_text())
+        summarize(report)
+        rows = report["comparisons"]["success_by_kind"]
+        env, kinds = DEMO_ENVS[report["config"]["env"]], tuple(report["config"]["task_kinds"])
+        assert [r["kind"] for r in rows] == list(kinds), name
+        test = report["seeds"]["test"]
+        for r in rows:
+            assert r["worlds"] == sum(env.reset_options(s, kinds)[env.kind_option] == r["kind"] for s in test)
+            assert r["start"][1] <= r["start"][0] <= r["start"][2]
+        assert sum(r["worlds"] for r in rows) == len(test)
+        overall = {k: sum(r[k][0] * r["worlds"] for r in rows) / len(test) for k in rows[0] if k.endswith("start")}
+        assert overall["start"] == pytest.approx(report["comparisons"]["start"]["success"][0]), name
+        for arm, a in report["arms"].items():
+            assert overall[f"{arm}_vs_start"] == pytest.approx(a["summary"]["success_vs_start"][0]), (name, arm)
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
