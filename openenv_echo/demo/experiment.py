@@ -9,6 +9,7 @@ import json
 import platform
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -254,7 +255,8 @@ def _save(path: Path, key: str, obj: Any) -> None:
     tmp.replace(path)
 
 
-def _load(path: Path, key: str) -> Any:
+def load_stored(path: Path, key: str) -> Any:
+    """A stored checkpoint's contents if it was made under ``key`` (``start_key`` or ``resume_key``), else None."""
     if not path.is_file():
         return None
     data = torch.load(path, weights_only=False)
@@ -487,7 +489,7 @@ def start_and_references(
     reference lines on the train, validation and test env-CE targets."""
     model, tok = data.model, data.tok
     start_file = store / "start.pt"
-    start = _load(start_file, start_key(cfg))
+    start = load_stored(start_file, start_key(cfg))
     if start is None:
         start = train_start(cfg, model, tok, generic, data.train_seqs, ev, clock)
         _save(start_file, start_key(cfg), start)
@@ -563,7 +565,7 @@ class RunStore:
 
     def _stored(self, job: Job) -> bool:
         name = run_name(job.arm, job.lam, job.seed)
-        run = self.runs.get(name) or _load(self.store / f"{name}.pt", self.key)
+        run = self.runs.get(name) or load_stored(self.store / f"{name}.pt", self.key)
         return run is not None and (not job.test or "test_curve" in run)
 
     def ensure(self, job: Job) -> None:
@@ -577,7 +579,7 @@ class RunStore:
         name = run_name(arm, lam, rl_seed)
         if name in self.runs:
             return self.runs[name]
-        run: dict[str, Any] | None = _load(self.store / f"{name}.pt", self.key)
+        run: dict[str, Any] | None = load_stored(self.store / f"{name}.pt", self.key)
         if run is None:
             cfg = self.cfg
             rng = random.Random(rl_seed)
@@ -613,11 +615,12 @@ def worker_store(setup: WorkerSetup, bar: QueueBar) -> RunStore:
     return RunStore(cfg, model, setup.tok, ev, setup.start, setup.store, setup.key, bar, Clock(), {})
 
 
-def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> None:
+def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
     """Every RL run. The sweep seeds run every λ (validation: the λ rule reads them); then each arm seed runs λ = 0,
     the chosen λ and direct CE (on the λ = 0 run's rollouts), each evaluated on test. Runs are trained
     ``cfg.workers`` at a time (``workers.run_jobs``); direct CE of the arm seeds that are sweep seeds too trains
-    beside the sweep. A run that stops early leaves its finished runs stored: the same command resumes."""
+    beside the sweep. A run that stops early leaves its finished runs stored: the same command resumes. Returns the
+    report it wrote."""
     sweep = [Job(_arm(lam), lam, s) for s in cfg.sweep_rl_seeds for lam in cfg.lambdas]
     runs.prepare(sweep + [Job("direct_ce", 1.0, s) for s in cfg.rl_seeds if s in cfg.sweep_rl_seeds])
     runs.clock.lap("rl_sweep")
@@ -632,14 +635,23 @@ def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: An
     done = [runs.get(arm, arm_lams[arm], s) for s in cfg.rl_seeds for arm in ARMS]
     sweep_runs = [r for r in runs.runs.values() if all(r is not d for d in done)]
     write_report(report, done, sweep_runs, selection, cfg, runs.clock, out)
+    final: dict[str, Any] = json.loads((out / "report.json").read_text())
+    return final
+
+
+Plan = Callable[[dict[str, Any], DemoConfig, RunStore, Any, Path], dict[str, Any]]
+"""What a run does once its start checkpoint and references stand: ``run_all`` (the demo), or a validation-only
+probe (``openenv_echo.demo.probe``). It gets the report's head, the config, the run store, the console and the
+output directory, and returns what the run returns."""
 
 
 def _arm(lam: float) -> str:
     return "grpo" if lam == 0 else "grpo_echo"
 
 
-def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
-    """The whole experiment, phase by phase (see the module docstring); returns the report it wrote."""
+def run_experiment(cfg: DemoConfig, command: str | None, plan: Plan = run_all) -> dict[str, Any]:
+    """The whole experiment, phase by phase (see the module docstring); returns what ``plan`` returns (the demo's:
+    the report it wrote)."""
     from rich.console import Console
     from tqdm.auto import tqdm
 
@@ -679,12 +691,11 @@ def run_experiment(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             )
             bar = tqdm(total=None, desc="RL steps (all runs)", disable=not cfg.progress)
             runs = RunStore(cfg, data.model, data.tok, ev, start, store, resume_key(cfg), bar, clock, {})
-            run_all(report, cfg, runs, console, out)
+            result = plan(report, cfg, runs, console, out)
             bar.close()
         finally:
             runner.close()
-    final: dict[str, Any] = json.loads((out / "report.json").read_text())
-    return final
+    return result
 
 
 def _chosen(selection: dict[str, Any]) -> dict[str, float | None]:

@@ -3,7 +3,8 @@
 ``summary_markdown`` is ``summary.md`` and the block between ``<!-- demo-tables:begin -->`` and
 ``<!-- demo-tables:end -->`` of ``examples/echo_world_model/README.md``; ``readme_section`` is the block between
 ``<!-- demo-readme:begin -->`` and ``<!-- demo-readme:end -->`` of the top-level README (from the terminal run's
-report, its one-seed report and the sql run's). ``python -m openenv_echo.demo.render`` writes all of them; tests
+report, its one-seed report and the sql run's); ``probes_table`` is the sql RL probes' block (from
+``rl-probes.json``). ``python -m openenv_echo.demo.render`` writes all of them; tests
 check that the committed files are exactly its output. A sentence claims an effect only where its 95% interval
 excludes 0.
 """
@@ -20,6 +21,7 @@ from .ngram import REFERENCES
 BEGIN, END = "<!-- demo-tables:begin -->", "<!-- demo-tables:end -->"
 README_BEGIN, README_END = "<!-- demo-readme:begin -->", "<!-- demo-readme:end -->"
 SQL_BEGIN, SQL_END = "<!-- demo-tables-sql:begin -->", "<!-- demo-tables-sql:end -->"
+PROBES_BEGIN, PROBES_END = "<!-- rl-probes-sql:begin -->", "<!-- rl-probes-sql:end -->"
 ARM_ORDER = ("grpo", "grpo_echo", "direct_ce")
 
 
@@ -196,6 +198,33 @@ def kind_table(report: dict[str, Any]) -> str:
     for r in rows:
         arms = " | ".join(_iv(r[f"{a}_vs_start"], "+.3f") for a in ARM_ORDER)
         lines.append(f"| {r['kind']} | {r['worlds']} | {_iv(r['start'])} | {arms} |")
+    return "\n".join(lines)
+
+
+def _setting(settings: dict[str, Any]) -> str:
+    return ", ".join(f"`{k}` = {v}" for k, v in settings.items()) or "none (the defaults)"
+
+
+def probes_table(probes: dict[str, dict[str, Any]]) -> str:
+    """The README's table of a probes file (``openenv_echo.demo.probe``): a row per probe, the defaults first."""
+    lines = [
+        "| probe | setting changed | RL seeds | steps | GRPO's greedy validation success at the last step | groups "
+        "with reward variance per step | direct CE: share of its validation env CE fall in the last quarter |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, p in sorted(probes.items(), key=lambda kv: bool(kv[1]["settings"])):
+        runs = p["grpo"]
+        succ = ", ".join(f"{r['val_success']:.3f}" for r in runs)
+        mean = sum(r["val_success"] for r in runs) / len(runs)
+        var = sum(r["groups_with_reward_variance"] for r in runs) / len(runs)
+        d = p.get("direct_ce")
+        flat = (
+            "not run" if d is None else f"{round(100 * d['last_quarter_fall'] / d['total_fall'])} % (flat: under 10 %)"
+        )
+        lines.append(
+            f"| {name} | {_setting(p['settings'])} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} | {succ} "
+            f"(mean {mean:.3f}; start {p['start_val_success']:.3f}) | {var:.1f} | {flat} |"
+        )
     return "\n".join(lines)
 
 

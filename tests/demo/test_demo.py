@@ -287,6 +287,50 @@ def test_render_rebuilds_a_finished_runs_summaries_tables_plot_and_verdict(
     assert (copy / report["plots"][0]).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """`python -m openenv_echo.demo.probe run` from a demo run's start: with no setting changed, its GRPO run is the
+    demo's λ = 0 run on every validation world (the same code path); a changed setting is recorded as what changed;
+    direct CE's flattening is recorded; nothing is evaluated on test; a start trained under other settings is
+    refused; the table puts the defaults first."""
+    import shutil
+
+    from openenv_echo.demo.probe import main as probe
+    from openenv_echo.demo.tables import probes_table
+
+    report, out = quick_report
+    start = tmp_path / "run"
+    (start / "checkpoints").mkdir(parents=True)
+    shutil.copy(out / "checkpoints" / "start.pt", start / "checkpoints" / "start.pt")
+    common = ["run", "--quick", "--start", str(start), "--seeds", "1"]
+    probe([*common, "--name", "hot", "--set", "temperature=2.0"])
+    probe([*common, "--name", "defaults", "--direct-ce"])
+    probes = json.loads((start / "rl-probes.json").read_text())
+    assert list(probes) == ["hot", "defaults"]
+    hot, same = probes["hot"], probes["defaults"]
+    assert hot["settings"] == {"temperature": 2.0} and same["settings"] == {} and "direct_ce" not in hot
+    demo_run = report["arms"]["grpo"]["seeds"][0]
+    assert demo_run["seed"] == 0 and same["seeds"] == [0]
+    final = demo_run["evals"][-1]
+    assert same["grpo"][0]["val_per_world_reward"] == final["val_policy"]["per_world_reward"]
+    assert same["grpo"][0]["val_env_ce"] == final["val_env_ce"]["nats_per_token"]
+    assert same["start_val_success"] == report["start_checkpoint"]["after"]["val"]["policy"]["success"]
+    assert set(same["direct_ce"]) >= {"validation_curve", "total_fall", "last_quarter_fall", "flattened"}
+    for f in (start / "probes").glob("*/checkpoints/run-*.pt"):
+        assert "test_curve" not in torch.load(f, weights_only=False)["obj"], f  # validation only
+    with pytest.raises(SystemExit, match="no start checkpoint trained under these settings"):
+        probe([*common, "--name", "other-start", "--set", "sft_lr=0.001"])
+    for bad in ("no_such_field=1", "rl_group=1", "rl_lr"):  # unknown, invalid, malformed: a usage error, no traceback
+        with pytest.raises(SystemExit) as e:
+            probe([*common, "--name", "bad", "--set", bad])
+        assert e.value.code == 2
+    assert list(json.loads((start / "rl-probes.json").read_text())) == ["hot", "defaults"]  # nothing recorded
+    rows = probes_table(probes).splitlines()
+    assert rows[2].startswith("| defaults | none (the defaults) | 0 | 2 |")
+    assert rows[3].startswith("| hot | `temperature`")
+
+
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
     from openenv_echo.demo.experiment import SMOKE_NOTE
     from openenv_echo.demo.tables import summary_markdown
@@ -885,6 +929,25 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
         assert overall["start"] == pytest.approx(report["comparisons"]["start"]["success"][0]), name
         for arm, a in report["arms"].items():
             assert overall[f"{arm}_vs_start"] == pytest.approx(a["summary"]["success_vs_start"][0]), (name, arm)
+
+
+def test_committed_sql_probes_start_from_the_recorded_start_and_change_one_setting_each() -> None:
+    """The committed sql RL probes: each from the recorded run's start, each one setting away from the defaults, and
+    the rerun of the defaults is the recorded sweep's λ = 0 runs, world for world."""
+    report = json.loads((EXAMPLE / "results-sql" / "report.json").read_text())
+    probes = json.loads((EXAMPLE / "results-sql" / "rl-probes.json").read_text())
+    start = report["start_checkpoint"]["after"]["val"]["policy"]
+    assert all(p["start_val_success"] == start["success"] for p in probes.values())
+    assert sorted(len(p["settings"]) for p in probes.values()) == [0] + [1] * (len(probes) - 1)
+    recorded = {
+        r["seed"]: r["evals"][-1]["val_policy"]["per_world_reward"]
+        for r in [*report["arms"]["grpo"]["seeds"], *report["sweep_runs"]]
+        if r["lambda"] == 0.0
+    }
+    defaults = next(p for p in probes.values() if not p["settings"])
+    assert [g["seed"] for g in defaults["grpo"]] == report["lambda_selection"]["seeds"]
+    for g in defaults["grpo"]:
+        assert g["val_per_world_reward"] == recorded[g["seed"]], g["seed"]
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:

@@ -1,0 +1,134 @@
+"""Validation-only probes of an RL setting: GRPO (λ = 0) from a run's start checkpoint on the sweep seeds, judged by
+the final step's greedy validation success, and optionally direct CE on its rollouts (its validation curve, to see
+whether it flattens). Nothing is evaluated on test. It is how the sql arm's RL settings were tried (example README).
+
+    python -m openenv_echo.demo.probe run --env sql --start out/demo-sql --name temperature-1 --set temperature=1.0
+    python -m openenv_echo.demo.probe table examples/echo_world_model/results-sql/rl-probes.json
+
+``run`` trains in ``START/probes/NAME`` from ``START/checkpoints/start.pt`` (it refuses a start trained under other
+settings) and writes the probe's record into ``START/rl-probes.json``. ``table`` prints a probes file's table
+(``tables.probes_table``); ``python -m openenv_echo.demo.render`` writes the committed one into the example README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .config import DemoConfig
+from .experiment import RunStore, load_stored, run_experiment, start_key
+from .render import PROBES_NAME
+from .run import torch_settings
+from .summarize import flattening
+from .tables import probes_table
+from .workers import Job
+
+NOT_SETTINGS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds", "lambdas", "extra")
+"""Config fields that are not a probe's setting: where and how it runs, how many seeds, and the λ grid (a probe
+trains λ = 0 only)."""
+
+
+def changed(cfg: DemoConfig) -> dict[str, Any]:
+    """The settings in which ``cfg`` differs from its preset's defaults (what the probe tries)."""
+    base = DemoConfig.preset(cfg.mode, env=cfg.env).to_dict()
+    return {k: v for k, v in cfg.to_dict().items() if k not in NOT_SETTINGS and base[k] != v}
+
+
+def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool) -> dict[str, Any]:
+    """A probe's figures, from its stored runs: per seed, GRPO's final validation success (and per world), its
+    validation env CE and groups with reward variance per step; direct CE's validation curve and flattening."""
+    seeds = cfg.sweep_rl_seeds
+    grpo = [runs.get("grpo", 0.0, s) for s in seeds]
+    record: dict[str, Any] = {
+        "settings": changed(cfg),
+        "seeds": seeds,
+        "rl_steps": cfg.rl_steps,
+        "start_val_success": runs.start["val"]["policy"]["success"],
+        "grpo": [
+            {
+                "seed": r["seed"],
+                "val_success": r["evals"][-1]["val_policy"]["success"],
+                "val_per_world_reward": r["evals"][-1]["val_policy"]["per_world_reward"],
+                "val_env_ce": r["evals"][-1]["val_env_ce"]["nats_per_token"],
+                "groups_with_reward_variance": sum(t["groups_with_reward_variance"] for t in r["train"])
+                / len(r["train"]),
+            }
+            for r in grpo
+        ],
+    }
+    if direct_ce:
+        record["direct_ce"] = flattening({"seeds": [runs.get("direct_ce", 1.0, s) for s in seeds]}, cfg.rl_steps)
+    return record
+
+
+def run_probe(cfg: DemoConfig, name: str, start_dir: Path, direct_ce: bool = False) -> dict[str, Any]:
+    """Train the probe's runs (resuming what is stored) and write its record into ``start_dir/rl-probes.json``."""
+    start_file = start_dir / "checkpoints" / "start.pt"
+    if load_stored(start_file, start_key(cfg)) is None:
+        raise SystemExit(f"{start_file}: no start checkpoint trained under these settings (run the demo there first)")
+    store = cfg.out / "checkpoints"
+    store.mkdir(parents=True, exist_ok=True)
+    shutil.copy(start_file, store / "start.pt")  # the run's start, never one the probe would train itself
+
+    def plan(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
+        arm, lam = ("direct_ce", 1.0) if direct_ce else ("grpo", 0.0)  # direct CE trains after its seed's GRPO run
+        runs.prepare([Job(arm, lam, s) for s in cfg.sweep_rl_seeds])
+        return probe_record(cfg, runs, direct_ce)
+
+    with torch_settings(cfg.threads):
+        record = run_experiment(cfg, f"probe {name}", plan)
+    probes_file = start_dir / PROBES_NAME
+    probes = json.loads(probes_file.read_text()) if probes_file.is_file() else {}
+    probes[name] = record
+    probes_file.write_text(json.dumps(probes, indent=1) + "\n")
+    return record
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m openenv_echo.demo.probe", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train a probe and record it")
+    run.add_argument("--env", default="terminal")
+    run.add_argument("--start", type=Path, required=True, help="a demo run's --out (its checkpoints/start.pt)")
+    run.add_argument("--name", required=True)
+    run.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a DemoConfig field (JSON)")
+    run.add_argument("--seeds", type=int, default=3, help="RL seeds 0 .. N-1 [3]")
+    run.add_argument("--direct-ce", action="store_true", help="also direct CE on each seed's GRPO rollouts")
+    run.add_argument("--quick", action="store_true", help="from the quick preset (a smoke test)")
+    table = sub.add_parser("table", help="print a probes file's table")
+    table.add_argument("file", type=Path)
+    args = ap.parse_args(argv)
+    if args.command == "table":
+        print(probes_table(json.loads(args.file.read_text())))
+        return
+    if any("=" not in s for s in args.set):
+        ap.error("--set takes FIELD=VALUE")
+    overrides = {k: _value(v) for k, v in (s.split("=", 1) for s in args.set)}
+    if "lambdas" in overrides:
+        overrides["lambdas"] = tuple(float(x) for x in overrides["lambdas"])
+    try:
+        cfg = DemoConfig.preset(
+            "quick" if args.quick else "full",
+            env=args.env,
+            out=args.start / "probes" / args.name,
+            sweep_seeds=args.seeds,
+            **overrides,
+        )
+    except (TypeError, ValueError) as e:
+        ap.error(str(e))
+    record = run_probe(cfg, args.name, args.start, args.direct_ce)
+    print(probes_table({args.name: record}))
+
+
+if __name__ == "__main__":
+    main()
