@@ -4,7 +4,8 @@
 ``verdict.json`` of one run (what a run writes after every seed). ``python -m openenv_echo.demo.render [ROOT]``
 re-renders the committed runs of the repository at ROOT (default: the current directory):
 ``examples/echo_world_model/results`` and ``results-sql``, the example README's tables blocks (with the sql RL
-probes' table, from ``results-sql/rl-probes.json``) and the top-level README's demo block. Tests check that the committed files are exactly its output.
+probes' table, from ``results-sql/rl-probes.json``) and the top-level README's demo block. Tests check that the
+committed files are exactly its output.
 """
 
 from __future__ import annotations
