@@ -237,7 +237,7 @@ class DemoConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["out"] = str(self.out)
-        d["lambdas"] = list(self.lambdas)
+        d["lambdas"] = [float(x) for x in self.lambdas]  # λ = 0 and λ = 0.0 are one setting (and one stored run)
         d["task_kinds"] = list(self.kinds)
         d["max_action_tokens"] = self.action_tokens
         d["sft_steps"] = self.sft_budget

@@ -239,11 +239,16 @@ def start_key(cfg: DemoConfig) -> str:
     return json.dumps({k: d[k] for k in START_FIELDS} | {"n_test": d["n_test"]}, sort_keys=True)
 
 
+RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds")
+"""Settings that change where a run's output goes, how it is shown, how it is spread over threads and workers and how
+many seeds are planned, never what a stored run holds."""
+
+
 def resume_key(cfg: DemoConfig) -> str:
     """What a stored checkpoint must match to be reused: every setting except where output goes, how it is shown,
     the thread and worker counts and how many seeds are planned."""
     d = cfg.to_dict()
-    for k in ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds"):
+    for k in RUN_ONLY_FIELDS:
         d.pop(k)
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from .config import DemoConfig
-from .experiment import RunStore, load_stored, run_experiment, start_key
+from .experiment import RUN_ONLY_FIELDS, RunStore, load_stored, run_experiment, start_key
 from .render import PROBES_NAME
 from .run import torch_settings
 from .summarize import flattening
 from .tables import probes_table
 from .workers import Job
 
-NOT_SETTINGS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds", "lambdas", "extra")
+NOT_SETTINGS = (*RUN_ONLY_FIELDS, "lambdas", "extra")
 """Config fields that are not a probe's setting: where and how it runs, how many seeds, and the λ grid (a probe
 trains λ = 0 only)."""
 
@@ -114,8 +114,6 @@ def main(argv: list[str] | None = None) -> None:
     if any("=" not in s for s in args.set):
         ap.error("--set takes FIELD=VALUE")
     overrides = {k: _value(v) for k, v in (s.split("=", 1) for s in args.set)}
-    if "lambdas" in overrides:
-        overrides["lambdas"] = tuple(float(x) for x in overrides["lambdas"])
     try:
         cfg = DemoConfig.preset(
             "quick" if args.quick else "full",

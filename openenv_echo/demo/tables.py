@@ -218,7 +218,9 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
         var = sum(r["groups_with_reward_variance"] for r in runs) / len(runs)
         d = p.get("direct_ce")
         flat = (
-            "not run" if d is None else f"{round(100 * d['last_quarter_fall'] / d['total_fall'])} % (flat: under 10 %)"
+            "not run"
+            if d is None
+            else f"{round(100 * d['last_quarter_fall'] / d['total_fall'])} % ({'' if d['flattened'] else 'not '}flat)"
         )
         lines.append(
             f"| {name} | {_setting(p['settings'])} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} | {succ} "

@@ -635,6 +635,12 @@ def test_lambda_is_chosen_on_validation_by_the_written_rule() -> None:
         choose_lambda(runs, [0.0, 0.1], [0, 1, 2], tokens)
 
 
+def test_integer_lambdas_are_the_same_setting_as_float_ones() -> None:
+    """`--set lambdas=[0,1]` (JSON integers) must find the runs stored under λ = 0.0 and 1.0."""
+    ints, floats = DemoConfig.preset("quick", lambdas=[0, 1]), DemoConfig.preset("quick", lambdas=(0.0, 1.0))
+    assert ints.to_dict()["lambdas"] == [0.0, 1.0] and resume_key(ints) == resume_key(floats)
+
+
 def test_seeds_are_disjoint_and_validated() -> None:
     s = Seeds.make(10, 3, 4)
     s.check_disjoint()
