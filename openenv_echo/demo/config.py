@@ -109,6 +109,7 @@ class DemoConfig:
     rl_prompts: int = 8  # distinct training worlds per step
     rl_group: int = 8  # policy samples per world (the GRPO group)
     rl_lr: float = 3e-4  # a fresh AdamW per run; chosen on validation probes from the micro start (example README)
+    direct_ce_lr: float | None = None  # direct CE's AdamW rate; None: the env's (DemoEnv.direct_ce_lr)
     temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)
@@ -192,6 +193,8 @@ class DemoConfig:
         lams = list(self.lambdas)
         if 0.0 not in lams or not any(x > 0 for x in lams) or any(x < 0 for x in lams) or len(set(lams)) != len(lams):
             raise ValueError("lambdas must be distinct, >= 0, and contain 0 (the GRPO arm) and at least one λ > 0")
+        if self.direct_ce_lr is not None and self.direct_ce_lr <= 0:
+            raise ValueError("direct_ce_lr must be > 0")
         if self.temperature <= 0:
             raise ValueError("temperature must be > 0 for RL sampling")
         if self.max_context < 512:
@@ -225,6 +228,14 @@ class DemoConfig:
         return DEMO_ENVS[self.env].sft_steps if self.sft_steps is None else self.sft_steps
 
     @property
+    def direct_lr(self) -> float:
+        """The direct-CE reference's learning rate: ``direct_ce_lr``, else the env's, else the arms' ``rl_lr``."""
+        if self.direct_ce_lr is not None:
+            return self.direct_ce_lr
+        env_lr = DEMO_ENVS[self.env].direct_ce_lr
+        return self.rl_lr if env_lr is None else env_lr
+
+    @property
     def rl_seeds(self) -> list[int]:
         """The RL training seeds (sampler, prompt order) of the arms, each evaluated on test."""
         return [self.seed + k for k in range(self.n_seeds)]
@@ -241,6 +252,7 @@ class DemoConfig:
         d["task_kinds"] = list(self.kinds)
         d["max_action_tokens"] = self.action_tokens
         d["sft_steps"] = self.sft_budget
+        d["direct_ce_lr"] = self.direct_lr
         return d
 
     @property

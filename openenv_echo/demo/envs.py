@@ -45,6 +45,9 @@ class DemoEnv:
     """SFT steps of the start checkpoint (chosen on validation: the start must solve some worlds for RL to learn)."""
     task_kinds: tuple[str, ...] = ()
     """The demo's task distribution: these kinds equally often; () for the env's own distribution."""
+    direct_ce_lr: float | None = None
+    """The direct-CE reference's learning rate (chosen on validation: its curve must flatten within the arms' steps);
+    None: the arms' ``rl_lr``."""
 
     def reset_options(self, seed: int, kinds: tuple[str, ...]) -> dict[str, Any]:
         """Reset options of a world: with ``kinds``, the task distribution is those kinds, equally often
@@ -127,6 +130,9 @@ SQL = DemoEnv(
     sft_steps=1600,
     kind_option="template",
     task_kinds=SQL_KINDS,
+    # the lowest final validation env CE of {3e-4, 1e-3, 3e-3, 6e-3} (a rule fixed before the probes ran); at the
+    # arms' 3e-4 direct CE had not flattened (example README, "the direct-CE reference")
+    direct_ce_lr=6e-3,
 )
 
 DEMO_ENVS: dict[str, DemoEnv] = {e.name: e for e in (TERMINAL, SQL)}

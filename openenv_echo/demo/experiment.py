@@ -141,7 +141,7 @@ def rl_run(
     validation policy (what the λ rule reads) and the weights at every curve point."""
     model.load_state_dict(start["state"])
     objective = arm_config(arm, lam)
-    opt = make_optimizer(model, cfg.rl_lr)
+    opt = make_optimizer(model, cfg.direct_lr if arm == "direct_ce" else cfg.rl_lr)
     gen = torch.Generator().manual_seed(rl_seed + 1)
     torch.manual_seed(rl_seed + 2)
     train_log: list[dict[str, Any]] = []
@@ -244,11 +244,16 @@ RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_se
 many seeds are planned, never what a stored run holds."""
 
 
-def resume_key(cfg: DemoConfig) -> str:
-    """What a stored checkpoint must match to be reused: every setting except where output goes, how it is shown,
-    the thread and worker counts and how many seeds are planned."""
+DIRECT_CE_FIELDS = ("direct_ce_lr",)
+"""Settings only the direct-CE reference reads: a GRPO or GRPO + ECHO run stored under other values is reused."""
+
+
+def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
+    """What a stored run of ``arm`` must match to be reused: every setting it depends on (the direct-CE reference,
+    the default, depends on all), that is all but where output goes, how it is shown, the thread and worker counts
+    and how many seeds are planned."""
     d = cfg.to_dict()
-    for k in RUN_ONLY_FIELDS:
+    for k in RUN_ONLY_FIELDS + (() if arm == "direct_ce" else DIRECT_CE_FIELDS):
         d.pop(k)
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)
@@ -551,7 +556,6 @@ class RunStore:
     ev: Evaluator
     start: dict[str, Any]
     store: Path
-    key: str
     bar: Any
     clock: Clock
     runs: dict[str, dict[str, Any]]
@@ -562,7 +566,7 @@ class RunStore:
         todo = [j for j in jobs if not self._stored(j)]
         ev = self.ev
         setup = WorkerSetup(
-            self.cfg, ev.runner.url, self.tok, self.model, self.start, ev.ce_val, ev.ce_test, self.store, self.key
+            self.cfg, ev.runner.url, self.tok, self.model, self.start, ev.ce_val, ev.ce_test, self.store
         )
         run_jobs(worker_store, setup, todo, self.cfg.workers, self.bar)
         for j in todo:  # reload what the workers stored
@@ -570,7 +574,7 @@ class RunStore:
 
     def _stored(self, job: Job) -> bool:
         name = run_name(job.arm, job.lam, job.seed)
-        run = self.runs.get(name) or load_stored(self.store / f"{name}.pt", self.key)
+        run = self.runs.get(name) or load_stored(self.store / f"{name}.pt", resume_key(self.cfg, job.arm))
         return run is not None and (not job.test or "test_curve" in run)
 
     def ensure(self, job: Job) -> None:
@@ -584,14 +588,14 @@ class RunStore:
         name = run_name(arm, lam, rl_seed)
         if name in self.runs:
             return self.runs[name]
-        run: dict[str, Any] | None = load_stored(self.store / f"{name}.pt", self.key)
+        run: dict[str, Any] | None = load_stored(self.store / f"{name}.pt", resume_key(self.cfg, arm))
         if run is None:
             cfg = self.cfg
             rng = random.Random(rl_seed)
             schedule = [rng.sample(cfg.seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
             replay = self.get("grpo", 0.0, rl_seed)["rollouts"] if arm == "direct_ce" else None
             run = rl_run(cfg, self.model, self.tok, self.ev, self.start, arm, lam, rl_seed, schedule, self.bar, replay)
-            _save(self.store / f"{name}.pt", self.key, run)
+            _save(self.store / f"{name}.pt", resume_key(self.cfg, arm), run)
             self.clock.lap(f"rl_{arm}")
         self.runs[name] = run
         return run
@@ -607,7 +611,7 @@ class RunStore:
             test = ev.split(model, "test") if step == rl_steps else {"env_ce": ev.ce(model, "test")}
             run["test_curve"].append({"step": step, "test": test})
         run["final"] = {"step": rl_steps, **run["test_curve"][-1]}
-        _save(self.store / f"{name}.pt", self.key, run)
+        _save(self.store / f"{name}.pt", resume_key(self.cfg, run["arm"]), run)
         self.clock.lap("test_eval")
 
 
@@ -617,7 +621,7 @@ def worker_store(setup: WorkerSetup, bar: QueueBar) -> RunStore:
     ev = Evaluator.make(cfg, setup.url, setup.tok, setup.ce_val, setup.ce_test)
     # the pickled model's tensors arrive in memory shared with the parent and every other worker: train a copy
     model = copy.deepcopy(setup.model)
-    return RunStore(cfg, model, setup.tok, ev, setup.start, setup.store, setup.key, bar, Clock(), {})
+    return RunStore(cfg, model, setup.tok, ev, setup.start, setup.store, bar, Clock(), {})
 
 
 def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
@@ -695,7 +699,7 @@ def run_experiment(cfg: DemoConfig, command: str | None, plan: Plan = run_all) -
                 + f"; start {b['start']:.3f}"
             )
             bar = tqdm(total=None, desc="RL steps (all runs)", disable=not cfg.progress)
-            runs = RunStore(cfg, data.model, data.tok, ev, start, store, resume_key(cfg), bar, clock, {})
+            runs = RunStore(cfg, data.model, data.tok, ev, start, store, bar, clock, {})
             result = plan(report, cfg, runs, console, out)
             bar.close()
         finally:

@@ -208,7 +208,8 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
     """The README's table of a probes file (``openenv_echo.demo.probe``): a row per probe, the defaults first."""
     lines = [
         "| probe | setting changed | RL seeds | steps | GRPO's greedy validation success at the last step | groups "
-        "with reward variance per step | direct CE: share of its validation env CE fall in the last quarter |",
+        "with reward variance per step | direct CE: validation env CE at the last step; the share of its fall in the "
+        "last quarter |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, p in sorted(probes.items(), key=lambda kv: bool(kv[1]["settings"])):
@@ -220,7 +221,8 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
         flat = (
             "not run"
             if d is None
-            else f"{round(100 * d['last_quarter_fall'] / d['total_fall'])} % ({'' if d['flattened'] else 'not '}flat)"
+            else f"{d['validation_curve'][-1]['env_ce']:.3f}; {round(100 * d['last_quarter_fall'] / d['total_fall'])} % "
+            f"({'' if d['flattened'] else 'not '}flat)"
         )
         lines.append(
             f"| {name} | {_setting(p['settings'])} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} | {succ} "

@@ -52,7 +52,6 @@ class WorkerSetup:
     ce_val: CeSet
     ce_test: CeSet
     store: Path
-    key: str
 
 
 class QueueBar:

@@ -306,10 +306,14 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     common = ["run", "--quick", "--start", str(start), "--seeds", "1"]
     probe([*common, "--name", "hot", "--set", "temperature=2.0"])
     probe([*common, "--name", "defaults", "--direct-ce"])
+    probe([*common, "--name", "fast-ce", "--set", "direct_ce_lr=0.05", "--direct-ce"])
     probes = json.loads((start / "rl-probes.json").read_text())
-    assert list(probes) == ["hot", "defaults"]
-    hot, same = probes["hot"], probes["defaults"]
+    assert list(probes) == ["hot", "defaults", "fast-ce"]
+    hot, same, fast = probes["hot"], probes["defaults"], probes.pop("fast-ce")
     assert hot["settings"] == {"temperature": 2.0} and same["settings"] == {} and "direct_ce" not in hot
+    # direct CE's own rate moves only direct CE: the same GRPO run, another direct-CE curve
+    assert fast["settings"] == {"direct_ce_lr": 0.05} and fast["grpo"] == same["grpo"]
+    assert fast["direct_ce"]["validation_curve"][-1] != same["direct_ce"]["validation_curve"][-1]
     demo_run = report["arms"]["grpo"]["seeds"][0]
     assert demo_run["seed"] == 0 and same["seeds"] == [0]
     final = demo_run["evals"][-1]
@@ -325,7 +329,7 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
         with pytest.raises(SystemExit) as e:
             probe([*common, "--name", "bad", "--set", bad])
         assert e.value.code == 2
-    assert list(json.loads((start / "rl-probes.json").read_text())) == ["hot", "defaults"]  # nothing recorded
+    assert list(json.loads((start / "rl-probes.json").read_text())) == ["hot", "defaults", "fast-ce"]  # no more
     rows = probes_table(probes).splitlines()
     assert rows[2].startswith("| defaults | none (the defaults) | 0 | 2 |")
     assert rows[3].startswith("| hot | `temperature`")
@@ -639,6 +643,25 @@ def test_integer_lambdas_are_the_same_setting_as_float_ones() -> None:
     """`--set lambdas=[0,1]` (JSON integers) must find the runs stored under λ = 0.0 and 1.0."""
     ints, floats = DemoConfig.preset("quick", lambdas=[0, 1]), DemoConfig.preset("quick", lambdas=(0.0, 1.0))
     assert ints.to_dict()["lambdas"] == [0.0, 1.0] and resume_key(ints) == resume_key(floats)
+
+
+def test_direct_ces_learning_rate_is_its_own_and_keys_only_its_runs() -> None:
+    """Direct CE's rate: the option, else the env's choice, else the arms' ``rl_lr``; the report's config records
+    the rate used. Only direct CE's stored runs depend on it: GRPO and GRPO + ECHO runs are reused across it."""
+    from openenv_echo.demo.envs import DEMO_ENVS
+
+    plain = DemoConfig.preset("full")
+    assert DEMO_ENVS["terminal"].direct_ce_lr is None and plain.direct_lr == plain.rl_lr
+    assert DemoConfig.preset("full", rl_lr=1e-4).to_dict()["direct_ce_lr"] == 1e-4
+    sql = DemoConfig.preset("full", env="sql")
+    assert sql.direct_lr == DEMO_ENVS["sql"].direct_ce_lr and sql.to_dict()["direct_ce_lr"] == sql.direct_lr
+    own = DemoConfig.preset("full", direct_ce_lr=5e-3)
+    assert own.direct_lr == 5e-3 and DemoConfig(**own.to_dict()).direct_lr == 5e-3  # a report's config round-trips
+    for arm in ("grpo", "grpo_echo"):
+        assert resume_key(own, arm) == resume_key(plain, arm)
+    assert resume_key(own, "direct_ce") != resume_key(plain, "direct_ce") and resume_key(own) != resume_key(plain)
+    with pytest.raises(ValueError, match="direct_ce_lr"):
+        DemoConfig.preset("full", direct_ce_lr=0.0)
 
 
 def test_seeds_are_disjoint_and_validated() -> None:
