@@ -1,6 +1,7 @@
 """Validation-only probes of an RL setting: GRPO (λ = 0) from a run's start checkpoint on the sweep seeds, judged by
 the final step's greedy validation success, and optionally direct CE on its rollouts (its validation curve, to see
-whether it flattens). Nothing is evaluated on test. It is how the sql arm's RL settings were tried (example README).
+whether it flattens). Nothing is evaluated on test. It is how the sql arm's RL settings and each env's direct-CE
+learning rate were tried (example README).
 
     python -m openenv_echo.demo.probe run --env sql --start out/demo-sql --name temperature-1 --set temperature=1.0
     python -m openenv_echo.demo.probe table examples/echo_world_model/results-sql/rl-probes.json

@@ -3,8 +3,8 @@
 ``render_run(report, OUT)``: the summaries, ``report.json``, ``summary.md``, ``echo_world_model.png`` and
 ``verdict.json`` of one run (what a run writes after every seed). ``python -m openenv_echo.demo.render [ROOT]``
 re-renders the committed runs of the repository at ROOT (default: the current directory):
-``examples/echo_world_model/results`` and ``results-sql``, the example README's tables blocks (with the sql RL
-probes' table, from ``results-sql/rl-probes.json``) and the top-level README's demo block. Tests check that the
+``examples/echo_world_model/results`` and ``results-sql``, the example README's tables blocks (with each run's RL
+probes table, from its ``rl-probes.json``) and the top-level README's demo block. Tests check that the
 committed files are exactly its output.
 """
 
@@ -18,12 +18,11 @@ from typing import Any
 from .plots import plot_report
 from .summarize import summarize, verdict
 from .tables import (
-    PROBES_BEGIN,
-    PROBES_END,
     README_BEGIN,
     README_END,
     SQL_BEGIN,
     SQL_END,
+    probes_markers,
     probes_table,
     readme_section,
     replace_block,
@@ -69,9 +68,11 @@ def render_repo(root: Path) -> None:
     text = replace_block(readme.read_text(), summary_markdown(main) + "\n" + one_line)
     if RESULTS_SQL in reports:
         text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)
-    probes = root / RESULTS_SQL / PROBES_NAME
-    if probes.is_file():
-        text = replace_block(text, probes_table(json.loads(probes.read_text())), PROBES_BEGIN, PROBES_END)
+    for d, report in reports.items():
+        probes = root / d / PROBES_NAME
+        if probes.is_file():
+            table = probes_table(json.loads(probes.read_text()))
+            text = replace_block(text, table, *probes_markers(report["config"]["env"]))
     readme.write_text(text)
     top = root / TOP_README
     body = readme_section(main, one_seed, reports.get(RESULTS_SQL))

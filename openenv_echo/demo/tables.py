@@ -3,8 +3,8 @@
 ``summary_markdown`` is ``summary.md`` and the block between ``<!-- demo-tables:begin -->`` and
 ``<!-- demo-tables:end -->`` of ``examples/echo_world_model/README.md``; ``readme_section`` is the block between
 ``<!-- demo-readme:begin -->`` and ``<!-- demo-readme:end -->`` of the top-level README (from the terminal run's
-report, its one-seed report and the sql run's); ``probes_table`` is the sql RL probes' block (from
-``rl-probes.json``). ``python -m openenv_echo.demo.render`` writes all of them; tests check that the committed files
+report, its one-seed report and the sql run's); ``probes_table`` is an env's RL probes block (from its run's
+``rl-probes.json``, between ``probes_markers(env)``). ``python -m openenv_echo.demo.render`` writes all of them; tests check that the committed files
 are exactly its output. A sentence claims an effect only where its 95% interval excludes 0.
 """
 
@@ -20,7 +20,13 @@ from .ngram import REFERENCES
 BEGIN, END = "<!-- demo-tables:begin -->", "<!-- demo-tables:end -->"
 README_BEGIN, README_END = "<!-- demo-readme:begin -->", "<!-- demo-readme:end -->"
 SQL_BEGIN, SQL_END = "<!-- demo-tables-sql:begin -->", "<!-- demo-tables-sql:end -->"
-PROBES_BEGIN, PROBES_END = "<!-- rl-probes-sql:begin -->", "<!-- rl-probes-sql:end -->"
+
+
+def probes_markers(env: str) -> tuple[str, str]:
+    """The example README's markers around an env's RL probes table."""
+    return f"<!-- rl-probes-{env}:begin -->", f"<!-- rl-probes-{env}:end -->"
+
+
 ARM_ORDER = ("grpo", "grpo_echo", "direct_ce")
 
 
