@@ -4,8 +4,8 @@
 ``<!-- demo-tables:end -->`` of ``examples/echo_world_model/README.md``; ``readme_section`` is the block between
 ``<!-- demo-readme:begin -->`` and ``<!-- demo-readme:end -->`` of the top-level README (from the terminal run's
 report, its one-seed report and the sql run's); ``probes_table`` is an env's RL probes block (from its run's
-``rl-probes.json``, between ``probes_markers(env)``). ``python -m openenv_echo.demo.render`` writes all of them; tests check that the committed files
-are exactly its output. A sentence claims an effect only where its 95% interval excludes 0.
+``rl-probes.json``, between ``probes_markers(env)``). ``python -m openenv_echo.demo.render`` writes all of them;
+tests check that the committed files are exactly its output. A sentence claims an effect only where its 95% interval excludes 0.
 """
 
 from __future__ import annotations
