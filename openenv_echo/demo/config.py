@@ -229,11 +229,8 @@ class DemoConfig:
 
     @property
     def direct_lr(self) -> float:
-        """The direct-CE reference's learning rate: ``direct_ce_lr``, else the env's, else the arms' ``rl_lr``."""
-        if self.direct_ce_lr is not None:
-            return self.direct_ce_lr
-        env_lr = DEMO_ENVS[self.env].direct_ce_lr
-        return self.rl_lr if env_lr is None else env_lr
+        """The direct-CE reference's learning rate: ``direct_ce_lr``, else the env's (``DemoEnv.direct_ce_lr``)."""
+        return DEMO_ENVS[self.env].direct_ce_lr if self.direct_ce_lr is None else self.direct_ce_lr
 
     @property
     def rl_seeds(self) -> list[int]:

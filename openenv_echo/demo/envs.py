@@ -43,11 +43,11 @@ class DemoEnv:
     """Sampled tokens per action (the expert's longest action, in the demo's tokenizer, fits with room to spare)."""
     sft_steps: int
     """SFT steps of the start checkpoint (chosen on validation: the start must solve some worlds for RL to learn)."""
+    direct_ce_lr: float
+    """The direct-CE reference's learning rate (chosen on validation, by a rule fixed before the probes ran: the
+    lowest final validation env CE of a grid; the arms' ``rl_lr`` left it far from flat)."""
     task_kinds: tuple[str, ...] = ()
     """The demo's task distribution: these kinds equally often; () for the env's own distribution."""
-    direct_ce_lr: float | None = None
-    """The direct-CE reference's learning rate (chosen on validation: its curve must flatten within the arms' steps);
-    None: the arms' ``rl_lr``."""
 
     def reset_options(self, seed: int, kinds: tuple[str, ...]) -> dict[str, Any]:
         """Reset options of a world: with ``kinds``, the task distribution is those kinds, equally often

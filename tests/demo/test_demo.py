@@ -646,13 +646,13 @@ def test_integer_lambdas_are_the_same_setting_as_float_ones() -> None:
 
 
 def test_direct_ces_learning_rate_is_its_own_and_keys_only_its_runs() -> None:
-    """Direct CE's rate: the option, else the env's choice, else the arms' ``rl_lr``; the report's config records
+    """Direct CE's rate: the option, else the env's choice (not the arms' ``rl_lr``); the report's config records
     the rate used. Only direct CE's stored runs depend on it: GRPO and GRPO + ECHO runs are reused across it."""
     from openenv_echo.demo.envs import DEMO_ENVS
 
     plain = DemoConfig.preset("full")
-    assert DEMO_ENVS["terminal"].direct_ce_lr is None and plain.direct_lr == plain.rl_lr
-    assert DemoConfig.preset("full", rl_lr=1e-4).to_dict()["direct_ce_lr"] == 1e-4
+    assert plain.direct_lr == DEMO_ENVS["terminal"].direct_ce_lr != plain.rl_lr
+    assert DemoConfig.preset("full", rl_lr=1e-4).to_dict()["direct_ce_lr"] == plain.direct_lr
     sql = DemoConfig.preset("full", env="sql")
     assert sql.direct_lr == DEMO_ENVS["sql"].direct_ce_lr and sql.to_dict()["direct_ce_lr"] == sql.direct_lr
     own = DemoConfig.preset("full", direct_ce_lr=5e-3)
