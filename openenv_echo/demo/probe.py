@@ -1,9 +1,11 @@
 """Validation-only probes of an RL setting: GRPO (λ = 0) from a run's start checkpoint on the sweep seeds, judged by
-the final step's greedy validation success, and optionally direct CE on its rollouts (its validation curve, to see
-whether it flattens). Nothing is evaluated on test. It is how the sql arm's RL settings and each env's direct-CE
-learning rate were tried (example README).
+the final step's greedy validation success, optionally direct CE on its rollouts (its validation curve, to see
+whether it flattens) and GRPO + ECHO at one λ (its share of the validation gap to direct CE). Nothing is evaluated
+on test. It is how the sql arm's RL settings, each env's direct-CE learning rate and the RL budget were tried
+(example README).
 
     python -m openenv_echo.demo.probe run --env sql --start out/demo-sql --name temperature-1 --set temperature=1.0
+    python -m openenv_echo.demo.probe run --start out/demo --name steps-40 --set rl_steps=40 --direct-ce --echo 0.1
     python -m openenv_echo.demo.probe table examples/echo_world_model/results-sql/rl-probes.json
 
 ``run`` trains in ``START/probes/NAME`` from ``START/checkpoints/start.pt`` (it refuses a start trained under other
@@ -23,6 +25,7 @@ from .config import DemoConfig
 from .experiment import RUN_ONLY_FIELDS, RunStore, load_stored, run_experiment, start_key
 from .render import PROBES_NAME
 from .run import torch_settings
+from .stats import gap_closed
 from .summarize import flattening
 from .tables import probes_table
 from .workers import Job
@@ -38,9 +41,14 @@ def changed(cfg: DemoConfig) -> dict[str, Any]:
     return {k: v for k, v in cfg.to_dict().items() if k not in NOT_SETTINGS and base[k] != v}
 
 
-def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool) -> dict[str, Any]:
+def _final_ce(run: dict[str, Any]) -> float:
+    return float(run["evals"][-1]["val_env_ce"]["nats_per_token"])
+
+
+def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float | None = None) -> dict[str, Any]:
     """A probe's figures, from its stored runs: per seed, GRPO's final validation success (and per world), its
-    validation env CE and groups with reward variance per step; direct CE's validation curve and flattening."""
+    validation env CE and groups with reward variance per step; direct CE's validation curve and flattening;
+    GRPO + ECHO's final validation env CE and success, and its share of the start → direct CE validation gap."""
     seeds = cfg.sweep_rl_seeds
     grpo = [runs.get("grpo", 0.0, s) for s in seeds]
     record: dict[str, Any] = {
@@ -62,11 +70,29 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool) -> dict[str, 
     }
     if direct_ce:
         record["direct_ce"] = flattening({"seeds": [runs.get("direct_ce", 1.0, s) for s in seeds]}, cfg.rl_steps)
+    if echo is not None:
+        rs = [runs.get("grpo_echo", echo, s) for s in seeds]
+        start_ce = float(rs[0]["evals"][0]["val_env_ce"]["nats_per_token"])
+        ce = sum(map(_final_ce, rs)) / len(rs)
+        direct = None if not direct_ce else record["direct_ce"]["validation_curve"][-1]["env_ce"]
+        record["grpo_echo"] = {
+            "lambda": echo,
+            "runs": [
+                {"seed": r["seed"], "val_success": r["evals"][-1]["val_policy"]["success"], "val_env_ce": _final_ce(r)}
+                for r in rs
+            ],
+            "val_env_ce": ce,
+            "val_gap_closed": None if direct is None else gap_closed(start_ce, ce, direct),
+        }
     return record
 
 
-def run_probe(cfg: DemoConfig, name: str, start_dir: Path, direct_ce: bool = False) -> dict[str, Any]:
+def run_probe(
+    cfg: DemoConfig, name: str, start_dir: Path, direct_ce: bool = False, echo: float | None = None
+) -> dict[str, Any]:
     """Train the probe's runs (resuming what is stored) and write its record into ``start_dir/rl-probes.json``."""
+    if echo is not None and not echo > 0:
+        raise ValueError(f"the probe's GRPO + ECHO λ must be > 0, not {echo:g}")
     start_file = start_dir / "checkpoints" / "start.pt"
     if load_stored(start_file, start_key(cfg)) is None:
         raise SystemExit(f"{start_file}: no start checkpoint trained under these settings (run the demo there first)")
@@ -75,9 +101,10 @@ def run_probe(cfg: DemoConfig, name: str, start_dir: Path, direct_ce: bool = Fal
     shutil.copy(start_file, store / "start.pt")  # the run's start, never one the probe would train itself
 
     def plan(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
-        arm, lam = ("direct_ce", 1.0) if direct_ce else ("grpo", 0.0)  # direct CE trains after its seed's GRPO run
-        runs.prepare([Job(arm, lam, s) for s in cfg.sweep_rl_seeds])
-        return probe_record(cfg, runs, direct_ce)
+        seeds = cfg.sweep_rl_seeds
+        jobs = [Job("grpo", 0.0, s) for s in seeds] + [Job("grpo_echo", echo, s) for s in seeds if echo is not None]
+        runs.prepare(jobs + [Job("direct_ce", 1.0, s) for s in seeds if direct_ce])  # after its seed's GRPO run
+        return probe_record(cfg, runs, direct_ce, echo)
 
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"probe {name}", plan)
@@ -105,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a DemoConfig field (JSON)")
     run.add_argument("--seeds", type=int, default=3, help="RL seeds 0 .. N-1 [3]")
     run.add_argument("--direct-ce", action="store_true", help="also direct CE on each seed's GRPO rollouts")
+    run.add_argument("--echo", type=float, metavar="LAMBDA", help="also GRPO + ECHO at this λ on each seed")
     run.add_argument("--quick", action="store_true", help="from the quick preset (a smoke test)")
     table = sub.add_parser("table", help="print a probes file's table")
     table.add_argument("file", type=Path)
@@ -114,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if any("=" not in s for s in args.set):
         ap.error("--set takes FIELD=VALUE")
+    if args.echo is not None and not args.echo > 0:
+        ap.error("--echo takes a λ > 0")
     overrides = {k: _value(v) for k, v in (s.split("=", 1) for s in args.set)}
     try:
         cfg = DemoConfig.preset(
@@ -125,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         )
     except (TypeError, ValueError) as e:
         ap.error(str(e))
-    record = run_probe(cfg, args.name, args.start, args.direct_ce)
+    record = run_probe(cfg, args.name, args.start, args.direct_ce, args.echo)
     print(probes_table({args.name: record}))
 
 

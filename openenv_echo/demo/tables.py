@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
 from .ngram import REFERENCES
+from .stats import gap_closed
 
 BEGIN, END = "<!-- demo-tables:begin -->", "<!-- demo-tables:end -->"
 README_BEGIN, README_END = "<!-- demo-readme:begin -->", "<!-- demo-readme:end -->"
@@ -210,13 +212,30 @@ def _setting(settings: dict[str, Any]) -> str:
     return ", ".join(f"`{k}` = {v}" for k, v in settings.items()) or "none (the defaults)"
 
 
+def _probe_echo(p: dict[str, Any]) -> str:
+    e = p.get("grpo_echo")
+    if e is None:
+        return "not run"
+    succ = sum(r["val_success"] for r in e["runs"]) / len(e["runs"])
+    share = "n/a" if e["val_gap_closed"] is None else f"{round(100 * e['val_gap_closed']) + 0:d} %"
+    return f"λ = {e['lambda']:g}: {e['val_env_ce']:.3f}, {succ:.3f}; {share}"
+
+
 def probes_table(probes: dict[str, dict[str, Any]]) -> str:
-    """The README's table of a probes file (``openenv_echo.demo.probe``): a row per probe, the defaults first."""
+    """The README's table of a probes file (``openenv_echo.demo.probe``): a row per probe, the defaults first; the
+    GRPO + ECHO column only where some probe ran it."""
+    echo = any("grpo_echo" in p for p in probes.values())
     lines = [
         "| probe | setting changed | RL seeds | steps | GRPO's greedy validation success at the last step | groups "
         "with reward variance per step | direct CE: validation env CE at the last step; the share of its fall in the "
-        "last quarter |",
-        "|---|---|---|---|---|---|---|",
+        "last quarter |"
+        + (
+            " GRPO + ECHO: validation env CE and success at the last step (mean); its share of the gap from the start "
+            "to direct CE |"
+            if echo
+            else ""
+        ),
+        "|---|---|---|---|---|---|---|" + ("---|" if echo else ""),
     ]
     for name, p in sorted(probes.items(), key=lambda kv: bool(kv[1]["settings"])):
         runs = p["grpo"]
@@ -233,6 +252,7 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {name} | {_setting(p['settings'])} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} | {succ} "
             f"(mean {mean:.3f}; start {p['start_val_success']:.3f}) | {var:.1f} | {flat} |"
+            + (f" {_probe_echo(p)} |" if echo else "")
         )
     return "\n".join(lines)
 
@@ -242,23 +262,44 @@ def _tci(x: dict[str, Any], fmt: str = ".3f") -> str:
     return m if x.get("ci95") is None else f"{m} [{format(x['ci95'][0], fmt)}, {format(x['ci95'][1], fmt)}]"
 
 
+def validation_direct_ce(report: dict[str, Any]) -> tuple[list[int], float] | None:
+    """Direct CE's final validation env CE, mean over the sweep seeds it ran on (the λ sweep's reference line);
+    None if it ran on none of them."""
+    sweep = set(report["lambda_selection"]["seeds"])
+    runs = [r for r in report["arms"]["direct_ce"]["seeds"] if r["seed"] in sweep]
+    if not runs:
+        return None
+    return sorted(r["seed"] for r in runs), mean([r["evals"][-1]["val_env_ce"]["nats_per_token"] for r in runs])
+
+
 def lambda_table(report: dict[str, Any]) -> str:
+    """The λ sweep on validation, each λ's share of the validation gap from the start to direct CE beside it: what
+    the rule chose from, and how far any λ of the grid got."""
     sel = report["lambda_selection"]
     where = "interior to the grid" if sel["interior"] else "**the largest value swept: not interior**"
+    direct = validation_direct_ce(report)
+    gap_note = (
+        ""
+        if direct is None
+        else f" Gap closed: (start − λ) / (start − direct CE) of mean validation env CE, direct CE "
+        f"{direct[1]:.3f} (RL seeds {direct[0]})."
+    )
     lines = [
         f"λ sweep of GRPO + ECHO on the **validation** split ({len(report['seeds']['validation'])} worlds, final RL "
         f"step, RL seeds {sel['seeds']}; mean [t 95 % interval] over those seeds). Rule: {sel['rule']}. Chosen: "
-        f"**λ = {sel['chosen']:g}** ({where}).",
+        f"**λ = {sel['chosen']:g}** ({where}).{gap_note}",
         "",
-        "| λ | validation env CE | its bootstrap SE | validation success | validation mean reward | steps with reward "
-        "variance |",
-        "|---|---|---|---|---|---|",
+        "| λ | validation env CE | its bootstrap SE | validation gap closed | validation success | validation mean "
+        "reward | steps with reward variance |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in sel["validation"]:
         mark = " ←" if r["lambda"] == sel["chosen"] else ""
         se = "n/a (an earlier rule)" if "env_ce_se" not in r else f"{r['env_ce_se']:.4f}"
+        share = None if direct is None else gap_closed(r["curve"][0]["env_ce"], r["env_ce"]["mean"], direct[1])
+        closed = "n/a" if share is None else f"{round(100 * share) + 0:d} %"
         lines.append(
-            f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {se} | {_tci(r['success'])} | "
+            f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {se} | {closed} | {_tci(r['success'])} | "
             f"{_tci(r['mean_reward'])} | {_tci(r['policy_updates'], '.1f')} |"
         )
     return "\n".join(lines)

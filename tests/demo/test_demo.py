@@ -305,7 +305,7 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     shutil.copy(out / "checkpoints" / "start.pt", start / "checkpoints" / "start.pt")
     common = ["run", "--quick", "--start", str(start), "--seeds", "1"]
     probe([*common, "--name", "hot", "--set", "temperature=2.0"])
-    probe([*common, "--name", "defaults", "--direct-ce"])
+    probe([*common, "--name", "defaults", "--direct-ce", "--echo", "0.1"])
     probe([*common, "--name", "fast-ce", "--set", "direct_ce_lr=0.05", "--direct-ce"])
     probes = json.loads((start / "rl-probes.json").read_text())
     assert list(probes) == ["hot", "defaults", "fast-ce"]
@@ -321,6 +321,15 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     assert same["grpo"][0]["val_env_ce"] == final["val_env_ce"]["nats_per_token"]
     assert same["start_val_success"] == report["start_checkpoint"]["after"]["val"]["policy"]["success"]
     assert set(same["direct_ce"]) >= {"validation_curve", "total_fall", "last_quarter_fall", "flattened"}
+    # GRPO + ECHO at the asked λ: the demo's sweep run at that λ, its share of the validation gap to direct CE
+    demo_runs = report["sweep_runs"] + report["arms"]["grpo_echo"]["seeds"]
+    echo, demo_echo = same["grpo_echo"], next(r for r in demo_runs if r["lambda"] == 0.1 and r["seed"] == 0)
+    assert echo["lambda"] == 0.1 and echo["runs"][0]["val_env_ce"] == echo["val_env_ce"]
+    assert echo["val_env_ce"] == demo_echo["evals"][-1]["val_env_ce"]["nats_per_token"]
+    start_ce = demo_echo["evals"][0]["val_env_ce"]["nats_per_token"]
+    direct_ce = same["direct_ce"]["validation_curve"][-1]["env_ce"]
+    assert echo["val_gap_closed"] == pytest.approx((start_ce - echo["val_env_ce"]) / (start_ce - direct_ce))
+    assert "grpo_echo" not in hot and "grpo_echo" not in fast
     for f in (start / "probes").glob("*/checkpoints/run-*.pt"):
         assert "test_curve" not in torch.load(f, weights_only=False)["obj"], f  # validation only
     with pytest.raises(SystemExit, match="no start checkpoint trained under these settings"):
@@ -329,10 +338,20 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
         with pytest.raises(SystemExit) as e:
             probe([*common, "--name", "bad", "--set", bad])
         assert e.value.code == 2
+    for lam in ("0", "-1", "nan"):  # GRPO + ECHO needs a world term
+        with pytest.raises(SystemExit) as e:
+            probe([*common, "--name", "bad", "--echo", lam])
+        assert e.value.code == 2
     assert list(json.loads((start / "rl-probes.json").read_text())) == ["hot", "defaults", "fast-ce"]  # no more
     rows = probes_table(probes).splitlines()
     assert rows[2].startswith("| defaults | none (the defaults) | 0 | 2 |")
-    assert rows[3].startswith("| hot | `temperature`")
+    assert rows[2].endswith(
+        f"| λ = 0.1: {echo['val_env_ce']:.3f}, {echo['runs'][0]['val_success']:.3f}; "
+        f"{round(100 * echo['val_gap_closed']) + 0} % |"
+    )
+    assert rows[3].startswith("| hot | `temperature`") and rows[3].endswith("| not run | not run |")
+    without = probes_table({k: v for k, v in probes.items() if "grpo_echo" not in v}).splitlines()
+    assert "GRPO + ECHO" not in without[0] and without[-1].endswith("| not run |")  # no GRPO + ECHO column
 
 
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
@@ -637,6 +656,45 @@ def test_lambda_is_chosen_on_validation_by_the_written_rule() -> None:
         choose_lambda(runs, [0.0, 0.5], [0, 1], tokens)
     with pytest.raises(ValueError, match="every sweep seed"):
         choose_lambda(runs, [0.0, 0.1], [0, 1, 2], tokens)
+
+
+@pytest.mark.parametrize("results", ["results", "results-sql"])
+def test_lambda_table_shows_each_lambdas_share_of_the_validation_gap(results: str) -> None:
+    """Each λ's row carries its share of the start → direct CE gap in mean validation env CE over the sweep seeds,
+    recomputed here from the runs' own evaluations; without direct CE on a sweep seed the column says n/a."""
+    import copy
+    from statistics import mean
+
+    from openenv_echo.demo.tables import lambda_table
+
+    report = json.loads((EXAMPLE / results / "report.json").read_text())
+    sweep = report["lambda_selection"]["seeds"]
+    runs = [r for a in report["arms"].values() for r in a["seeds"]] + report["sweep_runs"]
+
+    def final(r: dict[str, Any]) -> float:
+        return float(r["evals"][-1]["val_env_ce"]["nats_per_token"])
+
+    def cells(table: str) -> dict[float, list[str]]:
+        rows = {}
+        for line in table.splitlines():
+            c = [x.strip() for x in line.strip("|").split("|")]
+            if line.startswith("| ") and c[0].rstrip(" ←").replace(".", "", 1).isdigit():
+                rows[float(c[0].rstrip(" ←"))] = c
+        return rows
+
+    start = runs[0]["evals"][0]["val_env_ce"]["nats_per_token"]
+    direct = mean(final(r) for r in runs if r["arm"] == "direct_ce" and r["seed"] in sweep)
+    table = lambda_table(report)
+    rows = cells(table)
+    assert sorted(rows) == sorted(report["lambda_selection"]["values"])
+    for lam, row in rows.items():
+        ce = mean(final(r) for r in runs if r["arm"] != "direct_ce" and r["lambda"] == lam and r["seed"] in sweep)
+        assert row[3] == f"{round(100 * (start - ce) / (start - direct)) + 0} %"
+    assert f"direct CE {direct:.3f} (RL seeds {sweep})" in table
+    no_direct = copy.deepcopy(report)
+    no_direct["arms"]["direct_ce"]["seeds"] = [r for r in runs if r["arm"] == "direct_ce" and r["seed"] not in sweep]
+    table = lambda_table(no_direct)
+    assert "Gap closed" not in table and {r[3] for r in cells(table).values()} == {"n/a"}
 
 
 def test_integer_lambdas_are_the_same_setting_as_float_ones() -> None:
