@@ -111,8 +111,14 @@ TERMINAL_HOSTILE = [
 ]
 
 
+# The hostile tests judge the envs' own bounds (the shell's deterministic work budget, SQLite's), not the server's wall
+# clock: a pipeline that spends its whole budget (~0.25 s of CPU) can pass the default 2 s step timeout on a loaded
+# 2-core machine, so these servers get room (the step timeout has tests of its own).
+HOSTILE_STEP_TIMEOUT_S = 30.0
+
+
 def test_terminal_hostile_input_never_escapes_or_stops_the_server(running_server):
-    url = running_server(TerminalEnvironment)
+    url = running_server(TerminalEnvironment, step_timeout_s=HOSTILE_STEP_TIMEOUT_S)
     with EnvClient(url) as client:
         client.reset(seed=13, max_steps=1000)
         for cmd in TERMINAL_HOSTILE:
@@ -150,7 +156,7 @@ SQL_HOSTILE = [
 
 
 def test_sql_hostile_input_never_escapes_or_stops_the_server(running_server):
-    url = running_server(SqlEnvironment)
+    url = running_server(SqlEnvironment, step_timeout_s=HOSTILE_STEP_TIMEOUT_S)
     with EnvClient(url) as client:
         client.reset(seed=13, max_steps=1000)
         for sql in SQL_HOSTILE:
