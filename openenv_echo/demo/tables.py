@@ -212,13 +212,17 @@ def _setting(settings: dict[str, Any]) -> str:
     return ", ".join(f"`{k}` = {v}" for k, v in settings.items()) or "none (the defaults)"
 
 
+def _share(x: float | None) -> str:
+    """A gap share as a whole percent (n/a where there was no gap)."""
+    return "n/a" if x is None else f"{round(100 * x) + 0:d} %"
+
+
 def _probe_echo(p: dict[str, Any]) -> str:
     e = p.get("grpo_echo")
     if e is None:
         return "not run"
-    succ = sum(r["val_success"] for r in e["runs"]) / len(e["runs"])
-    share = "n/a" if e["val_gap_closed"] is None else f"{round(100 * e['val_gap_closed']) + 0:d} %"
-    return f"λ = {e['lambda']:g}: {e['val_env_ce']:.3f}, {succ:.3f}; {share}"
+    succ = mean(r["val_success"] for r in e["runs"])
+    return f"λ = {e['lambda']:g}: {e['val_env_ce']:.3f}, {succ:.3f}; {_share(e['val_gap_closed'])}"
 
 
 def probes_table(probes: dict[str, dict[str, Any]]) -> str:
@@ -240,7 +244,7 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
     for name, p in sorted(probes.items(), key=lambda kv: bool(kv[1]["settings"])):
         runs = p["grpo"]
         succ = ", ".join(f"{r['val_success']:.3f}" for r in runs)
-        mean = sum(r["val_success"] for r in runs) / len(runs)
+        avg = mean(r["val_success"] for r in runs)
         var = sum(r["groups_with_reward_variance"] for r in runs) / len(runs)
         d = p.get("direct_ce")
         flat = (
@@ -251,7 +255,7 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
         )
         lines.append(
             f"| {name} | {_setting(p['settings'])} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} | {succ} "
-            f"(mean {mean:.3f}; start {p['start_val_success']:.3f}) | {var:.1f} | {flat} |"
+            f"(mean {avg:.3f}; start {p['start_val_success']:.3f}) | {var:.1f} | {flat} |"
             + (f" {_probe_echo(p)} |" if echo else "")
         )
     return "\n".join(lines)
@@ -297,9 +301,8 @@ def lambda_table(report: dict[str, Any]) -> str:
         mark = " ←" if r["lambda"] == sel["chosen"] else ""
         se = "n/a (an earlier rule)" if "env_ce_se" not in r else f"{r['env_ce_se']:.4f}"
         share = None if direct is None else gap_closed(r["curve"][0]["env_ce"], r["env_ce"]["mean"], direct[1])
-        closed = "n/a" if share is None else f"{round(100 * share) + 0:d} %"
         lines.append(
-            f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {se} | {closed} | {_tci(r['success'])} | "
+            f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {se} | {_share(share)} | {_tci(r['success'])} | "
             f"{_tci(r['mean_reward'])} | {_tci(r['policy_updates'], '.1f')} |"
         )
     return "\n".join(lines)
