@@ -110,6 +110,9 @@ class DemoConfig:
     rl_group: int = 8  # policy samples per world (the GRPO group)
     rl_lr: float = 3e-4  # a fresh AdamW per run; chosen on validation probes from the micro start (example README)
     direct_ce_lr: float | None = None  # direct CE's AdamW rate; None: the env's (DemoEnv.direct_ce_lr)
+    # GRPO + ECHO's world term on an AdamW of its own at this rate (the policy term keeps rl_lr); None: one AdamW for
+    # the whole ECHO loss, the recorded setting (its world term's pace is then rl_lr's once λ dominates the gradient)
+    echo_world_lr: float | None = None
     temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)
@@ -195,6 +198,8 @@ class DemoConfig:
             raise ValueError("lambdas must be distinct, >= 0, and contain 0 (the GRPO arm) and at least one λ > 0")
         if self.direct_ce_lr is not None and self.direct_ce_lr <= 0:
             raise ValueError("direct_ce_lr must be > 0")
+        if self.echo_world_lr is not None and self.echo_world_lr <= 0:
+            raise ValueError("echo_world_lr must be > 0")
         if self.temperature <= 0:
             raise ValueError("temperature must be > 0 for RL sampling")
         if self.max_context < 512:

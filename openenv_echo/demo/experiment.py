@@ -142,6 +142,9 @@ def rl_run(
     model.load_state_dict(start["state"])
     objective = arm_config(arm, lam)
     opt = make_optimizer(model, cfg.direct_lr if arm == "direct_ce" else cfg.rl_lr)
+    world_opt = None  # GRPO + ECHO's world term on its own AdamW, when it has a rate of its own
+    if arm == "grpo_echo" and cfg.echo_world_lr is not None:
+        world_opt = make_optimizer(model, cfg.echo_world_lr)
     gen = torch.Generator().manual_seed(rl_seed + 1)
     torch.manual_seed(rl_seed + 2)
     train_log: list[dict[str, Any]] = []
@@ -174,6 +177,7 @@ def rl_run(
             step=step - 1,
             temperature=cfg.temperature,
             advantage=cfg.advantage,
+            world_opt=world_opt,
         )
         row: dict[str, Any] = {"step": step, "seeds": schedule[step - 1], **stats}
         if out is not None:
@@ -244,17 +248,19 @@ RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_se
 many seeds are planned, never what a stored run holds."""
 
 
-DIRECT_CE_FIELDS = ("direct_ce_lr",)
-"""Settings only the direct-CE reference reads: a GRPO or GRPO + ECHO run stored under other values is reused."""
+ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr",)}
+"""Settings only one arm reads: another arm's run stored under other values is reused."""
 
 
 def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
-    """What a stored run of ``arm`` must match to be reused: every setting it depends on (the direct-CE reference,
-    the default, depends on all), that is all but where output goes, how it is shown, the thread and worker counts
-    and how many seeds are planned."""
+    """What a stored run of ``arm`` must match to be reused: every setting it depends on, that is all but where
+    output goes, how it is shown, the thread and worker counts, how many seeds are planned and the other arms' own
+    settings (``ARM_FIELDS``). ``echo_world_lr`` enters only when set: runs stored before it existed had none."""
     d = cfg.to_dict()
-    for k in RUN_ONLY_FIELDS + (() if arm == "direct_ce" else DIRECT_CE_FIELDS):
+    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() if a != arm for f in fs):
         d.pop(k)
+    if d.get("echo_world_lr", 0.0) is None:
+        d.pop("echo_world_lr")
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)
 

@@ -278,12 +278,14 @@ def rl_step(
     step: int,
     temperature: float = 1.0,
     advantage: str = "grpo",
+    world_opt: torch.optim.Optimizer | None = None,
 ) -> dict[str, float]:
     """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
 
     The policy term uses the log-probs of the distribution that sampled (logits / ``temperature``); the world term
     scores observations with the model's own T = 1 distribution (``env_temperature="one"``), both from the same
-    hidden states of one forward pass (``hidden_logps``).
+    hidden states of one forward pass (``hidden_logps``). ``world_opt``: the world term's gradient is kept apart
+    and stepped by this optimizer (its own pace), after ``opt`` steps the policy term's; each is clipped on its own.
     """
     r = torch.tensor(rewards, dtype=torch.float32)
     flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
@@ -294,6 +296,10 @@ def rl_step(
     dens = local_denominators(full_batch, cfg)
     model.train()
     opt.zero_grad(set_to_none=True)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if world_opt is not None and cfg.coeff_at(step) == 0.0:
+        raise ValueError("a world optimizer needs a world term (λ > 0 at this step)")
+    world_grads = None if world_opt is None else [torch.zeros_like(p) for p in params]
     sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0}
     for lo in range(0, len(sequences), micro_batch):
         rows = slice(lo, lo + micro_batch)
@@ -309,7 +315,14 @@ def rl_step(
         else:
             lp, lp_env = forward_logps(model, b)[0], None
         out = echo_loss(lp, eb, cfg, step=step, denominators=dens, env_logps=lp_env)
-        out.loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        if world_grads is not None:  # the world term's gradient apart, then the policy term's into .grad
+            parts = torch.autograd.grad(out.world_loss, params, retain_graph=True, allow_unused=True)
+            for acc, g in zip(world_grads, parts, strict=True):
+                if g is not None:
+                    acc.add_(g)
+            out.policy_loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+        else:
+            out.loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         m = out.metrics
         n_env = float(m["echo/tokens/selected"])  # env_output targets (selected even when λ = 0: metrics only)
         sums["policy"] += float(out.policy_loss.detach())
@@ -318,11 +331,21 @@ def rl_step(
         sums["n_env"] += n_env
     grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
     # A batch with no reward variance and λ = 0 has an exactly zero gradient; AdamW would still move the weights on
-    # its stale momentum (on a tiny model, enough to wreck the policy), so such a step is skipped and logged.
-    skipped = grad_norm == 0.0
-    if not skipped:
+    # its stale momentum (on a tiny model, enough to wreck the policy), so such a step is skipped and logged. With a
+    # world optimizer ``grad_norm`` is the policy term's alone: its step is skipped, the world term's is not.
+    if grad_norm != 0.0:
         opt.step()
+    skipped = grad_norm == 0.0 and world_opt is None
+    world: dict[str, float] = {}
+    if world_opt is not None and world_grads is not None:
+        world_opt.zero_grad(set_to_none=True)
+        for p, g in zip(params, world_grads, strict=True):
+            p.grad = g
+        world["world_grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
+        world_opt.step()
+        world_opt.zero_grad(set_to_none=True)
     return {
+        **world,
         "grad_norm": grad_norm,
         "skipped": float(skipped),
         "groups_with_reward_variance": float(varied_groups),

@@ -545,6 +545,59 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
     assert not torch.equal(weights(), w1)
 
 
+def test_the_world_terms_own_optimizer_sets_its_pace_and_leaves_the_policy_step_alone() -> None:
+    """``rl_step(world_opt=...)``: the world term's gradient is kept apart from the policy term's and stepped by its
+    own AdamW. So λ no longer sets the world term's pace (a normalised step), its rate does (a first AdamW step is
+    linear in the rate); the policy term's step is GRPO's own; with no reward variance the world term still trains."""
+    import copy
+
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.rollout import PolicyRunner, env_server
+    from openenv_echo.demo.train import arm_config, rl_step
+    from openenv_echo.tokenization import build_tokenizer
+
+    tok = build_tokenizer("qwen")
+    model = build_scratch_model("tiny", tok, max_positions=2048, seed=0)
+    with env_server(TERMINAL) as (url, _):
+        runner = PolicyRunner(url, tok, TERMINAL, max_env_steps=2, max_context=2048, max_action_tokens=6)
+        try:
+            results = runner.run(model, [21, 21], temperature=1.0, generator=torch.Generator().manual_seed(0))
+        finally:
+            runner.close()
+    seqs = [r.sequence for r in results]
+    start = copy.deepcopy(model.state_dict())
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+    def update(arm: str, lam: float, world_lr: float | None, rewards: tuple[float, float] = (1.0, 0.0)) -> torch.Tensor:
+        model.load_state_dict(start)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        world = None if world_lr is None else torch.optim.AdamW(model.parameters(), lr=world_lr)
+        stats = rl_step(
+            model, opt, seqs, list(rewards), 2, arm_config(arm, lam), tok, micro_batch=1, step=0, world_opt=world
+        )
+        assert ("world_grad_norm" in stats) == (world is not None) and stats.get("world_grad_norm", 1.0) > 0
+        assert stats["skipped"] == 0.0  # a world step is an update even where the policy term has no gradient
+        return torch.cat([p.detach().flatten() for p in model.parameters()]) - before
+
+    grpo = update("grpo", 0.0, None)
+    near_zero = update("grpo_echo", 1.0, 1e-12)
+    assert torch.allclose(near_zero, grpo, atol=1e-9)  # the policy step is GRPO's, untouched by the world term
+    one, two = update("grpo_echo", 1.0, 1e-3), update("grpo_echo", 1.0, 2e-3)
+    assert not torch.allclose(one, grpo, atol=1e-6)
+    assert torch.allclose(two - grpo, 2 * (one - grpo), atol=1e-6)  # the world step is linear in its own rate
+
+    def moved_apart(a: torch.Tensor, b: torch.Tensor) -> float:
+        return float(((a - b).abs() > 1e-6).float().mean())  # share of weights whose updates differ
+
+    # λ does not set its size (but for weights whose gradient is near AdamW's eps); with one optimizer it does
+    assert moved_apart(update("grpo_echo", 10.0, 1e-3), one) < 1e-3
+    assert moved_apart(update("grpo_echo", 10.0, None), update("grpo_echo", 1.0, None)) > 0.05
+    flat = update("grpo_echo", 1.0, 1e-3, rewards=(0.5, 0.5))  # no reward variance: the world term still trains
+    assert flat.abs().sum() > 0
+    with pytest.raises(ValueError, match="needs a world term"):
+        update("grpo", 0.0, 1e-3)
+
+
 # -- pieces ------------------------------------------------------------------------------------------------
 def _run(
     lam: float,
@@ -720,6 +773,19 @@ def test_direct_ces_learning_rate_is_its_own_and_keys_only_its_runs() -> None:
     assert resume_key(own, "direct_ce") != resume_key(plain, "direct_ce") and resume_key(own) != resume_key(plain)
     with pytest.raises(ValueError, match="direct_ce_lr"):
         DemoConfig.preset("full", direct_ce_lr=0.0)
+
+
+def test_echos_own_world_rate_keys_only_its_runs_and_leaves_stored_runs_valid() -> None:
+    """``echo_world_lr`` is GRPO + ECHO's alone: GRPO and direct-CE runs are reused across it; unset, it is not in
+    any key (runs stored before it existed stay valid); it must be > 0."""
+    plain, own = DemoConfig.preset("full"), DemoConfig.preset("full", echo_world_lr=1e-3)
+    for arm in ("grpo", "direct_ce"):
+        assert resume_key(own, arm) == resume_key(plain, arm)
+    assert resume_key(own, "grpo_echo") != resume_key(plain, "grpo_echo")
+    assert all("echo_world_lr" not in resume_key(plain, arm) for arm in ("grpo", "grpo_echo", "direct_ce"))
+    assert DemoConfig(**own.to_dict()).echo_world_lr == 1e-3
+    with pytest.raises(ValueError, match="echo_world_lr"):
+        DemoConfig.preset("full", echo_world_lr=-1e-3)
 
 
 def test_seeds_are_disjoint_and_validated() -> None:
