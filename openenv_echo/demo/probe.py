@@ -1,11 +1,13 @@
-"""Validation-only probes of an RL setting: GRPO (λ = 0) from a run's start checkpoint on the sweep seeds, judged by
+r"""Validation-only probes of an RL setting: GRPO (λ = 0) from a run's start checkpoint on the sweep seeds, judged by
 the final step's greedy validation success, optionally direct CE on its rollouts (its validation curve, to see
 whether it flattens) and GRPO + ECHO at one λ (its share of the validation gap to direct CE). Nothing is evaluated
-on test. It is how the sql arm's RL settings, each env's direct-CE learning rate and the RL budget were tried
-(example README).
+on test. It is how the sql arm's RL settings, each env's direct-CE learning rate, the RL budget and the world term's
+own learning rate were tried (example README).
 
     python -m openenv_echo.demo.probe run --env sql --start out/demo-sql --name temperature-1 --set temperature=1.0
     python -m openenv_echo.demo.probe run --start out/demo --name steps-40 --set rl_steps=40 --direct-ce --echo 0.1
+    python -m openenv_echo.demo.probe run --start out/demo --name echo-world-lr-1e-3 --set echo_world_lr=1e-3 \
+        --direct-ce --echo 1
     python -m openenv_echo.demo.probe table examples/echo_world_model/results-sql/rl-probes.json
 
 ``run`` trains in ``START/probes/NAME`` from ``START/checkpoints/start.pt`` (it refuses a start trained under other

@@ -327,7 +327,8 @@ def rl_step(
         n_env = float(m["echo/tokens/selected"])  # env_output targets (selected even when λ = 0: metrics only)
         sums["policy"] += float(out.policy_loss.detach())
         sums["world"] += float(out.world_loss.detach())
-        sums["nll"] += float(m["echo/ce_per_token/env_output"]) * n_env
+        if n_env:  # a micro-batch without env tokens has no CE (nan), not a zero one
+            sums["nll"] += float(m["echo/ce_per_token/env_output"]) * n_env
         sums["n_env"] += n_env
     grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
     # A batch with no reward variance and λ = 0 has an exactly zero gradient; AdamW would still move the weights on

@@ -543,6 +543,23 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
     echo = step([0.5, 0.5], "grpo_echo")  # same rewards, λ > 0: the world term still trains
     assert echo["skipped"] == 0.0 and echo["world_loss"] > 0
     assert not torch.equal(weights(), w1)
+    # a sequence cut after its first action has no env tokens: the logged env CE is the other sequence's, not nan
+    from dataclasses import replace
+
+    import numpy as np
+
+    first = seqs[0]
+    cut = int(np.flatnonzero(first.role_ids == Role.ACTION.code)[0]) + 1
+    short = replace(
+        first,
+        input_ids=first.input_ids[:cut],
+        role_ids=first.role_ids[:cut],
+        obs_count=0,
+        sampler_logprobs=None if first.sampler_logprobs is None else first.sampler_logprobs[:cut],
+    )
+    alone = rl_step(model, opt, [first], [1.0], 1, arm_config("grpo", 0.0), tok, micro_batch=1, step=0)  # no update
+    mixed = rl_step(model, opt, [first, short], [1.0, 0.0], 2, arm_config("grpo", 0.0), tok, micro_batch=1, step=0)
+    assert alone["skipped"] == 1.0 and mixed["env_ce"] == pytest.approx(alone["env_ce"], rel=1e-6)
 
 
 def test_the_world_terms_own_optimizer_sets_its_pace_and_leaves_the_policy_step_alone() -> None:
