@@ -506,12 +506,10 @@ def test_reserved_kv_cache_gives_the_dynamic_caches_values_bit_for_bit() -> None
         full.update(full.keys[:, :, :1], full.values[:, :, :1])
 
 
-def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
-    """With no reward variance and λ = 0 the gradient is exactly zero: the step must leave the weights untouched even
-    though AdamW has momentum from an earlier step; a reward difference, or λ > 0, must move them."""
+def _two_rollouts() -> tuple[Any, torch.nn.Module, list[Any]]:
+    """A tiny from-scratch model, the demo's tokenizer and two sampled rollouts of one terminal world (an RL group)."""
     from openenv_echo.demo.model import build_scratch_model
     from openenv_echo.demo.rollout import PolicyRunner, env_server
-    from openenv_echo.demo.train import arm_config, rl_step
     from openenv_echo.tokenization import build_tokenizer
 
     tok = build_tokenizer("qwen")
@@ -523,6 +521,15 @@ def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
         finally:
             runner.close()
     seqs = [r.sequence for r in results]
+    return tok, model, seqs
+
+
+def test_rl_step_skips_zero_gradient_batches_and_trains_otherwise() -> None:
+    """With no reward variance and λ = 0 the gradient is exactly zero: the step must leave the weights untouched even
+    though AdamW has momentum from an earlier step; a reward difference, or λ > 0, must move them."""
+    from openenv_echo.demo.train import arm_config, rl_step
+
+    tok, model, seqs = _two_rollouts()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def weights() -> torch.Tensor:
@@ -568,20 +575,9 @@ def test_the_world_terms_own_optimizer_sets_its_pace_and_leaves_the_policy_step_
     linear in the rate); the policy term's step is GRPO's own; with no reward variance the world term still trains."""
     import copy
 
-    from openenv_echo.demo.model import build_scratch_model
-    from openenv_echo.demo.rollout import PolicyRunner, env_server
     from openenv_echo.demo.train import arm_config, rl_step
-    from openenv_echo.tokenization import build_tokenizer
 
-    tok = build_tokenizer("qwen")
-    model = build_scratch_model("tiny", tok, max_positions=2048, seed=0)
-    with env_server(TERMINAL) as (url, _):
-        runner = PolicyRunner(url, tok, TERMINAL, max_env_steps=2, max_context=2048, max_action_tokens=6)
-        try:
-            results = runner.run(model, [21, 21], temperature=1.0, generator=torch.Generator().manual_seed(0))
-        finally:
-            runner.close()
-    seqs = [r.sequence for r in results]
+    tok, model, seqs = _two_rollouts()
     start = copy.deepcopy(model.state_dict())
     before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
 
