@@ -255,12 +255,10 @@ ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr",)}
 def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
     """What a stored run of ``arm`` must match to be reused: every setting it depends on, that is all but where
     output goes, how it is shown, the thread and worker counts, how many seeds are planned and the other arms' own
-    settings (``ARM_FIELDS``). ``echo_world_lr`` enters only when set: runs stored before it existed had none."""
+    settings (``ARM_FIELDS``). An arm's own setting enters only when set: runs stored before it existed had none."""
     d = cfg.to_dict()
-    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() if a != arm for f in fs):
+    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or d[f] is None):
         d.pop(k)
-    if d.get("echo_world_lr", 0.0) is None:
-        d.pop("echo_world_lr")
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)
 

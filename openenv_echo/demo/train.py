@@ -339,8 +339,7 @@ def rl_step(
     skipped = grad_norm == 0.0 and world_opt is None
     world: dict[str, float] = {}
     if world_opt is not None and world_grads is not None:
-        world_opt.zero_grad(set_to_none=True)
-        for p, g in zip(params, world_grads, strict=True):
+        for p, g in zip(params, world_grads, strict=True):  # every .grad replaced: the policy term's are spent
             p.grad = g
         world["world_grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
         world_opt.step()
