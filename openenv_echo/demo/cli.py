@@ -34,7 +34,13 @@ def demo(
     sweep_seeds: int | None = typer.Option(
         None,
         "--sweep-seeds",
-        help=f"RL seeds that run the whole λ sweep on validation (λ is chosen on them) [{_FULL.sweep_seeds}].",
+        help="RL seeds that run the whole λ sweep on validation, λ chosen on them [0: no sweep, λ pre-registered "
+        "as the env's recorded sweep's choice, made on 3 seeds].",
+    ),
+    train_start: bool = typer.Option(
+        False,
+        "--train-start",
+        help="Train the start checkpoint even where the env's recorded one was trained under these settings.",
     ),
     threads: int | None = typer.Option(None, "--threads", help=f"torch threads per process [{_FULL.threads}]."),
     workers: int | None = typer.Option(
@@ -59,9 +65,12 @@ def demo(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:
     """CPU reference demo: a small LM pretrained on generic text and SFT'd on expert actions only, then GRPO, GRPO +
-    ECHO (λ swept on validation over several RL seeds) and direct env CE (on GRPO's rollouts) on ENV; held-out env
-    CE against the uniform and n-gram references, success, paired worlds × seeds bootstrap intervals; writes
-    OUT/report.json, OUT/summary.md, OUT/verdict.json and OUT/echo_world_model.png."""
+    ECHO (λ chosen on validation over several RL seeds: by the env's recorded sweep unless --sweep-seeds) and direct
+    env CE (on GRPO's rollouts) on ENV; held-out env CE against the uniform and n-gram references, success, paired
+    worlds × seeds bootstrap intervals; writes OUT/report.json, OUT/summary.md, OUT/verdict.json and
+    OUT/echo_world_model.png. The start checkpoint is the env's recorded one where its settings are this run's
+    (--train-start trains it)."""
+    from .recorded import recorded_selection
     from .run import run_demo
     from .tables import summary_markdown
 
@@ -77,6 +86,7 @@ def demo(
         "seed": seed,
         "n_seeds": seeds,
         "sweep_seeds": sweep_seeds,
+        "train_start": train_start,
         "threads": threads,
         "workers": workers,
         "rl_steps": rl_steps,
@@ -88,6 +98,8 @@ def demo(
     }
     try:
         cfg = DemoConfig.preset("quick" if quick else "full", **overrides)
+        if not cfg.sweep_seeds:
+            recorded_selection(cfg)  # λ must be pre-registered for these settings: say so before any work
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     argv = sys.argv[sys.argv.index("demo") + 1 :] if "demo" in sys.argv else sys.argv[1:]

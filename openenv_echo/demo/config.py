@@ -72,7 +72,10 @@ class DemoConfig:
     docker: bool = False
     seed: int = 0  # seed of the start checkpoint; RL seed k of every arm is seed + k
     n_seeds: int = 1  # RL training seeds per arm (each evaluated on test)
-    sweep_seeds: int = 3  # RL seeds seed .. seed + sweep_seeds - 1 run every λ; λ is chosen on them (validation)
+    # RL seeds seed .. seed + sweep_seeds - 1 run every λ and λ is chosen on them (validation); 0: λ is the env's
+    # recorded sweep's choice, pre-registered (``recorded.recorded_selection``; the recording swept 3 seeds)
+    sweep_seeds: int = 0
+    train_start: bool = False  # train the start checkpoint even where the env's recorded one has this run's settings
     threads: int = 1  # one thread: on a shared 2-core machine, two threads per op lose more to waiting than they gain
     workers: int = 2  # RL runs trained at once, one process each (the reference machine has 2 cores)
     progress: bool = True
@@ -123,7 +126,8 @@ class DemoConfig:
 
     @classmethod
     def preset(cls, mode: str = "full", **overrides: Any) -> DemoConfig:
-        """``full``: the README configuration (one seed by default; ``--seeds 5`` for the committed run).
+        """``full``: the README configuration (one seed by default, λ and the start from the env's recording;
+        ``--seeds 5 --sweep-seeds 3 --train-start`` for the committed run).
         ``quick``: a smoke test of the whole pipeline (about a minute); its numbers mean nothing."""
         if mode == "full":
             cfg = cls(mode="full")
@@ -172,7 +176,6 @@ class DemoConfig:
             "n_val",
             "n_test",
             "n_seeds",
-            "sweep_seeds",
             "generic_batch",
             "generic_len",
             "sft_batch",
@@ -191,6 +194,8 @@ class DemoConfig:
         for name in ("generic_steps", "sft_steps", "rl_steps"):
             if (getattr(self, name) or 0) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if self.sweep_seeds < 0:
+            raise ValueError("sweep_seeds must be >= 0 (0: λ from the env's recorded sweep)")
         if self.rl_group < 2:
             raise ValueError("rl_group must be >= 2 (GRPO compares samples of the same machine)")
         lams = list(self.lambdas)

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..trajectory import Trajectory
+from .checkpoints import load_stored, resume_key, save_stored, start_key
 from .clock import Clock
 from .config import ARM_LABELS, ARMS, DemoConfig, Seeds
 from .corpus import GenericCorpus, stdlib_docstrings
@@ -38,6 +39,7 @@ from .evaluate import (
 )
 from .ngram import REFERENCES, reference_lines
 from .policy import build_policy
+from .recorded import recorded_selection, recorded_start
 from .render import render_run
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
 from .summarize import choose_lambda
@@ -204,77 +206,10 @@ def rl_run(
     }
 
 
-START_FIELDS = (
-    "env",
-    "model",
-    "seed",
-    "n_train",
-    "n_val",
-    "task_kinds",
-    "max_env_steps",
-    "max_context",
-    "max_action_tokens",
-    "vocab_size",
-    "generic_steps",
-    "generic_batch",
-    "generic_len",
-    "generic_lr",
-    "generic_warmup",
-    "sft_steps",
-    "sft_batch",
-    "sft_lr",
-    "sft_warmup",
-    "sft_replay",
-    "sft_teacher",
-    "sft_eval_every",
-    "micro_batch",
-)
-"""The settings the start checkpoint depends on (its stored copy is reused whenever they match)."""
-
-
 def server_sessions(cfg: DemoConfig) -> int:
     """Env sessions the demo's server must hold at once: each worker's largest batch, an RL step's
     ``rl_prompts * rl_group`` episodes or an evaluation chunk (every episode of a batch holds a session)."""
     return max(EVAL_CHUNK, cfg.rl_prompts * cfg.rl_group) * cfg.workers
-
-
-def start_key(cfg: DemoConfig) -> str:
-    d = cfg.to_dict()
-    return json.dumps({k: d[k] for k in START_FIELDS} | {"n_test": d["n_test"]}, sort_keys=True)
-
-
-RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds")
-"""Settings that change where a run's output goes, how it is shown, how it is spread over threads and workers and how
-many seeds are planned, never what a stored run holds."""
-
-
-ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr",)}
-"""Settings only one arm reads: another arm's run stored under other values is reused."""
-
-
-def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
-    """What a stored run of ``arm`` must match to be reused: every setting it depends on, that is all but where
-    output goes, how it is shown, the thread and worker counts, how many seeds are planned and the other arms' own
-    settings (``ARM_FIELDS``). An arm's own setting enters only when set: runs stored before it existed had none."""
-    d = cfg.to_dict()
-    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or d[f] is None):
-        d.pop(k)
-    d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
-    return json.dumps(d, sort_keys=True)
-
-
-def _save(path: Path, key: str, obj: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save({"key": key, "obj": obj}, tmp)
-    tmp.replace(path)
-
-
-def load_stored(path: Path, key: str) -> Any:
-    """A stored checkpoint's contents if it was made under ``key`` (``start_key`` or ``resume_key``), else None."""
-    if not path.is_file():
-        return None
-    data = torch.load(path, weights_only=False)
-    return data["obj"] if data.get("key") == key else None
 
 
 def _strip(run: dict[str, Any]) -> dict[str, Any]:
@@ -499,14 +434,21 @@ def describe_data(report: dict[str, Any], cfg: DemoConfig, env: DemoEnv, server_
 def start_and_references(
     cfg: DemoConfig, data: Data, generic: GenericCorpus, ev: Evaluator, clock: Clock, store: Path
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The start checkpoint (resumed from ``store`` if it is there; its weights loaded into the model) and the
-    reference lines on the train, validation and test env-CE targets."""
+    """The start checkpoint (its weights loaded into the model) and the reference lines on the train, validation and
+    test env-CE targets. The start is resumed from ``store``, else the env's recorded start where it has this run's
+    start settings and tokenizer (unless ``train_start``), else trained; ``start["source"]`` says which."""
     model, tok = data.model, data.tok
     start_file = store / "start.pt"
     start = load_stored(start_file, start_key(cfg))
     if start is None:
-        start = train_start(cfg, model, tok, generic, data.train_seqs, ev, clock)
-        _save(start_file, start_key(cfg), start)
+        recorded, why = (
+            (None, "train_start is set")
+            if cfg.train_start
+            else recorded_start(cfg, data.model_info["tokenizer"]["fingerprint"])
+        )
+        start = recorded or train_start(cfg, model, tok, generic, data.train_seqs, ev, clock)
+        start["source"] = why if recorded else f"trained by this run's command ({why})"
+        save_stored(start_file, start_key(cfg), start)
     model.load_state_dict(start["state"])
     refs = reference_lines(
         env_targets(data.train_seqs, tok),
@@ -534,6 +476,7 @@ def describe_start(report: dict[str, Any], cfg: DemoConfig, start: dict[str, Any
         "optimizer": "AdamW (0.9, 0.95), no weight decay, each phase warm-up then cosine to 10 %; SFT "
         "continues the generic phase's moments; every RL run starts a fresh AdamW",
         "after": {"step": 0, "val": start["val"], "test": start["test"]},
+        "source": start.get("source", "trained in this output directory (checkpoints/start.pt)"),
     }
     report["baselines"] = {
         **{k: refs[k] for k in REFERENCES},
@@ -599,7 +542,7 @@ class RunStore:
             schedule = [rng.sample(cfg.seeds.train, cfg.rl_prompts) for _ in range(cfg.rl_steps)]
             replay = self.get("grpo", 0.0, rl_seed)["rollouts"] if arm == "direct_ce" else None
             run = rl_run(cfg, self.model, self.tok, self.ev, self.start, arm, lam, rl_seed, schedule, self.bar, replay)
-            _save(self.store / f"{name}.pt", resume_key(self.cfg, arm), run)
+            save_stored(self.store / f"{name}.pt", resume_key(self.cfg, arm), run)
             self.clock.lap(f"rl_{arm}")
         self.runs[name] = run
         return run
@@ -615,7 +558,7 @@ class RunStore:
             test = ev.split(model, "test") if step == rl_steps else {"env_ce": ev.ce(model, "test")}
             run["test_curve"].append({"step": step, "test": test})
         run["final"] = {"step": rl_steps, **run["test_curve"][-1]}
-        _save(self.store / f"{name}.pt", resume_key(self.cfg, run["arm"]), run)
+        save_stored(self.store / f"{name}.pt", resume_key(self.cfg, run["arm"]), run)
         self.clock.lap("test_eval")
 
 
@@ -629,21 +572,29 @@ def worker_store(setup: WorkerSetup, bar: QueueBar) -> RunStore:
 
 
 def run_all(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
-    """Every RL run. The sweep seeds run every λ (validation: the λ rule reads them); then each arm seed runs λ = 0,
-    the chosen λ and direct CE (on the λ = 0 run's rollouts), each evaluated on test. Runs are trained
-    ``cfg.workers`` at a time (``workers.run_jobs``); direct CE of the arm seeds that are sweep seeds too trains
-    beside the sweep. A run that stops early leaves its finished runs stored: the same command resumes. Returns the
-    report it wrote."""
+    """Every RL run. The sweep seeds run every λ (validation: the λ rule reads them); with none, λ is the env's
+    recorded sweep's choice (``recorded_selection``). Then each arm seed runs λ = 0, the chosen λ and direct CE (on
+    the λ = 0 run's rollouts), each evaluated on test. Runs are trained ``cfg.workers`` at a time
+    (``workers.run_jobs``); direct CE of the arm seeds that are sweep seeds too trains beside the sweep. A run that
+    stops early leaves its finished runs stored: the same command resumes. Returns the report it wrote."""
     sweep = [Job(_arm(lam), lam, s) for s in cfg.sweep_rl_seeds for lam in cfg.lambdas]
-    runs.prepare(sweep + [Job("direct_ce", 1.0, s) for s in cfg.rl_seeds if s in cfg.sweep_rl_seeds])
-    runs.clock.lap("rl_sweep")
-    for job in sweep:
-        runs.get(job.arm, job.lam, job.seed)
-    val_tokens = [float(n) for n in world_tokens(runs.ev.ce_val)["env_output"]]
-    selection = choose_lambda(list(runs.runs.values()), cfg.lambdas, cfg.sweep_rl_seeds, val_tokens)
-    console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
+    if sweep:
+        runs.prepare(sweep + [Job("direct_ce", 1.0, s) for s in cfg.rl_seeds if s in cfg.sweep_rl_seeds])
+        runs.clock.lap("rl_sweep")
+        for job in sweep:
+            runs.get(job.arm, job.lam, job.seed)
+        val_tokens = [float(n) for n in world_tokens(runs.ev.ce_val)["env_output"]]
+        selection = choose_lambda(list(runs.runs.values()), cfg.lambdas, cfg.sweep_rl_seeds, val_tokens)
+        console.print(f"λ chosen on validation: {selection['chosen']:g} ({selection['rule']})")
+    else:
+        selection = recorded_selection(cfg)
+        console.print(
+            f"λ = {selection['chosen']:g}, pre-registered: the recorded sweep's choice "
+            f"({selection['recorded']['report']}, RL seeds {selection['seeds']}; not rerun)"
+        )
     arm_lams = {"grpo": 0.0, "grpo_echo": float(selection["chosen"]), "direct_ce": 1.0}  # direct CE: λ unused
-    runs.prepare([Job(arm, arm_lams[arm], s, test=True) for s in cfg.rl_seeds for arm in ARMS])
+    arm_jobs = [Job(arm, arm_lams[arm], s) for s in cfg.rl_seeds for arm in ARMS]
+    runs.prepare(arm_jobs + [Job(j.arm, j.lam, j.seed, test=True) for j in arm_jobs])  # training before evaluation
     runs.clock.lap("rl_arms_and_test_eval")
     done = [runs.get(arm, arm_lams[arm], s) for s in cfg.rl_seeds for arm in ARMS]
     sweep_runs = [r for r in runs.runs.values() if all(r is not d for d in done)]

@@ -118,11 +118,12 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     sft = sc["sft"]["losses"]
     ax[1, 2].plot(range(offset + 1, offset + len(sft) + 1), sft, color="black", label="SFT, action tokens")
     ax[1, 2].legend(fontsize=7)
+    rec = ": recorded run's" if "recorded" in sel else ""
     titles = [
         ("held-out env CE per RL step (test; 95% band)", "nats / env_output token", "RL step"),
         ("held-out success per RL step (test, greedy; 95% band)", "share with reward 1", "RL step"),
-        ("λ sweep of GRPO + ECHO (validation, final step)", "nats / env_output token", "λ (shaded: chosen)"),
-        ("validation env CE per RL step (sweep means, direct CE)", "nats / env_output token", "RL step"),
+        (f"λ sweep of GRPO + ECHO (validation, final step){rec}", "nats / env_output token", "λ (shaded: chosen)"),
+        (f"validation env CE per RL step (sweep means{rec}, direct CE)", "nats / env_output token", "RL step"),
         ("held-out success, final step (95%; green: start)", "share with reward 1", ""),
         ("start checkpoint: generic pretraining, then SFT", "NLL per target token", "training step"),
     ]

@@ -23,8 +23,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .checkpoints import RUN_ONLY_FIELDS, load_stored, start_key
 from .config import DemoConfig
-from .experiment import RUN_ONLY_FIELDS, RunStore, load_stored, run_experiment, start_key
+from .experiment import RunStore, run_experiment
 from .render import PROBES_NAME
 from .run import torch_settings
 from .stats import gap_closed

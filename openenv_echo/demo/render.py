@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from .plots import plot_report
+from .recorded import RESULTS, RESULTS_SQL
 from .summarize import summarize, verdict
 from .tables import (
     README_BEGIN,
     README_END,
     SQL_BEGIN,
     SQL_END,
+    leans_on,
     probes_markers,
     probes_table,
     readme_section,
@@ -35,9 +37,7 @@ VERDICT_NAME = "verdict.json"
 PROBES_NAME = "rl-probes.json"
 """Validation-only probes of RL settings from a run's start (``openenv_echo.demo.probe``), beside its report."""
 ONE_SEED_NAME = "report-one-seed.json"
-"""The default one-seed run's report, kept beside the multi-seed run that resumed from its checkpoints."""
-RESULTS = Path("examples/echo_world_model/results")
-RESULTS_SQL = Path("examples/echo_world_model/results-sql")
+"""The default run's report (one seed; λ and the start from the recording), kept beside the recording for its wall time."""
 EXAMPLE_README = Path("examples/echo_world_model/README.md")
 TOP_README = Path("README.md")
 
@@ -64,7 +64,7 @@ def render_repo(root: Path) -> None:
     one = root / RESULTS / ONE_SEED_NAME
     one_seed = summarize_copy(json.loads(one.read_text())) if one.is_file() else main
     readme = root / EXAMPLE_README
-    one_line = f"The default one-seed run (its report: `{ONE_SEED_NAME}`): {timing_line(one_seed)}"
+    one_line = f"The default one-seed run{leans_on(one_seed)} (its report: `{ONE_SEED_NAME}`): {timing_line(one_seed)}"
     text = replace_block(readme.read_text(), summary_markdown(main) + "\n" + one_line)
     if RESULTS_SQL in reports:
         text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)

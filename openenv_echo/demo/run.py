@@ -11,7 +11,9 @@ Phases (wall time of each, and the machine's load average, go into ``report.json
    train episodes with the action tokens as the only targets, kept a language model elsewhere (``sft_teacher``);
    the reference lines (uniform, unigram to 4-gram of the training env text) on the same held-out targets;
 4. the λ sweep: on each sweep seed, GRPO + ECHO at every λ (λ = 0 is the GRPO arm), each from the start weights with
-   a fresh AdamW, on its own policy-sampled rollouts; λ chosen on their final validation figures (``choose_lambda``);
+   a fresh AdamW, on its own policy-sampled rollouts; λ chosen on their final validation figures (``choose_lambda``).
+   A default run sweeps nothing: its λ is the env's recorded sweep's choice and its start the recorded start
+   (``recorded``), which fits one seed of every arm in the reference budget;
 5. for each arm seed: GRPO, GRPO + ECHO at the chosen λ and direct CE (on the GRPO run's rollouts), evaluated on
    test at every curve point; per-world figures, paired worlds × seeds bootstrap intervals, the share of the start
    -> direct-CE gap, the targets; ``report.json``, ``summary.md``, ``verdict.json`` and the PNG after every seed.
@@ -32,8 +34,11 @@ def run_demo(cfg: DemoConfig, command: str | None = None) -> dict[str, Any]:
     """Run the demo; writes ``report.json``, ``summary.md`` and ``echo_world_model.png`` into ``cfg.out``; returns
     the report."""
     from .experiment import run_experiment
+    from .recorded import recorded_selection
 
     cfg.validate()
+    if not cfg.sweep_seeds:
+        recorded_selection(cfg)  # a run without a sweep needs its λ pre-registered: refuse before any work
     with torch_settings(cfg.threads):
         return run_experiment(cfg, command)
 

@@ -267,9 +267,13 @@ def _tci(x: dict[str, Any], fmt: str = ".3f") -> str:
 
 
 def validation_direct_ce(report: dict[str, Any]) -> tuple[list[int], float] | None:
-    """Direct CE's final validation env CE, mean over the sweep seeds it ran on (the λ sweep's reference line);
-    None if it ran on none of them."""
-    sweep = set(report["lambda_selection"]["seeds"])
+    """Direct CE's final validation env CE, mean over the sweep seeds it ran on (the λ sweep's reference line; a
+    recorded sweep's is the recording's); None if it ran on none of them."""
+    sel = report["lambda_selection"]
+    if "recorded" in sel:
+        line = sel["recorded"]["direct_ce_validation"]
+        return None if line is None else (list(line[0]), float(line[1]))
+    sweep = set(sel["seeds"])
     runs = [r for r in report["arms"]["direct_ce"]["seeds"] if r["seed"] in sweep]
     if not runs:
         return None
@@ -288,10 +292,16 @@ def lambda_table(report: dict[str, Any]) -> str:
         else f" Gap closed: (start − λ) / (start − direct CE) of mean validation env CE, direct CE "
         f"{direct[1]:.3f} (RL seeds {direct[0]})."
     )
+    recorded = (
+        f"**The recorded run's sweep** (`{sel['recorded']['report']}`), not rerun: this run's λ is pre-registered as "
+        "its choice. "
+        if "recorded" in sel
+        else ""
+    )
     lines = [
-        f"λ sweep of GRPO + ECHO on the **validation** split ({len(report['seeds']['validation'])} worlds, final RL "
-        f"step, RL seeds {sel['seeds']}; mean [t 95 % interval] over those seeds). Rule: {sel['rule']}. Chosen: "
-        f"**λ = {sel['chosen']:g}** ({where}).{gap_note}",
+        f"{recorded}λ sweep of GRPO + ECHO on the **validation** split ({len(report['seeds']['validation'])} worlds, "
+        f"final RL step, RL seeds {sel['seeds']}; mean [t 95 % interval] over those seeds). Rule: {sel['rule']}. "
+        f"Chosen: **λ = {sel['chosen']:g}** ({where}).{gap_note}",
         "",
         "| λ | validation env CE | its bootstrap SE | validation gap closed | validation success | validation mean "
         "reward | steps with reward variance |",
@@ -356,6 +366,14 @@ def summary_markdown(report: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def leans_on(report: dict[str, Any]) -> str:
+    """What of the recording a run reused instead of training (its λ sweep, its start), as a parenthesis."""
+    reused = ["λ" if "recorded" in report["lambda_selection"] else ""]
+    reused.append("the start" if report["start_checkpoint"].get("source", "").startswith("the recorded") else "")
+    named = " and ".join(x for x in reused if x)
+    return f" ({named} from the recording)" if named else ""
+
+
 def readme_section(report: dict[str, Any], one_seed: dict[str, Any], sql: dict[str, Any] | None) -> str:
     """The top-level README's short demo block: the terminal run's claims and targets, the default one-seed run's
     wall time, and the sql run's verdict in one line."""
@@ -367,7 +385,7 @@ def readme_section(report: dict[str, Any], one_seed: dict[str, Any], sql: dict[s
         "",
         start_sentence(report),
         *comparison_sentences(report),
-        f"- **Wall time** of the default one-seed run: {timing_line(one_seed)}",
+        f"- **Wall time** of the default one-seed run{leans_on(one_seed)}: {timing_line(one_seed)}",
     ]
     if sql is not None:
         s = {k: v["summary"] for k, v in sql["arms"].items()}

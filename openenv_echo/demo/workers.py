@@ -24,10 +24,15 @@ import torch
 from .config import DemoConfig
 from .evaluate import CeSet
 
+JobKey = tuple[str, float, int, bool]
+"""A job's arm, λ, RL seed and whether it is the held-out curve's job."""
+
 
 @dataclass(frozen=True)
 class Job:
-    """One RL run to have stored: train it if it is not, and (``test``) its held-out curve too."""
+    """One RL run to have stored: train it if it is not, and (``test``) its held-out curve too. A test job of a run
+    that another job of the same batch trains waits for it, so that what waits on the run (direct CE on its seed's
+    GRPO rollouts) starts as soon as it is stored, not after its evaluation."""
 
     arm: str
     lam: float
@@ -35,9 +40,16 @@ class Job:
     test: bool = False
 
     @property
-    def needs(self) -> tuple[str, float, int] | None:
-        """The run that must be stored first (direct CE trains on its seed's GRPO rollouts)."""
-        return ("grpo", 0.0, self.seed) if self.arm == "direct_ce" else None
+    def key(self) -> JobKey:
+        return (self.arm, self.lam, self.seed, self.test)
+
+    @property
+    def needs(self) -> JobKey | None:
+        """The job that must finish first, where it is scheduled: the run's training for its held-out curve, else
+        its seed's GRPO run for direct CE."""
+        if self.test:
+            return (self.arm, self.lam, self.seed, False)
+        return ("grpo", 0.0, self.seed, False) if self.arm == "direct_ce" else None
 
 
 @dataclass
@@ -94,13 +106,14 @@ def _work(job: Job) -> Job:
 
 
 def run_jobs(factory: StoreFactory, setup: WorkerSetup, jobs: list[Job], workers: int, bar: Any) -> None:
-    """Run ``jobs`` on ``workers`` processes, each job once its dependency is stored; progress goes to ``bar``."""
+    """Run ``jobs`` on ``workers`` processes, each job once the job it needs has finished (in list order among the
+    ready ones); progress goes to ``bar``."""
     if not jobs:
         return
     ctx = mp.get_context("spawn")
     progress = ctx.Queue()
-    scheduled = {(j.arm, j.lam, j.seed) for j in jobs}
-    waiting, running, finished = list(jobs), dict[Future[Job], Job](), set[tuple[str, float, int]]()
+    scheduled = {j.key for j in jobs}
+    waiting, running, finished = list(jobs), dict[Future[Job], Job](), set[JobKey]()
     with ProcessPoolExecutor(
         max_workers=min(workers, len(jobs)),
         mp_context=ctx,
@@ -118,7 +131,7 @@ def run_jobs(factory: StoreFactory, setup: WorkerSetup, jobs: list[Job], workers
             for f in done:
                 job = running.pop(f)
                 f.result()  # a worker's exception is the run's
-                finished.add((job.arm, job.lam, job.seed))
+                finished.add(job.key)
     _drain(progress, bar)
 
 

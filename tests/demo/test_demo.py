@@ -259,6 +259,57 @@ def test_runs_do_not_depend_on_how_many_workers_trained_them(
         assert json.dumps(one[part], sort_keys=True) == json.dumps(report[part], sort_keys=True), part
 
 
+def test_a_run_without_a_sweep_takes_lambda_and_the_start_from_its_envs_recording(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``sweep_seeds = 0`` (the default run's budget), λ is the env's recorded sweep's choice, shown as the
+    recording's sweep, and the start is the recorded start where its settings and tokenizer are the run's; settings
+    the recording was not run under are refused before any work, and ``train_start`` trains the start anyway. The
+    quick run stands in for the recording here; its arm runs are reused, so only the start's source and λ differ."""
+    import shutil
+
+    from openenv_echo.demo import recorded, run_demo
+
+    report, out = quick_report
+    rec = tmp_path / "repo" / recorded.RESULTS
+    rec.mkdir(parents=True)
+    shutil.copy(out / "report.json", rec / "report.json")
+    shutil.copy(out / "checkpoints" / "start.pt", rec / recorded.START_NAME)
+    monkeypatch.setattr(recorded, "REPO", tmp_path / "repo")
+
+    def fresh(name: str) -> Path:  # an output directory holding the recording's arm runs, not its start
+        (tmp_path / name / "checkpoints").mkdir(parents=True)
+        for f in (out / "checkpoints").iterdir():
+            if f.name != "start.pt":
+                shutil.copy(f, tmp_path / name / "checkpoints" / f.name)
+        return tmp_path / name
+
+    run = run_demo(DemoConfig.preset("quick", out=fresh("default"), sweep_seeds=0, progress=False), command="q")
+    sel = run["lambda_selection"]
+    assert sel["recorded"]["report"] == str(recorded.RESULTS / "report.json")
+    assert json.dumps({k: v for k, v in sel.items() if k != "recorded"}, sort_keys=True) == json.dumps(
+        report["lambda_selection"], sort_keys=True
+    )
+    assert run["sweep_runs"] == [] and "rl_sweep" not in run["timings_s"] and "start_sft" not in run["timings_s"]
+    assert run["start_checkpoint"]["source"] == f"the recorded start ({recorded.RESULTS / recorded.START_NAME})"
+    assert json.dumps(run["arms"], sort_keys=True) == json.dumps(report["arms"], sort_keys=True)
+    verdict = json.loads((tmp_path / "default" / "verdict.json").read_text())
+    assert verdict["lambda_rule"] == {"sweep_seeds": 2, "grid": [0.0, 0.1, 1.0], "chosen": sel["chosen"]}
+    summary = (tmp_path / "default" / "summary.md").read_text()
+    assert "**The recorded run's sweep** (`examples/echo_world_model/results/report.json`), not rerun" in summary
+
+    with pytest.raises(ValueError, match="--sweep-seeds 3"):  # λ pre-registered for other settings is a guess
+        run_demo(DemoConfig.preset("quick", out=tmp_path / "other", sweep_seeds=0, rl_lr=1e-4, progress=False))
+    assert not (tmp_path / "other").exists()
+
+    trained = run_demo(
+        DemoConfig.preset("quick", out=fresh("trained"), sweep_seeds=0, train_start=True, progress=False), command="q"
+    )
+    assert trained["start_checkpoint"]["source"] == "trained by this run's command (train_start is set)"
+    assert trained["timings_s"]["start_sft"] > 0
+    assert trained["baselines"]["start"] == report["baselines"]["start"]  # the start is a function of its settings
+
+
 def test_render_rebuilds_a_finished_runs_summaries_tables_plot_and_verdict(
     quick_report: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
@@ -827,7 +878,7 @@ def test_seeds_are_disjoint_and_validated() -> None:
         {"lambdas": (0.0, -0.1)},
         {"lambdas": (0.0, 0.1, 0.1)},
         {"n_seeds": 0},
-        {"sweep_seeds": 0},
+        {"sweep_seeds": -1},
         {"advantage": "ppo"},
         {"n_test": 0},
         {"temperature": 0.0},
@@ -1131,23 +1182,42 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
     """The committed runs are full runs: 256 test worlds, λ on 3 sweep seeds; the terminal run's multi-seed report at
-    the current defaults, beside the one-seed report of a default run from nothing, kept for its wall time (and the
-    sql run, where recorded)."""
+    the current defaults, beside the one-seed report of a default run (its wall time: λ and the start from the
+    recording, which trained them), and the sql run, where recorded. The committed start is the recording's, under
+    the defaults' start settings and the tokenizer this Python builds, so a default run loads it."""
+    from openenv_echo.demo.checkpoints import load_stored
+    from openenv_echo.demo.corpus import stdlib_docstrings
+    from openenv_echo.demo.recorded import RESULTS, START_NAME
+    from openenv_echo.tokenization import build_tokenizer
+    from openenv_echo.tokenizer_identity import tokenizer_identity
+
     report = json.loads((EXAMPLE / "results" / "report.json").read_text())
     one = json.loads((EXAMPLE / "results" / "report-one-seed.json").read_text())
     sql_file = EXAMPLE / "results-sql" / "report.json"
     sql = [json.loads(sql_file.read_text())] if sql_file.is_file() else []
     for r in (report, one, *sql):
-        assert r["config"]["mode"] == "full" and len(r["seeds"]["test"]) >= 256 and r["config"]["sweep_seeds"] >= 3
+        assert r["config"]["mode"] == "full" and len(r["seeds"]["test"]) >= 256
+        assert len(r["lambda_selection"]["seeds"]) >= 3 and r["lambda_selection"]["interior"]
         assert r["targets"] and set(r["status"]) == {"complete", "rl_seeds_done", "rl_seeds_planned"}
+    assert report["config"]["sweep_seeds"] >= 3 and all(r["config"]["sweep_seeds"] >= 3 for r in sql)
     assert report["environment"]["name"] == "terminal" and all(r["environment"]["name"] == "sql" for r in sql)
-    assert one["config"]["n_seeds"] == 1 and one["status"]["complete"] and one["timings_s"]["start_sft"] > 0
     defaults = DemoConfig.preset("full")
     assert resume_key(DemoConfig(**report["config"])) == resume_key(defaults)
-    # the one-seed run trained its start under the defaults' start settings (at earlier code: its figures differ)
-    assert start_key(DemoConfig(**one["config"])) == start_key(defaults)
     for r in sql:  # the sql run is at the sql defaults (its action budget, runbook kinds and env steps included)
         assert resume_key(DemoConfig(**r["config"])) == resume_key(DemoConfig.preset("full", env="sql"))
+    # the default run: the defaults, one seed, the recording's λ and start
+    assert one["command"] == "openenv-echo demo --out out/default" and one["status"]["complete"]
+    assert one["config"]["n_seeds"] == 1 and one["config"]["sweep_seeds"] == 0
+    assert resume_key(DemoConfig(**one["config"])) == resume_key(defaults)
+    assert one["lambda_selection"]["recorded"]["report"] == str(RESULTS / "report.json")
+    assert one["lambda_selection"]["chosen"] == report["lambda_selection"]["chosen"]
+    assert one["start_checkpoint"]["source"] == f"the recorded start ({RESULTS / START_NAME})"
+    assert one["start_checkpoint"]["after"] == report["start_checkpoint"]["after"]
+    start = load_stored(EXAMPLE / "results" / START_NAME, start_key(defaults))
+    assert start is not None
+    assert json.loads(json.dumps(start["val"])) == report["start_checkpoint"]["after"]["val"]
+    tok = build_tokenizer("qwen", corpus=list(stdlib_docstrings().texts), vocab_size=defaults.vocab_size)
+    assert tokenizer_identity(tok).fingerprint == report["model"]["tokenizer"]["fingerprint"]
 
 
 def test_a_run_without_a_single_update_says_so() -> None:

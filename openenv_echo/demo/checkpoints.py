@@ -1,0 +1,79 @@
+"""What a stored checkpoint must match to be reused, and its file format: the start checkpoint's settings
+(``start_key``) and an RL run's (``resume_key``). A stored file holds ``{"key", "obj"}``; a file made under another
+key is ignored, so a changed setting retrains instead of reusing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import DemoConfig
+
+START_FIELDS = (
+    "env",
+    "model",
+    "seed",
+    "n_train",
+    "n_val",
+    "task_kinds",
+    "max_env_steps",
+    "max_context",
+    "max_action_tokens",
+    "vocab_size",
+    "generic_steps",
+    "generic_batch",
+    "generic_len",
+    "generic_lr",
+    "generic_warmup",
+    "sft_steps",
+    "sft_batch",
+    "sft_lr",
+    "sft_warmup",
+    "sft_replay",
+    "sft_teacher",
+    "sft_eval_every",
+    "micro_batch",
+)
+"""The settings the start checkpoint depends on (its stored copy is reused whenever they match)."""
+
+
+def start_key(cfg: DemoConfig) -> str:
+    d = cfg.to_dict()
+    return json.dumps({k: d[k] for k in START_FIELDS} | {"n_test": d["n_test"]}, sort_keys=True)
+
+
+RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds", "train_start")
+"""Settings that change where a run's output goes, how it is shown, how it is spread over threads and workers, how
+many seeds are planned and whether the start is trained or loaded, never what a stored run holds."""
+
+
+ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr",)}
+"""Settings only one arm reads: another arm's run stored under other values is reused."""
+
+
+def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
+    """What a stored run of ``arm`` must match to be reused: every setting it depends on, that is all but where
+    output goes, how it is shown, the thread and worker counts, how many seeds are planned and the other arms' own
+    settings (``ARM_FIELDS``). An arm's own setting enters only when set: runs stored before it existed had none."""
+    d = cfg.to_dict()
+    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or d[f] is None):
+        d.pop(k)
+    d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
+    return json.dumps(d, sort_keys=True)
+
+
+def save_stored(path: Path, key: str, obj: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"key": key, "obj": obj}, tmp)
+    tmp.replace(path)
+
+
+def load_stored(path: Path, key: str) -> Any:
+    """A stored checkpoint's contents if it was made under ``key`` (``start_key`` or ``resume_key``), else None."""
+    if not path.is_file():
+        return None
+    data = torch.load(path, weights_only=False)
+    return data["obj"] if data.get("key") == key else None
