@@ -1187,7 +1187,7 @@ def test_committed_runs_are_what_the_issue_asks_for() -> None:
     the defaults' start settings and the tokenizer this Python builds, so a default run loads it."""
     from openenv_echo.demo.checkpoints import load_stored
     from openenv_echo.demo.corpus import stdlib_docstrings
-    from openenv_echo.demo.recorded import RESULTS, START_NAME
+    from openenv_echo.demo.recorded import RECORDINGS, RESULTS, START_NAME
     from openenv_echo.tokenization import build_tokenizer
     from openenv_echo.tokenizer_identity import tokenizer_identity
 
@@ -1213,11 +1213,19 @@ def test_committed_runs_are_what_the_issue_asks_for() -> None:
     assert one["lambda_selection"]["chosen"] == report["lambda_selection"]["chosen"]
     assert one["start_checkpoint"]["source"] == f"the recorded start ({RESULTS / START_NAME})"
     assert one["start_checkpoint"]["after"] == report["start_checkpoint"]["after"]
-    start = load_stored(EXAMPLE / "results" / START_NAME, start_key(defaults))
-    assert start is not None
-    assert json.loads(json.dumps(start["val"])) == report["start_checkpoint"]["after"]["val"]
+    # each committed start is its recording's, under its env's default start settings (terminal's must be there)
     tok = build_tokenizer("qwen", corpus=list(stdlib_docstrings().texts), vocab_size=defaults.vocab_size)
-    assert tokenizer_identity(tok).fingerprint == report["model"]["tokenizer"]["fingerprint"]
+    for r in (report, *sql):
+        env = r["environment"]["name"]
+        assert tokenizer_identity(tok).fingerprint == r["model"]["tokenizer"]["fingerprint"]
+        f = EXAMPLE / RECORDINGS[env].name / START_NAME
+        if env == "terminal" or f.is_file():
+            start = load_stored(f, start_key(DemoConfig.preset("full", env=env)))
+            after = r["start_checkpoint"]["after"]
+            assert start is not None and json.loads(json.dumps([start["val"], start["test"]])) == [
+                after["val"],
+                after["test"],
+            ]
 
 
 def test_a_run_without_a_single_update_says_so() -> None:
