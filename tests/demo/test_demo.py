@@ -686,6 +686,17 @@ def _run(
     }
 
 
+def test_direct_ce_waits_on_grpos_training_and_each_evaluation_on_its_own_run() -> None:
+    """Direct CE needs its seed's GRPO run stored, not GRPO's held-out evaluation (which would hold it back by the
+    evaluation's minutes), and a run's evaluation job waits for that run's training job."""
+    from openenv_echo.demo.workers import Job
+
+    assert Job("direct_ce", 1.0, 3).needs == ("grpo", 0.0, 3, False)
+    assert Job("grpo_echo", 0.1, 3, test=True).needs == ("grpo_echo", 0.1, 3, False)
+    assert Job("direct_ce", 1.0, 3, test=True).needs == ("direct_ce", 1.0, 3, False)
+    assert Job("grpo", 0.0, 3).needs is None and Job("grpo", 0.0, 3, test=True).key == ("grpo", 0.0, 3, True)
+
+
 def test_the_server_holds_an_rl_step_larger_than_an_evaluation_chunk() -> None:
     """Every episode of a batch holds an env session: an RL step of 9 worlds x 8 samples (72 episodes, more than an
     evaluation chunk) must play on the server the demo sizes for it, not meet a capacity refusal."""
