@@ -368,9 +368,11 @@ def summary_markdown(report: dict[str, Any]) -> str:
 
 def leans_on(report: dict[str, Any]) -> str:
     """What of the recording a run reused instead of training (its λ sweep, its start), as a parenthesis."""
-    reused = ["λ" if "recorded" in report["lambda_selection"] else ""]
-    reused.append("the start" if report["start_checkpoint"].get("source", "").startswith("the recorded") else "")
-    named = " and ".join(x for x in reused if x)
+    reused = {
+        "λ": "recorded" in report["lambda_selection"],
+        "the start": report["start_checkpoint"].get("source", "").startswith("the recorded"),
+    }
+    named = " and ".join(k for k, yes in reused.items() if yes)
     return f" ({named} from the recording)" if named else ""
 
 
