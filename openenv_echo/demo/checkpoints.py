@@ -50,7 +50,7 @@ RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_se
 many seeds are planned and whether the start is trained or loaded, never what a stored run holds."""
 
 
-ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr",)}
+ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr", "echo_action_kl")}
 """Settings only one arm reads: another arm's run stored under other values is reused."""
 
 

@@ -116,6 +116,10 @@ class DemoConfig:
     # GRPO + ECHO's world term on an AdamW of its own at this rate (the policy term keeps rl_lr); None: one AdamW for
     # the whole ECHO loss, the recorded setting (its world term's pace is then rl_lr's once λ dominates the gradient)
     echo_world_lr: float | None = None
+    # GRPO + ECHO's anchor: this coefficient · KL(π_θ ‖ π_start) on every action target, at the sampling temperature,
+    # joins the world term (and its AdamW when echo_world_lr is set), so that learning env tokens does not move the
+    # policy; None: no anchor (the recorded setting)
+    echo_action_kl: float | None = None
     temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)
@@ -205,6 +209,8 @@ class DemoConfig:
             raise ValueError("direct_ce_lr must be > 0")
         if self.echo_world_lr is not None and self.echo_world_lr <= 0:
             raise ValueError("echo_world_lr must be > 0")
+        if self.echo_action_kl is not None and self.echo_action_kl <= 0:
+            raise ValueError("echo_action_kl must be > 0 (None: no anchor)")
         if self.temperature <= 0:
             raise ValueError("temperature must be > 0 for RL sampling")
         if self.max_context < 512:

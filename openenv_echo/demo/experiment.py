@@ -147,6 +147,9 @@ def rl_run(
     world_opt = None  # GRPO + ECHO's world term on its own AdamW, when it has a rate of its own
     if arm == "grpo_echo" and cfg.echo_world_lr is not None:
         world_opt = make_optimizer(model, cfg.echo_world_lr)
+    anchor = None  # GRPO + ECHO's frozen start, what its action-KL anchor holds the policy to
+    if arm == "grpo_echo" and cfg.echo_action_kl is not None:
+        anchor = copy.deepcopy(model).eval().requires_grad_(False)
     gen = torch.Generator().manual_seed(rl_seed + 1)
     torch.manual_seed(rl_seed + 2)
     train_log: list[dict[str, Any]] = []
@@ -180,6 +183,8 @@ def rl_run(
             temperature=cfg.temperature,
             advantage=cfg.advantage,
             world_opt=world_opt,
+            anchor=anchor,
+            anchor_coeff=cfg.echo_action_kl or 0.0,
         )
         row: dict[str, Any] = {"step": step, "seeds": schedule[step - 1], **stats}
         if out is not None:

@@ -153,3 +153,45 @@ def _err(xs: list[dict[str, Any]]) -> list[list[float]] | None:
     if any(x.get("ci95") is None for x in xs):
         return None
     return [[x["mean"] - x["ci95"][0] for x in xs], [x["ci95"][1] - x["mean"] for x in xs]]
+
+
+def plot_tradeoff(tradeoff: dict[str, Any], env: str, path: Path, dpi: int = 110) -> Path:
+    """What each GRPO + ECHO setting bought and paid on validation (``tables.tradeoff_points``): its share of the gap
+    to direct CE against its greedy success, with the issue's target region (half the gap or more, success within
+    0.05 of GRPO's) shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 6.5))
+    grpo, margin = tradeoff["grpo_success"], tradeoff["grpo_success"] - 0.05
+    ax.axhline(grpo, color=COLORS["grpo"], lw=1.5, label=f"GRPO {grpo:.3f}")
+    ax.axhline(margin, color=COLORS["grpo"], ls="--", lw=1, label="GRPO − 0.05 (the cost margin)")
+    ax.axhline(tradeoff["start_success"], color="green", ls=":", lw=1, label=f"start {tradeoff['start_success']:.3f}")
+    ax.axvline(0.5, color="black", ls="--", lw=1, label="half the gap")
+    ax.fill_between([0.5, 1.0], margin, 1.0, color="#2ca02c", alpha=0.12, label="the target")
+    for p in tradeoff["points"]:
+        lam = p["kind"] == "λ"
+        ax.plot(
+            p["share"], p["success"], marker="o" if lam else "s", ls="", color=COLORS["grpo_echo"] if lam else "#ff7f0e"
+        )
+        ax.annotate(p["label"], (p["share"], p["success"]), fontsize=7, xytext=(5, -3), textcoords="offset points")
+    shares = [p["share"] for p in tradeoff["points"]]
+    ax.set_xlim(min([0.0, *shares]) - 0.05, max([1.0, *shares]) + 0.02)
+    succ = [p["success"] for p in tradeoff["points"]] + [grpo, tradeoff["start_success"]]
+    ax.set_ylim(max(min(succ) - 0.08, -0.02), min(max(succ) + 0.08, 1.02))
+    ax.set_xlabel("share of the validation gap from the start to direct CE (world model)", fontsize=9)
+    ax.set_ylabel("greedy validation success, mean of the sweep seeds (policy)", fontsize=9)
+    ax.set_title(
+        f"GRPO + ECHO on {env}: what the world term buys and what it costs\n(validation, final RL step; circles: λ on "
+        "one AdamW, squares: probes)",
+        fontsize=9,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+    return path

@@ -3,8 +3,9 @@
 ``render_run(report, OUT)``: the summaries, ``report.json``, ``summary.md``, ``echo_world_model.png`` and
 ``verdict.json`` of one run (what a run writes after every seed). ``python -m openenv_echo.demo.render [ROOT]``
 re-renders the committed runs of the repository at ROOT (default: the current directory):
-``examples/echo_world_model/results`` and ``results-sql``, the example README's tables blocks (with each run's RL
-probes table, from its ``rl-probes.json``) and the top-level README's demo block. Tests check that the
+``examples/echo_world_model/results`` and ``results-sql`` (with each run's trade-off plot, ``echo-tradeoff.png``),
+the example README's tables blocks (with each run's RL probes table, from its ``rl-probes.json``) and the top-level
+README's demo block. Tests check that the
 committed files are exactly its output.
 """
 
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .plots import plot_report
+from .plots import plot_report, plot_tradeoff
 from .recorded import RESULTS, RESULTS_SQL
 from .summarize import summarize, verdict
 from .tables import (
@@ -30,12 +31,15 @@ from .tables import (
     replace_block,
     summary_markdown,
     timing_line,
+    tradeoff_points,
 )
 
 PLOT_NAME = "echo_world_model.png"
 VERDICT_NAME = "verdict.json"
 PROBES_NAME = "rl-probes.json"
 """Validation-only probes of RL settings from a run's start (``openenv_echo.demo.probe``), beside its report."""
+TRADEOFF_NAME = "echo-tradeoff.png"
+"""Each GRPO + ECHO setting's share of the validation gap against its validation success (λ sweep and probes)."""
 ONE_SEED_NAME = "report-one-seed.json"
 """The default run's report (one seed; λ and the start from the recording), kept beside the recording for its wall time."""
 EXAMPLE_README = Path("examples/echo_world_model/README.md")
@@ -69,10 +73,11 @@ def render_repo(root: Path) -> None:
     if RESULTS_SQL in reports:
         text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)
     for d, report in reports.items():
-        probes = root / d / PROBES_NAME
-        if probes.is_file():
-            table = probes_table(json.loads(probes.read_text()))
-            text = replace_block(text, table, *probes_markers(report["config"]["env"]))
+        probes_file = root / d / PROBES_NAME
+        probes = json.loads(probes_file.read_text()) if probes_file.is_file() else {}
+        if probes:
+            text = replace_block(text, probes_table(probes), *probes_markers(report["config"]["env"]))
+        plot_tradeoff(tradeoff_points(report, probes), report["config"]["env"], root / d / TRADEOFF_NAME)
     readme.write_text(text)
     top = root / TOP_README
     body = readme_section(main, one_seed, reports.get(RESULTS_SQL))

@@ -280,6 +280,45 @@ def validation_direct_ce(report: dict[str, Any]) -> tuple[list[int], float] | No
     return sorted(r["seed"] for r in runs), mean([r["evals"][-1]["val_env_ce"]["nats_per_token"] for r in runs])
 
 
+SHORT = {"echo_world_lr": "world lr", "echo_action_kl": "anchor β"}
+"""Short names of GRPO + ECHO's own settings, for the trade-off plot's labels."""
+
+
+def tradeoff_points(report: dict[str, Any], probes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What GRPO + ECHO bought and paid on validation at the run's budget, one point per setting tried on the sweep
+    seeds: the share of the gap from the start to direct CE (world model) against mean greedy success (policy).
+    The λ sweep's points (one AdamW) and every probe that ran GRPO + ECHO at the run's RL steps (other budgets have
+    another reference, so they are left out); GRPO's own success is the line a cost is read from."""
+    sel = report["lambda_selection"]
+    direct = validation_direct_ce(report)
+    grpo = next(r for r in sel["validation"] if r["lambda"] == 0)
+    points = []
+    if direct is not None:
+        for r in sel["validation"]:
+            if r["lambda"] > 0:
+                share = gap_closed(r["curve"][0]["env_ce"], r["env_ce"]["mean"], direct[1])
+                points.append(
+                    {"label": f"λ = {r['lambda']:g}", "kind": "λ", "share": share, "success": r["success"]["mean"]}
+                )
+    for _, p in sorted(probes.items()):
+        e = p.get("grpo_echo")
+        if e is None or e["val_gap_closed"] is None or p["rl_steps"] != report["config"]["rl_steps"]:
+            continue
+        label = ", ".join(f"{SHORT.get(k, k)} {v:g}" for k, v in p["settings"].items())
+        success = mean(r["val_success"] for r in e["runs"])
+        seeds = "" if len(e["runs"]) == len(sel["seeds"]) else f"; {len(e['runs'])} seed(s)"
+        points.append(
+            {
+                "label": f"{label} (λ = {e['lambda']:g}{seeds})",
+                "kind": "probe",
+                "share": e["val_gap_closed"],
+                "success": success,
+            }
+        )
+    start = report["start_checkpoint"]["after"]["val"]["policy"]["success"]
+    return {"grpo_success": grpo["success"]["mean"], "start_success": start, "points": points}
+
+
 def lambda_table(report: dict[str, Any]) -> str:
     """The λ sweep on validation, each λ's share of the validation gap from the start to direct CE beside it: what
     the rule chose from, and how far any λ of the grid got."""

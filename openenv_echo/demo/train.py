@@ -12,7 +12,8 @@ action (``world_loss_target="env_only"``), from one forward pass. λ = 0 for the
 with ``verifier_free=True`` (env-token CE only). The batch's denominators are computed once over the whole batch, so
 micro-batching gives the same gradient. Per-token log-probs come from ``openenv_echo.objective.hidden_logps`` (the
 final hidden states and the LM head's weight: the (B, T, V) logits are never materialised) over sequences assembled
-by ``openenv_echo.tokenization``; only the SFT teacher's KL, which needs whole distributions, reads logits.
+by ``openenv_echo.tokenization``; only the KLs, which need whole distributions, read logits: the SFT teacher's, and
+GRPO + ECHO's optional action-KL anchor (``action_kl``, at the action positions alone).
 """
 
 from __future__ import annotations
@@ -72,6 +73,28 @@ def forward_logps(
     from one forward pass (``hidden_logps``: the logits are recomputed block by block, never stored whole)."""
     hidden, head = forward_hidden(model, batch)
     return [hidden_logps(hidden, head, batch["input_ids"], t) for t in temperatures]
+
+
+def action_kl(
+    hidden: torch.Tensor,
+    head: torch.Tensor,
+    anchor: torch.nn.Module,
+    batch: dict[str, torch.Tensor],
+    temperature: float,
+) -> tuple[torch.Tensor, int]:
+    """Sum over a batch's action targets of KL(π_θ ‖ π_anchor), both at ``temperature``, and the targets' count.
+
+    Whole distributions at the action positions only (a few dozen per turn), from ``hidden`` of the model's forward
+    pass and the frozen ``anchor``'s own (no gradient): ECHO's anchor against the world term moving the policy."""
+    act = action_targets(batch["role_ids"], batch["attention_mask"])[:, 1:]  # targets t, predicted at t - 1
+    n = int(act.sum())
+    if n == 0:
+        return hidden.sum() * 0.0, 0
+    logp = torch.log_softmax((hidden[:, :-1][act] @ head.T).float() / temperature, dim=-1)
+    with torch.no_grad():
+        a_hidden, a_head = forward_hidden(anchor, batch)
+        a_logp = torch.log_softmax((a_hidden[:, :-1][act] @ a_head.T).float() / temperature, dim=-1)
+    return (logp.exp() * (logp - a_logp)).sum(), n
 
 
 def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
@@ -279,6 +302,8 @@ def rl_step(
     temperature: float = 1.0,
     advantage: str = "grpo",
     world_opt: torch.optim.Optimizer | None = None,
+    anchor: torch.nn.Module | None = None,
+    anchor_coeff: float = 0.0,
 ) -> dict[str, float]:
     """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
 
@@ -286,6 +311,9 @@ def rl_step(
     scores observations with the model's own T = 1 distribution (``env_temperature="one"``), both from the same
     hidden states of one forward pass (``hidden_logps``). ``world_opt``: the world term's gradient is kept apart
     and stepped by this optimizer (its own pace), after ``opt`` steps the policy term's; each is clipped on its own.
+    ``anchor``: ``anchor_coeff`` · mean over the batch's action targets of KL(π_θ ‖ π_anchor) at the sampling
+    temperature joins the world term (and its optimizer): the world step then learns env tokens without moving the
+    policy away from the frozen ``anchor`` (the run's start).
     """
     r = torch.tensor(rewards, dtype=torch.float32)
     flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
@@ -300,7 +328,10 @@ def rl_step(
     if world_opt is not None and cfg.coeff_at(step) == 0.0:
         raise ValueError("a world optimizer needs a world term (λ > 0 at this step)")
     world_grads = None if world_opt is None else [torch.zeros_like(p) for p in params]
-    sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0}
+    if (anchor is None) != (anchor_coeff == 0.0) or anchor_coeff < 0:
+        raise ValueError("an action-KL anchor needs a frozen model and a coefficient > 0, and each needs the other")
+    n_action = max(int(action_targets(full["role_ids"], full["attention_mask"]).sum()), 1)
+    sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0, "kl": 0.0}
     for lo in range(0, len(sequences), micro_batch):
         rows = slice(lo, lo + micro_batch)
         b = collate(sequences[rows], tokenizer=tokenizer)
@@ -310,19 +341,23 @@ def rl_step(
             obs_count=b["obs_count"],
             verifier_free=flat[rows],
         )
-        if temperature != 1.0:
-            lp, lp_env = forward_logps(model, b, (temperature, 1.0))
-        else:
-            lp, lp_env = forward_logps(model, b)[0], None
+        hidden, head = forward_hidden(model, b)
+        lp = hidden_logps(hidden, head, b["input_ids"], temperature)
+        lp_env = hidden_logps(hidden, head, b["input_ids"], 1.0) if temperature != 1.0 else None
         out = echo_loss(lp, eb, cfg, step=step, denominators=dens, env_logps=lp_env)
+        loss, world_loss = out.loss, out.world_loss
+        if anchor is not None:  # the anchor is part of the world term
+            kl, _ = action_kl(hidden, head, anchor, b, temperature)
+            sums["kl"] += float(kl.detach())
+            loss, world_loss = loss + anchor_coeff * kl / n_action, world_loss + anchor_coeff * kl / n_action
         if world_grads is not None:  # the world term's gradient apart, then the policy term's into .grad
-            parts = torch.autograd.grad(out.world_loss, params, retain_graph=True, allow_unused=True)
+            parts = torch.autograd.grad(world_loss, params, retain_graph=True, allow_unused=True)
             for acc, g in zip(world_grads, parts, strict=True):
                 if g is not None:
                     acc.add_(g)
             out.policy_loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         else:
-            out.loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         m = out.metrics
         n_env = float(m["echo/tokens/selected"])  # env_output targets (selected even when λ = 0: metrics only)
         sums["policy"] += float(out.policy_loss.detach())
@@ -344,8 +379,10 @@ def rl_step(
         world["world_grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
         world_opt.step()
         world_opt.zero_grad(set_to_none=True)
+    anchored = {"action_kl": sums["kl"] / n_action} if anchor is not None else {}
     return {
         **world,
+        **anchored,
         "grad_norm": grad_norm,
         "skipped": float(skipped),
         "groups_with_reward_variance": float(varied_groups),

@@ -662,6 +662,74 @@ def test_the_world_terms_own_optimizer_sets_its_pace_and_leaves_the_policy_step_
         update("grpo", 0.0, 1e-3)
 
 
+def test_the_action_kl_anchor_holds_the_policy_to_its_start() -> None:
+    """``rl_step(anchor=...)``: coeff · KL(π_θ ‖ π_start) on the action targets joins the world term. At the start
+    it is zero with a zero gradient (the step is the unanchored one); once the world term has moved the policy, it
+    pulls the action distributions back: world-only steps (no reward variance) end nearer the start with it."""
+    import copy
+
+    from openenv_echo.demo.train import action_kl, arm_config, forward_hidden, rl_step
+    from openenv_echo.tokenization import collate
+
+    tok, model, seqs = _two_rollouts()
+    start = copy.deepcopy(model.state_dict())
+    frozen = copy.deepcopy(model).eval().requires_grad_(False)
+
+    def kl_to_start() -> float:
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for q in seqs:
+                b = collate([q], tokenizer=tok)
+                kl, n = action_kl(*forward_hidden(model, b), frozen, b, 0.5)
+                total, count = total + float(kl), count + n
+        assert count > 0
+        return total / count
+
+    def steps(n: int, coeff: float, rewards: tuple[float, float] = (0.5, 0.5)) -> dict[str, float]:
+        model.load_state_dict(start)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        world = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        kw: dict[str, Any] = {"anchor": frozen, "anchor_coeff": coeff} if coeff else {}
+        for i in range(n):
+            stats = rl_step(
+                model,
+                opt,
+                seqs,
+                list(rewards),
+                2,
+                arm_config("grpo_echo", 1.0),
+                tok,
+                micro_batch=1,
+                step=i,
+                temperature=0.5,
+                world_opt=world,
+                **kw,
+            )
+        assert ("action_kl" in stats) == bool(coeff)
+        return stats
+
+    b = collate([seqs[0]], tokenizer=tok)
+    kl, n = action_kl(*forward_hidden(model, b), frozen, b, 0.5)
+    grads = torch.autograd.grad(kl, list(model.parameters()), allow_unused=True)
+    assert n > 0 and float(kl) == pytest.approx(0.0, abs=1e-6)  # at the start: zero, with a zero gradient
+    assert max(float(g.abs().max()) for g in grads if g is not None) < 1e-6
+    first = steps(1, 10.0, rewards=(1.0, 0.0))
+    assert first["action_kl"] == pytest.approx(0.0, abs=1e-6)  # logged before the step: the start itself
+    steps(6, 0.0)
+    free = kl_to_start()
+    steps(6, 10.0)
+    held = kl_to_start()
+    assert free > 1e-3 and held < 0.7 * free
+    with pytest.raises(ValueError, match="anchor"):
+        steps(1, -1.0)
+    with pytest.raises(ValueError, match="echo_action_kl"):
+        DemoConfig.preset("full", echo_action_kl=0.0)
+    plain, held_cfg = DemoConfig.preset("full"), DemoConfig.preset("full", echo_action_kl=1.0)
+    assert resume_key(plain, "grpo") == resume_key(held_cfg, "grpo")  # GRPO's runs are reused across it
+    assert resume_key(plain, "grpo_echo") != resume_key(held_cfg, "grpo_echo")
+    assert "echo_action_kl" not in resume_key(plain, "grpo_echo")
+
+
 # -- pieces ------------------------------------------------------------------------------------------------
 def _run(
     lam: float,
@@ -1134,6 +1202,39 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
             assert (tmp_path / rel / name).read_text() == (ROOT / rel / name).read_text(), (rel, name)
     for rel in ("README.md", "examples/echo_world_model/README.md"):
         assert (tmp_path / rel).read_text() == (ROOT / rel).read_text(), rel
+    for rel in recorded:  # the trade-off plot is drawn for every recorded run, and committed
+        assert (tmp_path / rel / "echo-tradeoff.png").stat().st_size > 10_000 and (
+            ROOT / rel / "echo-tradeoff.png"
+        ).is_file()
+
+
+def test_the_tradeoff_points_are_the_lambda_tables_and_the_probes_figures_at_the_runs_budget() -> None:
+    """``tradeoff_points``: a point per λ > 0 of the sweep (its gap share as the λ table computes it) and per probe
+    that ran GRPO + ECHO at the run's RL steps (its recorded share and mean success); another budget is left out."""
+    from statistics import mean
+
+    from openenv_echo.demo.stats import gap_closed
+    from openenv_echo.demo.tables import tradeoff_points, validation_direct_ce
+
+    report = json.loads((EXAMPLE / "results" / "report.json").read_text())
+    probes = json.loads((EXAMPLE / "results" / "rl-probes.json").read_text())
+    t = tradeoff_points(report, probes)
+    sel = report["lambda_selection"]
+    direct = validation_direct_ce(report)
+    assert direct is not None
+    lams = [p for p in t["points"] if p["kind"] == "λ"]
+    assert [p["label"] for p in lams] == [f"λ = {r['lambda']:g}" for r in sel["validation"] if r["lambda"] > 0]
+    for p, r in zip(lams, [r for r in sel["validation"] if r["lambda"] > 0], strict=True):
+        assert p["share"] == gap_closed(r["curve"][0]["env_ce"], r["env_ce"]["mean"], direct[1])
+        assert p["success"] == r["success"]["mean"]
+    assert t["grpo_success"] == next(r["success"]["mean"] for r in sel["validation"] if r["lambda"] == 0)
+    same_budget = [q for q in probes.values() if "grpo_echo" in q and q["rl_steps"] == report["config"]["rl_steps"]]
+    assert any(q["rl_steps"] != report["config"]["rl_steps"] for q in probes.values())  # steps-40: left out
+    got = sorted((p["share"], p["success"]) for p in t["points"] if p["kind"] == "probe")
+    want = [
+        (q["grpo_echo"]["val_gap_closed"], mean(r["val_success"] for r in q["grpo_echo"]["runs"])) for q in same_budget
+    ]
+    assert got == sorted(want) and len(got) >= 4
 
 
 def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_figures() -> None:
@@ -1161,7 +1262,7 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
 
 def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_each() -> None:
     """Each committed run's RL probes (sql's settings, both envs' direct-CE rates): each from the recorded run's start,
-    each one setting away from the defaults, and the rerun of the defaults is the recorded sweep's λ = 0 runs, world
+    each one setting away from the defaults (or the action-KL anchor on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world
     for world (and, where it ran direct CE, the recorded direct CE's validation curve)."""
     files = [EXAMPLE / d / "rl-probes.json" for d in ("results", "results-sql")]
     assert files[1].is_file()
@@ -1172,7 +1273,13 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
         probes = json.loads(probes_file.read_text())
         start = report["start_checkpoint"]["after"]["val"]["policy"]
         assert all(p["start_val_success"] == start["success"] for p in probes.values())
-        assert sorted(len(p["settings"]) for p in probes.values()) == [0] + [1] * (len(probes) - 1)
+        # one setting away from the defaults, or the anchor added to a committed probe of the world term's own rate
+        singles = [p["settings"] for p in probes.values() if len(p["settings"]) == 1]
+        anchored = [p["settings"] for p in probes.values() if len(p["settings"]) > 1]
+        assert sorted(len(p["settings"]) for p in probes.values() if len(p["settings"]) < 2) == [0] + [1] * len(singles)
+        for settings in anchored:
+            rest = {k: v for k, v in settings.items() if k != "echo_action_kl"}
+            assert len(settings) == 2 and "echo_action_kl" in settings and rest in singles, settings
         recorded = {
             r["seed"]: r["evals"][-1]["val_policy"]["per_world_reward"]
             for r in [*report["arms"]["grpo"]["seeds"], *report["sweep_runs"]]
