@@ -48,9 +48,17 @@ def _final_ce(run: dict[str, Any]) -> float:
     return float(run["evals"][-1]["val_env_ce"]["nats_per_token"])
 
 
+def _late(run: dict[str, Any], key: str) -> float | None:
+    """Mean of a training-log figure over the run's second half of steps (None where it was not logged)."""
+    rows = [t[key] for t in run["train"][len(run["train"]) // 2 :] if key in t]
+    return sum(rows) / len(rows) if rows else None
+
+
 def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float | None = None) -> dict[str, Any]:
     """A probe's figures, from its stored runs: per seed, GRPO's final validation success (and per world), its
-    validation env CE and groups with reward variance per step; direct CE's validation curve and flattening;
+    validation env CE, groups with reward variance per step and sampled reward on its training worlds at its first
+    step (the start's: ``train_reward_first``) and over the second half of its steps (``train_reward_late``; GRPO +
+    ECHO's too, with its logged action KL to the start where anchored); direct CE's validation curve and flattening;
     GRPO + ECHO's final validation env CE and success, and its share of the start → direct CE validation gap."""
     seeds = cfg.sweep_rl_seeds
     grpo = [runs.get("grpo", 0.0, s) for s in seeds]
@@ -67,6 +75,8 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float |
                 "val_env_ce": r["evals"][-1]["val_env_ce"]["nats_per_token"],
                 "groups_with_reward_variance": sum(t["groups_with_reward_variance"] for t in r["train"])
                 / len(r["train"]),
+                "train_reward_first": r["train"][0]["reward_mean"],
+                "train_reward_late": _late(r, "reward_mean"),
             }
             for r in grpo
         ],
@@ -81,7 +91,13 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float |
         record["grpo_echo"] = {
             "lambda": echo,
             "runs": [
-                {"seed": r["seed"], "val_success": r["evals"][-1]["val_policy"]["success"], "val_env_ce": _final_ce(r)}
+                {
+                    "seed": r["seed"],
+                    "val_success": r["evals"][-1]["val_policy"]["success"],
+                    "val_env_ce": _final_ce(r),
+                    "train_reward_late": _late(r, "reward_mean"),
+                    "action_kl_late": _late(r, "action_kl"),
+                }
                 for r in rs
             ],
             "val_env_ce": ce,

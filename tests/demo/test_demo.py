@@ -370,12 +370,16 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     final = demo_run["evals"][-1]
     assert same["grpo"][0]["val_per_world_reward"] == final["val_policy"]["per_world_reward"]
     assert same["grpo"][0]["val_env_ce"] == final["val_env_ce"]["nats_per_token"]
+    late = demo_run["train"][len(demo_run["train"]) // 2 :]  # sampled reward over the second half of the steps
+    assert same["grpo"][0]["train_reward_late"] == pytest.approx(sum(t["reward_mean"] for t in late) / len(late))
+    assert same["grpo"][0]["train_reward_first"] == demo_run["train"][0]["reward_mean"]  # the start's, before a step
     assert same["start_val_success"] == report["start_checkpoint"]["after"]["val"]["policy"]["success"]
     assert set(same["direct_ce"]) >= {"validation_curve", "total_fall", "last_quarter_fall", "flattened"}
     # GRPO + ECHO at the asked λ: the demo's sweep run at that λ, its share of the validation gap to direct CE
     demo_runs = report["sweep_runs"] + report["arms"]["grpo_echo"]["seeds"]
     echo, demo_echo = same["grpo_echo"], next(r for r in demo_runs if r["lambda"] == 0.1 and r["seed"] == 0)
     assert echo["lambda"] == 0.1 and echo["runs"][0]["val_env_ce"] == echo["val_env_ce"]
+    assert echo["runs"][0]["action_kl_late"] is None and echo["runs"][0]["train_reward_late"] is not None  # no anchor
     assert echo["val_env_ce"] == demo_echo["evals"][-1]["val_env_ce"]["nats_per_token"]
     start_ce = demo_echo["evals"][0]["val_env_ce"]["nats_per_token"]
     direct_ce = same["direct_ce"]["validation_curve"][-1]["env_ce"]
