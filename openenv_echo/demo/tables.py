@@ -280,6 +280,11 @@ def validation_direct_ce(report: dict[str, Any]) -> tuple[list[int], float] | No
     return sorted(r["seed"] for r in runs), mean([r["evals"][-1]["val_env_ce"]["nats_per_token"] for r in runs])
 
 
+def _lambda_share(row: dict[str, Any], direct_ce: float) -> float | None:
+    """A λ sweep row's share of the validation gap from the start to direct CE (mean over the sweep seeds)."""
+    return gap_closed(row["curve"][0]["env_ce"], row["env_ce"]["mean"], direct_ce)
+
+
 SHORT = {"echo_world_lr": "world lr", "echo_action_kl": "anchor β"}
 """Short names of GRPO + ECHO's own settings, for the trade-off plot's labels."""
 
@@ -296,7 +301,7 @@ def tradeoff_points(report: dict[str, Any], probes: dict[str, dict[str, Any]]) -
     if direct is not None:
         for r in sel["validation"]:
             if r["lambda"] > 0:
-                share = gap_closed(r["curve"][0]["env_ce"], r["env_ce"]["mean"], direct[1])
+                share = _lambda_share(r, direct[1])
                 points.append(
                     {"label": f"λ = {r['lambda']:g}", "kind": "λ", "share": share, "success": r["success"]["mean"]}
                 )
@@ -349,7 +354,7 @@ def lambda_table(report: dict[str, Any]) -> str:
     for r in sel["validation"]:
         mark = " ←" if r["lambda"] == sel["chosen"] else ""
         se = "n/a (an earlier rule)" if "env_ce_se" not in r else f"{r['env_ce_se']:.4f}"
-        share = None if direct is None else gap_closed(r["curve"][0]["env_ce"], r["env_ce"]["mean"], direct[1])
+        share = None if direct is None else _lambda_share(r, direct[1])
         lines.append(
             f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {se} | {_share(share)} | {_tci(r['success'])} | "
             f"{_tci(r['mean_reward'])} | {_tci(r['policy_updates'], '.1f')} |"

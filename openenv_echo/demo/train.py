@@ -349,7 +349,8 @@ def rl_step(
         if anchor is not None:  # the anchor is part of the world term
             kl, _ = action_kl(hidden, head, anchor, b, temperature)
             sums["kl"] += float(kl.detach())
-            loss, world_loss = loss + anchor_coeff * kl / n_action, world_loss + anchor_coeff * kl / n_action
+            term = anchor_coeff * kl / n_action
+            loss, world_loss = loss + term, world_loss + term
         if world_grads is not None:  # the world term's gradient apart, then the policy term's into .grad
             parts = torch.autograd.grad(world_loss, params, retain_graph=True, allow_unused=True)
             for acc, g in zip(world_grads, parts, strict=True):
