@@ -5,6 +5,7 @@ key is ignored, so a changed setting retrains instead of reusing."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -50,16 +51,18 @@ RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_se
 many seeds are planned and whether the start is trained or loaded, never what a stored run holds."""
 
 
-ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr", "echo_action_kl")}
+ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr", "echo_action_kl", "echo_anchor")}
 """Settings only one arm reads: another arm's run stored under other values is reused."""
 
 
 def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
     """What a stored run of ``arm`` must match to be reused: every setting it depends on, that is all but where
     output goes, how it is shown, the thread and worker counts, how many seeds are planned and the other arms' own
-    settings (``ARM_FIELDS``). An arm's own setting enters only when set: runs stored before it existed had none."""
+    settings (``ARM_FIELDS``). An arm's own setting enters only away from its default: runs stored before it existed
+    had none."""
     d = cfg.to_dict()
-    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or d[f] is None):
+    at_default = {f.name for f in fields(DemoConfig) if d[f.name] == f.default}
+    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or f in at_default):
         d.pop(k)
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)

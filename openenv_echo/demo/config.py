@@ -120,6 +120,10 @@ class DemoConfig:
     # joins the world term (and its AdamW when echo_world_lr is set), so that learning env tokens does not move the
     # policy; None: no anchor (the recorded setting)
     echo_action_kl: float | None = None
+    # what that anchor holds the policy to: "start" (the run's start, frozen), or "policy_term" (the start moved by
+    # the policy term's own steps alone, so that the anchor resists only what the world term's steps do to the
+    # actions, not GRPO's own gain; needs echo_world_lr, which keeps the two terms' steps apart)
+    echo_anchor: str = "start"
     temperature: float = 0.5  # sampling temperature of RL rollouts
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)
@@ -211,6 +215,10 @@ class DemoConfig:
             raise ValueError("echo_world_lr must be > 0")
         if self.echo_action_kl is not None and self.echo_action_kl <= 0:
             raise ValueError("echo_action_kl must be > 0 (None: no anchor)")
+        if self.echo_anchor not in ("start", "policy_term"):
+            raise ValueError(f"echo_anchor must be start or policy_term, not {self.echo_anchor!r}")
+        if self.echo_anchor == "policy_term" and (self.echo_action_kl is None or self.echo_world_lr is None):
+            raise ValueError("echo_anchor=policy_term needs echo_action_kl and echo_world_lr (the terms' steps apart)")
         if self.temperature <= 0:
             raise ValueError("temperature must be > 0 for RL sampling")
         if self.max_context < 512:

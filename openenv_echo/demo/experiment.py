@@ -147,7 +147,8 @@ def rl_run(
     world_opt = None  # GRPO + ECHO's world term on its own AdamW, when it has a rate of its own
     if arm == "grpo_echo" and cfg.echo_world_lr is not None:
         world_opt = make_optimizer(model, cfg.echo_world_lr)
-    anchor = None  # GRPO + ECHO's frozen start, what its action-KL anchor holds the policy to
+    anchor = None  # GRPO + ECHO's start, what its action-KL anchor holds the policy to (moved by the policy term's
+    # steps alone when echo_anchor is policy_term)
     if arm == "grpo_echo" and cfg.echo_action_kl is not None:
         anchor = copy.deepcopy(model).eval().requires_grad_(False)
     gen = torch.Generator().manual_seed(rl_seed + 1)
@@ -185,6 +186,7 @@ def rl_run(
             world_opt=world_opt,
             anchor=anchor,
             anchor_coeff=cfg.echo_action_kl or 0.0,
+            anchor_follows=anchor is not None and cfg.echo_anchor == "policy_term",
         )
         row: dict[str, Any] = {"step": step, "seeds": schedule[step - 1], **stats}
         if out is not None:

@@ -285,8 +285,9 @@ def _lambda_share(row: dict[str, Any], direct_ce: float) -> float | None:
     return gap_closed(row["curve"][0]["env_ce"], row["env_ce"]["mean"], direct_ce)
 
 
-SHORT = {"echo_world_lr": "world lr", "echo_action_kl": "anchor β"}
-"""Short names of GRPO + ECHO's own settings, for the trade-off plot's labels."""
+SHORT = {"echo_world_lr": "lr {:g}", "echo_action_kl": "β {:g}", "echo_anchor": "{}"}
+"""Short labels of GRPO + ECHO's own settings on the trade-off plot (its title says what each stands for)."""
+ANCHOR_TO = {"policy_term": "moving"}
 
 
 def tradeoff_points(report: dict[str, Any], probes: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -309,7 +310,7 @@ def tradeoff_points(report: dict[str, Any], probes: dict[str, dict[str, Any]]) -
         e = p.get("grpo_echo")
         if e is None or e["val_gap_closed"] is None or p["rl_steps"] != report["config"]["rl_steps"]:
             continue
-        label = ", ".join(f"{SHORT.get(k, k)} {v:g}" for k, v in p["settings"].items())
+        label = ", ".join(SHORT.get(k, k + " {}").format(ANCHOR_TO.get(v, v)) for k, v in p["settings"].items())
         success = mean(r["val_success"] for r in e["runs"])
         seeds = "" if len(e["runs"]) == len(sel["seeds"]) else f"; {len(e['runs'])} seed(s)"
         points.append(

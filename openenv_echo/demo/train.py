@@ -97,6 +97,12 @@ def action_kl(
     return (logp.exp() * (logp - a_logp)).sum(), n
 
 
+def _trained(copy: torch.nn.Module, model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """``copy``'s parameters that match ``model``'s trained ones, in their order."""
+    mine = dict(copy.named_parameters())
+    return [mine[name] for name, p in model.named_parameters() if p.requires_grad]
+
+
 def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -304,6 +310,7 @@ def rl_step(
     world_opt: torch.optim.Optimizer | None = None,
     anchor: torch.nn.Module | None = None,
     anchor_coeff: float = 0.0,
+    anchor_follows: bool = False,
 ) -> dict[str, float]:
     """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
 
@@ -313,7 +320,9 @@ def rl_step(
     and stepped by this optimizer (its own pace), after ``opt`` steps the policy term's; each is clipped on its own.
     ``anchor``: ``anchor_coeff`` · mean over the batch's action targets of KL(π_θ ‖ π_anchor) at the sampling
     temperature joins the world term (and its optimizer): the world step then learns env tokens without moving the
-    policy away from the frozen ``anchor`` (the run's start).
+    policy away from the frozen ``anchor`` (the run's start). ``anchor_follows`` (needs ``world_opt``): the anchor
+    takes the policy term's steps too, so that it holds the policy to the start moved by the policy term alone and
+    resists only what the world term's steps do to the actions.
     """
     r = torch.tensor(rewards, dtype=torch.float32)
     flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
@@ -330,6 +339,8 @@ def rl_step(
     world_grads = None if world_opt is None else [torch.zeros_like(p) for p in params]
     if (anchor is None) != (anchor_coeff == 0.0) or anchor_coeff < 0:
         raise ValueError("an action-KL anchor needs a frozen model and a coefficient > 0, and each needs the other")
+    if anchor_follows and (anchor is None or world_opt is None):
+        raise ValueError("an anchor that follows the policy term needs an anchor and a world optimizer")
     n_action = max(int(action_targets(full["role_ids"], full["attention_mask"]).sum()), 1)
     sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0, "kl": 0.0}
     for lo in range(0, len(sequences), micro_batch):
@@ -370,8 +381,13 @@ def rl_step(
     # A batch with no reward variance and λ = 0 has an exactly zero gradient; AdamW would still move the weights on
     # its stale momentum (on a tiny model, enough to wreck the policy), so such a step is skipped and logged. With a
     # world optimizer ``grad_norm`` is the policy term's alone: its step is skipped, the world term's is not.
+    before = [p.detach().clone() for p in params] if anchor_follows else []
     if grad_norm != 0.0:
         opt.step()
+    if anchor is not None and anchor_follows:  # the policy term's step, taken by the anchor as well
+        with torch.no_grad():
+            for a, p, p0 in zip(_trained(anchor, model), params, before, strict=True):
+                a.add_(p - p0)
     skipped = grad_norm == 0.0 and world_opt is None
     world: dict[str, float] = {}
     if world_opt is not None and world_grads is not None:

@@ -734,6 +734,66 @@ def test_the_action_kl_anchor_holds_the_policy_to_its_start() -> None:
     assert "echo_action_kl" not in resume_key(plain, "grpo_echo")
 
 
+def test_an_anchor_that_follows_the_policy_term_takes_its_steps_alone() -> None:
+    """``rl_step(anchor_follows=True)``: the anchor takes the policy term's step and not the world term's, so after a
+    step it is exactly where GRPO alone would have gone from the start (the same batch, the same AdamW), while the
+    model has also taken the world term's; an anchor that does not follow stays at the start."""
+    import copy
+
+    from openenv_echo.demo.train import arm_config, rl_step
+
+    tok, model, seqs = _two_rollouts()
+    start = copy.deepcopy(model.state_dict())
+
+    def step(arm: str, follows: bool | None) -> torch.nn.Module | None:
+        model.load_state_dict(start)
+        anchor = None if follows is None else copy.deepcopy(model).eval().requires_grad_(False)
+        kw: dict[str, Any] = (
+            {} if anchor is None else {"anchor": anchor, "anchor_coeff": 1.0, "anchor_follows": follows}
+        )
+        world = torch.optim.AdamW(model.parameters(), lr=3e-3) if arm == "grpo_echo" else None
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        cfg = arm_config(arm, 1.0 if arm == "grpo_echo" else 0.0)
+        rl_step(
+            model, opt, seqs, [1.0, 0.0], 2, cfg, tok, micro_batch=1, step=0, temperature=0.5, world_opt=world, **kw
+        )
+        return anchor
+
+    def gap(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+        return max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+
+    step("grpo", None)
+    grpo_alone = copy.deepcopy(model.state_dict())
+    follower = step("grpo_echo", True)
+    assert follower is not None and gap(grpo_alone, start) > 1e-4
+    assert gap(follower.state_dict(), grpo_alone) < 1e-6  # the policy term's step alone
+    assert gap(model.state_dict(), grpo_alone) > 1e-4  # the model took the world term's as well
+    fixed = step("grpo_echo", False)
+    assert fixed is not None and gap(fixed.state_dict(), start) == 0.0
+    with pytest.raises(ValueError, match="follows the policy term"):
+        rl_step(
+            model,
+            torch.optim.AdamW(model.parameters()),
+            seqs,
+            [1.0, 0.0],
+            2,
+            arm_config("grpo_echo", 1.0),
+            tok,
+            micro_batch=1,
+            step=0,
+            anchor_follows=True,
+        )
+    with pytest.raises(ValueError, match="echo_anchor"):
+        DemoConfig.preset("full", echo_anchor="policy_term", echo_action_kl=1.0)  # no world optimizer
+    with pytest.raises(ValueError, match="echo_anchor"):
+        DemoConfig.preset("full", echo_anchor="shadow")
+    held = DemoConfig.preset("full", echo_action_kl=1.0, echo_world_lr=1e-3)
+    moving = DemoConfig.preset("full", echo_action_kl=1.0, echo_world_lr=1e-3, echo_anchor="policy_term")
+    assert "echo_anchor" not in resume_key(held, "grpo_echo")  # the runs stored before it keep their keys
+    assert resume_key(held, "grpo_echo") != resume_key(moving, "grpo_echo")
+    assert resume_key(held, "grpo") == resume_key(moving, "grpo")
+
+
 # -- pieces ------------------------------------------------------------------------------------------------
 def _run(
     lam: float,
@@ -1266,7 +1326,7 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
 
 def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_each() -> None:
     """Each committed run's RL probes (sql's settings, both envs' direct-CE rates): each from the recorded run's start,
-    each one setting away from the defaults (or the action-KL anchor on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world
+    each one setting away from the defaults (or the action-KL anchor, and what it holds to, on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world
     for world (and, where it ran direct CE, the recorded direct CE's validation curve)."""
     files = [EXAMPLE / d / "rl-probes.json" for d in ("results", "results-sql")]
     assert files[1].is_file()
@@ -1277,13 +1337,13 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
         probes = json.loads(probes_file.read_text())
         start = report["start_checkpoint"]["after"]["val"]["policy"]
         assert all(p["start_val_success"] == start["success"] for p in probes.values())
-        # one setting away from the defaults, or the anchor added to a committed probe of the world term's own rate
+        # one setting away from the defaults, or the anchor (and its reference) on a committed world-rate probe
         singles = [p["settings"] for p in probes.values() if len(p["settings"]) == 1]
         anchored = [p["settings"] for p in probes.values() if len(p["settings"]) > 1]
         assert sorted(len(p["settings"]) for p in probes.values() if len(p["settings"]) < 2) == [0] + [1] * len(singles)
         for settings in anchored:
-            rest = {k: v for k, v in settings.items() if k != "echo_action_kl"}
-            assert len(settings) == 2 and "echo_action_kl" in settings and rest in singles, settings
+            rest = {k: v for k, v in settings.items() if k not in ("echo_action_kl", "echo_anchor")}
+            assert len(rest) == 1 and "echo_action_kl" in settings and rest in singles, settings
         recorded = {
             r["seed"]: r["evals"][-1]["val_policy"]["per_world_reward"]
             for r in [*report["arms"]["grpo"]["seeds"], *report["sweep_runs"]]
