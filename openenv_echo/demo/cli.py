@@ -62,6 +62,22 @@ def demo(
     ),
     n_test: int | None = typer.Option(None, "--test-worlds", help=f"Held-out test worlds [{_FULL.n_test}]."),
     lambdas: str | None = typer.Option(None, "--lambdas", help=f"λ sweep on validation, with 0 [{_SWEEP}]."),
+    echo_world_lr: float | None = typer.Option(
+        None,
+        "--echo-world-lr",
+        help="GRPO + ECHO: the world term on an AdamW of its own at this rate [none: one AdamW for the whole loss].",
+    ),
+    echo_action_kl: float | None = typer.Option(
+        None,
+        "--echo-action-kl",
+        help="GRPO + ECHO: β, an anchor β · KL(policy ‖ reference) on the action targets, in the world term [none].",
+    ),
+    echo_anchor: str | None = typer.Option(
+        None,
+        "--echo-anchor",
+        help="The anchor's reference: start (the RL start, frozen) | policy_term (the start moved by the policy "
+        "term's steps alone; needs --echo-world-lr) [start].",
+    ),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars or phase lines."),
 ) -> None:
     """CPU reference demo: a small LM pretrained on generic text and SFT'd on expert actions only, then GRPO, GRPO +
@@ -94,6 +110,9 @@ def demo(
         "sft_steps": sft_steps,
         "n_test": n_test,
         "lambdas": lams,
+        "echo_world_lr": echo_world_lr,
+        "echo_action_kl": echo_action_kl,
+        "echo_anchor": echo_anchor,
         "progress": not no_progress,
     }
     try:

@@ -11,7 +11,7 @@ finite pool, so some also name a training machine (the report counts them).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -268,6 +268,9 @@ class DemoConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        for f in fields(self):  # `--set echo_action_kl=3` (a JSON integer) is the setting 3.0 (and its stored runs)
+            if f.type in ("float", "float | None") and type(d[f.name]) is int:
+                d[f.name] = float(d[f.name])
         d["out"] = str(self.out)
         d["lambdas"] = [float(x) for x in self.lambdas]  # λ = 0 and λ = 0.0 are one setting (and one stored run)
         d["task_kinds"] = list(self.kinds)

@@ -20,6 +20,9 @@ RESULTS = Path("examples/echo_world_model/results")
 RESULTS_SQL = Path("examples/echo_world_model/results-sql")
 RECORDINGS = {"terminal": RESULTS, "sql": RESULTS_SQL}
 """Each env's recording, relative to the repository root."""
+RESULTS_ANCHORED = Path("examples/echo_world_model/results-anchored")
+"""Terminal recorded with GRPO + ECHO's world term on its own AdamW and the action-KL anchor that moves with the
+policy term (its own λ sweep; not a default run's recording: the default arm has neither)."""
 REPO = Path(__file__).resolve().parents[2]
 """The repository this package runs from (the README's commands run from a clone: ``pip install -e .``)."""
 START_NAME = "start.pt"

@@ -3,7 +3,8 @@
 ``render_run(report, OUT)``: the summaries, ``report.json``, ``summary.md``, ``echo_world_model.png`` and
 ``verdict.json`` of one run (what a run writes after every seed). ``python -m openenv_echo.demo.render [ROOT]``
 re-renders the committed runs of the repository at ROOT (default: the current directory):
-``examples/echo_world_model/results`` and ``results-sql`` (with each run's trade-off plot, ``echo-tradeoff.png``),
+``examples/echo_world_model/results``, ``results-sql`` (with each run's trade-off plot, ``echo-tradeoff.png``) and
+``results-anchored`` (terminal with GRPO + ECHO's own world rate and moving anchor),
 the example README's tables blocks (with each run's RL probes table, from its ``rl-probes.json``) and the top-level
 README's demo block. Tests check that the
 committed files are exactly its output.
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from .plots import plot_report, plot_tradeoff
-from .recorded import RESULTS, RESULTS_SQL
+from .recorded import RESULTS, RESULTS_ANCHORED, RESULTS_SQL
 from .summarize import summarize, verdict
 from .tables import (
+    ANCHORED_BEGIN,
+    ANCHORED_END,
     README_BEGIN,
     README_END,
     SQL_BEGIN,
@@ -60,7 +63,7 @@ def render_run(report: dict[str, Any], out: Path) -> dict[str, Any]:
 def render_repo(root: Path) -> None:
     """Re-render the committed runs and both README blocks of the repository at ``root``."""
     reports: dict[Path, dict[str, Any]] = {}
-    for d in (RESULTS, RESULTS_SQL):
+    for d in (RESULTS, RESULTS_SQL, RESULTS_ANCHORED):
         f = root / d / "report.json"
         if f.is_file():
             reports[d] = render_run(json.loads(f.read_text()), root / d)
@@ -72,7 +75,11 @@ def render_repo(root: Path) -> None:
     text = replace_block(readme.read_text(), summary_markdown(main) + "\n" + one_line)
     if RESULTS_SQL in reports:
         text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)
+    if RESULTS_ANCHORED in reports:
+        text = replace_block(text, summary_markdown(reports[RESULTS_ANCHORED]), ANCHORED_BEGIN, ANCHORED_END)
     for d, report in reports.items():
+        if d == RESULTS_ANCHORED:  # one setting's recording: its λ points are not the trade-off plot's one-AdamW sweep
+            continue
         probes_file = root / d / PROBES_NAME
         probes = json.loads(probes_file.read_text()) if probes_file.is_file() else {}
         if probes:
@@ -80,7 +87,7 @@ def render_repo(root: Path) -> None:
         plot_tradeoff(tradeoff_points(report, probes), report["config"]["env"], root / d / TRADEOFF_NAME)
     readme.write_text(text)
     top = root / TOP_README
-    body = readme_section(main, one_seed, reports.get(RESULTS_SQL))
+    body = readme_section(main, one_seed, reports.get(RESULTS_SQL), reports.get(RESULTS_ANCHORED))
     top.write_text(replace_block(top.read_text(), body, README_BEGIN, README_END))
 
 

@@ -22,6 +22,7 @@ from .stats import gap_closed
 BEGIN, END = "<!-- demo-tables:begin -->", "<!-- demo-tables:end -->"
 README_BEGIN, README_END = "<!-- demo-readme:begin -->", "<!-- demo-readme:end -->"
 SQL_BEGIN, SQL_END = "<!-- demo-tables-sql:begin -->", "<!-- demo-tables-sql:end -->"
+ANCHORED_BEGIN, ANCHORED_END = "<!-- demo-tables-anchored:begin -->", "<!-- demo-tables-anchored:end -->"
 
 
 def probes_markers(env: str) -> tuple[str, str]:
@@ -52,9 +53,23 @@ def sign(x: list[float]) -> int:
     return 1 if x[1] > 0 else -1 if x[2] < 0 else 0
 
 
+def echo_settings(config: dict[str, Any]) -> str:
+    """GRPO + ECHO's own settings where they are not the defaults, in words ("" for one AdamW and no anchor)."""
+    parts = []
+    if config.get("echo_world_lr") is not None:
+        parts.append(f"world term on its own AdamW at {config['echo_world_lr']:g}")
+    if config.get("echo_action_kl") is not None:
+        to = "moving with the policy term" if config.get("echo_anchor") == "policy_term" else "to the start"
+        parts.append(f"action-KL anchor β = {config['echo_action_kl']:g} {to}")
+    return ", ".join(parts)
+
+
 def _label(report: dict[str, Any], arm: str) -> str:
     a = report["arms"][arm]
-    return str(a["label"]) + (f" (λ = {a['lambda']:g})" if arm == "grpo_echo" else "")
+    if arm != "grpo_echo":
+        return str(a["label"])
+    own = echo_settings(report["config"])
+    return f"{a['label']} (λ = {a['lambda']:g}{'; ' + own if own else ''})"
 
 
 def _across_seeds(report: dict[str, Any]) -> str:
@@ -110,6 +125,8 @@ def comparison_sentences(report: dict[str, Any]) -> list[str]:
     flat = c["direct_ce_flattening"]
     diff = c["echo_minus_grpo"]
     went = {-1: "fell", 1: "rose", 0: "no measurable change"}
+    own = echo_settings(report["config"])
+    own = f"; {own}" if own else ""
     lines = [
         "- **Policy (RL)**: held-out success change from the start: "
         + "; ".join(
@@ -120,7 +137,7 @@ def comparison_sentences(report: dict[str, Any]) -> list[str]:
         f"- **World model**: direct CE (on the GRPO run's rollouts) lowers held-out env CE from the start by "
         f"{_iv(c['direct_ce_drop'])} nats/token in {a['direct_ce']['rl_steps']} steps; its validation curve "
         f"{'has' if flat['flattened'] else 'has not'} flattened (last-quarter fall {flat['last_quarter_fall']:.3f} of "
-        f"{flat['total_fall']:.3f}). GRPO + ECHO (λ = {lam:g}, chosen on validation) closes "
+        f"{flat['total_fall']:.3f}). GRPO + ECHO (λ = {lam:g}, chosen on validation{own}) closes "
         f"{_pct(a['grpo_echo']['gap_closed'])} of that gap, GRPO {_pct(a['grpo']['gap_closed'])}; GRPO + ECHO ends at "
         f"{_iv(a['grpo_echo']['env_ce'])} nats/token (unigram {report['baselines']['unigram']:.3f}).",
         f"- **ECHO − GRPO** (paired): held-out env CE {_iv(diff['env_ce'], '+.3f')}, structurally novel lines "
@@ -421,9 +438,14 @@ def leans_on(report: dict[str, Any]) -> str:
     return f" ({named} from the recording)" if named else ""
 
 
-def readme_section(report: dict[str, Any], one_seed: dict[str, Any], sql: dict[str, Any] | None) -> str:
+def readme_section(
+    report: dict[str, Any],
+    one_seed: dict[str, Any],
+    sql: dict[str, Any] | None,
+    anchored: dict[str, Any] | None = None,
+) -> str:
     """The top-level README's short demo block: the terminal run's claims and targets, the default one-seed run's
-    wall time, and the sql run's verdict in one line."""
+    wall time, the sql run's verdict in one line and the anchored terminal recording's in another."""
     n = len(report["status"]["rl_seeds_done"])
     met = sum(t["met"] for t in report["targets"])
     lines = [
@@ -443,6 +465,16 @@ def readme_section(report: dict[str, Any], one_seed: dict[str, Any], sql: dict[s
             f"{s['direct_ce']['env_ce'][0]:.3f} nats/token (4-gram {sql['baselines']['fourgram']:.3f}); ECHO − GRPO "
             f"success {_iv(sql['comparisons']['echo_minus_grpo']['success'], '+.3f')}."
             + (f" {NO_UPDATES}" if no_updates(sql) else "")
+        )
+    if anchored is not None:
+        s = {k: v["summary"] for k, v in anchored["arms"].items()}
+        lines.append(
+            f"- **terminal, {echo_settings(anchored['config'])}** (`{anchored['command']}`, "
+            f"{len(anchored['status']['rl_seeds_done'])} RL seeds; {sum(t['met'] for t in anchored['targets'])} of "
+            f"{len(anchored['targets'])} targets met): GRPO + ECHO (λ = {anchored['arms']['grpo_echo']['lambda']:g}, "
+            f"chosen on validation) closes {_pct(s['grpo_echo']['gap_closed'])} of the held-out gap to direct CE, at "
+            f"{_iv(s['grpo_echo']['env_ce'])} nats/token; ECHO − GRPO success "
+            f"{_iv(anchored['comparisons']['echo_minus_grpo']['success'], '+.3f')}."
         )
     return "\n".join(lines)
 

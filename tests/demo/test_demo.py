@@ -918,7 +918,7 @@ def test_lambda_is_chosen_on_validation_by_the_written_rule() -> None:
         choose_lambda(runs, [0.0, 0.1], [0, 1, 2], tokens)
 
 
-@pytest.mark.parametrize("results", ["results", "results-sql"])
+@pytest.mark.parametrize("results", ["results", "results-sql", "results-anchored"])
 def test_lambda_table_shows_each_lambdas_share_of_the_validation_gap(results: str) -> None:
     """Each λ's row carries its share of the start → direct CE gap in mean validation env CE over the sweep seeds,
     recomputed here from the runs' own evaluations; without direct CE on a sweep seed the column says n/a."""
@@ -961,6 +961,13 @@ def test_integer_lambdas_are_the_same_setting_as_float_ones() -> None:
     """`--set lambdas=[0,1]` (JSON integers) must find the runs stored under λ = 0.0 and 1.0."""
     ints, floats = DemoConfig.preset("quick", lambdas=[0, 1]), DemoConfig.preset("quick", lambdas=(0.0, 1.0))
     assert ints.to_dict()["lambdas"] == [0.0, 1.0] and resume_key(ints) == resume_key(floats)
+    # so are every float setting's: `--set echo_action_kl=3` must find the runs the CLI's `--echo-action-kl 3` stored
+    own = {"echo_world_lr": 1, "echo_action_kl": 3, "echo_anchor": "policy_term", "rl_lr": 1, "temperature": 1}
+    ints = DemoConfig.preset("full", **own)
+    floats = DemoConfig.preset("full", **{k: float(v) if isinstance(v, int) else v for k, v in own.items()})
+    for arm in ("grpo", "grpo_echo", "direct_ce"):
+        assert resume_key(ints, arm) == resume_key(floats, arm)
+    assert DemoConfig.preset("full", max_context=4096).to_dict()["max_context"] == 4096  # integer settings stay so
 
 
 def test_direct_ces_learning_rate_is_its_own_and_keys_only_its_runs() -> None:
@@ -1051,6 +1058,69 @@ def test_cli_rejects_bad_options(tmp_path: Path) -> None:
     assert result.exit_code != 0
     assert "model" in result.output
     assert not (tmp_path / "report.json").exists()
+
+
+def test_cli_passes_echos_own_settings_and_refuses_them_without_a_sweep_or_their_partners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--echo-world-lr``, ``--echo-action-kl`` and ``--echo-anchor`` reach the run's config; the recorded λ is not
+    taken for them (it was chosen without them), and an anchor that moves needs the other two."""
+    import typer
+    from typer.testing import CliRunner
+
+    import openenv_echo.demo.run as run_module
+    from openenv_echo.demo.cli import demo
+
+    seen: list[DemoConfig] = []
+
+    def planned(cfg: DemoConfig, command: str | None = None) -> dict[str, Any]:
+        seen.append(cfg)
+        raise SystemExit(3)  # the config is what is checked: train nothing
+
+    monkeypatch.setattr(run_module, "run_demo", planned)
+    app = typer.Typer()
+    app.command()(demo)
+    own = ["--echo-world-lr", "1e-3", "--echo-action-kl", "3", "--echo-anchor", "policy_term"]
+    result = CliRunner().invoke(app, ["--out", str(tmp_path), "--sweep-seeds", "3", *own])
+    assert result.exit_code == 3, result.output
+    assert (seen[0].echo_world_lr, seen[0].echo_action_kl, seen[0].echo_anchor) == (1e-3, 3.0, "policy_term")
+    refused = {
+        "--sweep-seeds 3": ["--out", str(tmp_path), *own],  # λ pre-registered without these settings
+        "echo_action_kl and echo_world_lr": [
+            "--out",
+            str(tmp_path),
+            "--sweep-seeds",
+            "3",
+            "--echo-anchor",
+            "policy_term",
+        ],
+        "echo_anchor must be": ["--out", str(tmp_path), "--sweep-seeds", "3", *own[:4], "--echo-anchor", "nope"],
+    }
+    for why, args in refused.items():
+        result = CliRunner().invoke(app, args)
+        said = " ".join(result.output.replace("│", " ").split())  # the message, out of rich's error box
+        assert result.exit_code == 2 and why in said, (why, result.output)
+    assert len(seen) == 1 and not (tmp_path / "report.json").exists()
+
+
+def test_echos_own_settings_name_the_arm_wherever_they_are_set() -> None:
+    """A report whose GRPO + ECHO arm ran with its own world rate or an anchor says so in the arm's label; the
+    default arm's label is unchanged."""
+    from openenv_echo.demo.tables import _label, echo_settings
+
+    plain = DemoConfig.preset("full").to_dict()
+    assert echo_settings(plain) == ""
+    moving = DemoConfig.preset("full", echo_world_lr=1e-3, echo_action_kl=3.0, echo_anchor="policy_term").to_dict()
+    to_start = DemoConfig.preset("full", echo_world_lr=1e-3, echo_action_kl=10.0).to_dict()
+    assert (
+        echo_settings(moving)
+        == "world term on its own AdamW at 0.001, action-KL anchor β = 3 moving with the policy term"
+    )
+    assert echo_settings(to_start).endswith("β = 10 to the start")
+    arms = {"grpo_echo": {"label": "GRPO + ECHO", "lambda": 1.0}, "grpo": {"label": "GRPO (λ=0)", "lambda": 0.0}}
+    assert _label({"config": plain, "arms": arms}, "grpo_echo") == "GRPO + ECHO (λ = 1)"
+    assert _label({"config": moving, "arms": arms}, "grpo_echo") == f"GRPO + ECHO (λ = 1; {echo_settings(moving)})"
+    assert _label({"config": moving, "arms": arms}, "grpo") == "GRPO (λ=0)"
 
 
 def test_verbatim_overlap_counts_lines_seen_in_training() -> None:
@@ -1252,10 +1322,10 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
     committed reports: rendering a copy of the repository's files changes none of them."""
     import shutil
 
-    from openenv_echo.demo.render import RESULTS, RESULTS_SQL, main
+    from openenv_echo.demo.render import RESULTS, RESULTS_ANCHORED, RESULTS_SQL, main
 
-    recorded = [rel for rel in (RESULTS, RESULTS_SQL) if (ROOT / rel / "report.json").is_file()]
-    assert RESULTS in recorded
+    recorded = [rel for rel in (RESULTS, RESULTS_SQL, RESULTS_ANCHORED) if (ROOT / rel / "report.json").is_file()]
+    assert RESULTS in recorded and RESULTS_ANCHORED in recorded
     for rel in recorded:
         shutil.copytree(ROOT / rel, tmp_path / rel)
     for rel in ("README.md", "examples/echo_world_model/README.md"):
@@ -1266,7 +1336,7 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
             assert (tmp_path / rel / name).read_text() == (ROOT / rel / name).read_text(), (rel, name)
     for rel in ("README.md", "examples/echo_world_model/README.md"):
         assert (tmp_path / rel).read_text() == (ROOT / rel).read_text(), rel
-    for rel in recorded:  # the trade-off plot is drawn for every recorded run, and committed
+    for rel in [r for r in recorded if r != RESULTS_ANCHORED]:  # the trade-off plot of each env's recording
         assert (tmp_path / rel / "echo-tradeoff.png").stat().st_size > 10_000 and (
             ROOT / rel / "echo-tradeoff.png"
         ).is_file()
@@ -1307,7 +1377,7 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
     from openenv_echo.demo.envs import DEMO_ENVS
     from openenv_echo.demo.summarize import summarize
 
-    for name in ("results", "results-sql"):
+    for name in ("results", "results-sql", "results-anchored"):
         report = json.loads((EXAMPLE / name / "report.json").read_text())
         summarize(report)
         rows = report["comparisons"]["success_by_kind"]
