@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ARM_LABELS
+from .tables import echo_settings
 
 COLORS = {"grpo": "#7f7f7f", "grpo_echo": "#d62728", "direct_ce": "#1f77b4"}
 REF_STYLE = {"uniform": "-", "unigram": ":", "bigram": "-.", "trigram": (0, (3, 1, 1, 1, 1, 1)), "fourgram": "--"}
@@ -138,7 +139,8 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
     fig.suptitle(
         f"openenv-echo reference demo ({report['config']['mode']}, {report['environment']['name']} env): {m['kind']} "
         f"Llama {m['parameters'] / 1e6:.2f}M params, policy-sampled rollouts over HTTP/WS, "
-        f"{len(arms['grpo']['seeds'])} RL seed(s), λ = {sel['chosen']:g} chosen on validation",
+        f"{len(arms['grpo']['seeds'])} RL seed(s), λ = {sel['chosen']:g} chosen on validation"
+        + (f"\nGRPO + ECHO: {own}" if (own := echo_settings(report["config"])) else ""),
         fontsize=10,
     )
     fig.tight_layout()
