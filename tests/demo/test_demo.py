@@ -1371,6 +1371,30 @@ def test_the_tradeoff_points_are_the_lambda_tables_and_the_probes_figures_at_the
     assert got == sorted(want) and len(got) >= 4
 
 
+def test_the_anchored_recording_changes_only_echos_world_term_and_shares_the_other_arms_runs() -> None:
+    """``results-anchored`` is the terminal recording with GRPO + ECHO's own world rate and moving anchor, and
+    nothing else: every other setting is the recording's, its start is the recording's, and its GRPO and direct-CE
+    runs are the recording's own (the same per-world test results, seed for seed), as its README section says."""
+    main = json.loads((EXAMPLE / "results" / "report.json").read_text())
+    anchored = json.loads((EXAMPLE / "results-anchored" / "report.json").read_text())
+    own = {"echo_world_lr": 1e-3, "echo_action_kl": 3.0, "echo_anchor": "policy_term"}
+    assert {k: anchored["config"][k] for k in own} == own
+    ignore = {*own, "out", "n_seeds", "sweep_seeds", "train_start", "progress"}
+    differ = {
+        k for k in {*main["config"], *anchored["config"]} - ignore if main["config"].get(k) != anchored["config"].get(k)
+    }
+    assert not differ, differ
+    assert anchored["start_checkpoint"]["after"] == main["start_checkpoint"]["after"]
+    for arm in ("grpo", "direct_ce"):
+        a, m = anchored["arms"][arm]["seeds"], main["arms"][arm]["seeds"]
+        assert [r["seed"] for r in a] == [r["seed"] for r in m] == [0, 1, 2, 3, 4]
+        for x, y in zip(a, m, strict=True):
+            assert x["final"]["test"] == y["final"]["test"], (arm, x["seed"])
+    verdict = json.loads((EXAMPLE / "results-anchored" / "verdict.json").read_text())
+    assert verdict["lambda_rule"]["chosen"] == anchored["lambda_selection"]["chosen"] == 10.0
+    assert verdict["complete"] and verdict["lambda_rule"]["sweep_seeds"] == 3
+
+
 def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_figures() -> None:
     """Each committed run's per-kind success: the kinds partition its test worlds as the env's reset options assign
     them, and the kinds' points, weighted by their worlds, are the start's success and each arm's change overall."""
