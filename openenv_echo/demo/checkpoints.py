@@ -46,9 +46,10 @@ def start_key(cfg: DemoConfig) -> str:
     return json.dumps({k: d[k] for k in START_FIELDS} | {"n_test": d["n_test"]}, sort_keys=True)
 
 
-RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds", "train_start")
+RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds", "lambdas", "train_start")
 """Settings that change where a run's output goes, how it is shown, how it is spread over threads and workers, how
-many seeds are planned and whether the start is trained or loaded, never what a stored run holds."""
+many seeds and which λ are planned and whether the start is trained or loaded, never what a stored run holds (a run
+at λ is the same run under any grid that holds λ, so a wider grid trains only its new λ)."""
 
 
 ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr", "echo_action_kl", "echo_anchor")}
@@ -57,9 +58,9 @@ ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr", "ec
 
 def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
     """What a stored run of ``arm`` must match to be reused: every setting it depends on, that is all but where
-    output goes, how it is shown, the thread and worker counts, how many seeds are planned and the other arms' own
-    settings (``ARM_FIELDS``). An arm's own setting enters only away from its default: runs stored before it existed
-    had none."""
+    output goes, how it is shown, the thread and worker counts, how many seeds and which λ are planned and the other
+    arms' own settings (``ARM_FIELDS``). An arm's own setting enters only away from its default: runs stored before
+    it existed had none."""
     d = cfg.to_dict()
     at_default = {f.name for f in fields(DemoConfig) if d[f.name] == f.default}
     for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or f in at_default):

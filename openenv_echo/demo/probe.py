@@ -33,7 +33,7 @@ from .summarize import flattening
 from .tables import probes_table
 from .workers import Job
 
-NOT_SETTINGS = (*RUN_ONLY_FIELDS, "lambdas", "extra")
+NOT_SETTINGS = (*RUN_ONLY_FIELDS, "extra")
 """Config fields that are not a probe's setting: where and how it runs, how many seeds, and the λ grid (a probe
 trains λ = 0 only)."""
 

@@ -42,8 +42,8 @@ def _report(cfg: DemoConfig) -> dict[str, Any] | None:
 def recorded_selection(cfg: DemoConfig) -> dict[str, Any]:
     """The λ selection of ``cfg.env``'s recording, for a run that does not sweep (``sweep_seeds = 0``): the
     recording's sweep table and choice, marked as recorded, with the recording's validation line of direct CE (the
-    sweep table's gap reference). Raises ``ValueError`` if there is no recording or its run settings are not
-    ``cfg``'s: a λ pre-registered for other settings would be a guess."""
+    sweep table's gap reference). Raises ``ValueError`` if there is no recording or its run settings or λ grid are
+    not ``cfg``'s: a λ pre-registered for other settings, or chosen from another grid, would be a guess."""
     from .tables import validation_direct_ce
 
     where = RECORDINGS[cfg.env] / "report.json"
@@ -52,7 +52,9 @@ def recorded_selection(cfg: DemoConfig) -> dict[str, Any]:
         raise ValueError(
             f"no recorded λ sweep for {cfg.env} ({where} is not in this checkout): run the sweep with --sweep-seeds 3"
         )
-    if resume_key(DemoConfig(**rec["config"]), "grpo_echo") != resume_key(cfg, "grpo_echo"):
+    recorded_cfg = DemoConfig(**rec["config"])
+    same_grid = recorded_cfg.to_dict()["lambdas"] == cfg.to_dict()["lambdas"]
+    if resume_key(recorded_cfg, "grpo_echo") != resume_key(cfg, "grpo_echo") or not same_grid:
         raise ValueError(
             f"the recorded λ sweep ({where}) was run under other settings than this run's, so its λ is not "
             "pre-registered for them: run the sweep with --sweep-seeds 3"

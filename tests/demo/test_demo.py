@@ -17,6 +17,7 @@ import torch
 pytestmark = pytest.mark.timeout(1200)
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
+from openenv_echo.demo.checkpoints import RUN_ONLY_FIELDS  # noqa: E402
 from openenv_echo.demo.envs import TERMINAL  # noqa: E402
 from openenv_echo.demo.experiment import SFT_BAND, SFT_RULE, resume_key, sft_pick_key, start_key  # noqa: E402
 from openenv_echo.envs.splits import TASK_SPLITS  # noqa: E402
@@ -300,6 +301,8 @@ def test_a_run_without_a_sweep_takes_lambda_and_the_start_from_its_envs_recordin
 
     with pytest.raises(ValueError, match="--sweep-seeds 3"):  # λ pre-registered for other settings is a guess
         run_demo(DemoConfig.preset("quick", out=tmp_path / "other", sweep_seeds=0, rl_lr=1e-4, progress=False))
+    with pytest.raises(ValueError, match="--sweep-seeds 3"):  # so is a λ chosen from another grid than the run's
+        run_demo(DemoConfig.preset("quick", out=tmp_path / "other", sweep_seeds=0, lambdas=(0, 1), progress=False))
     assert not (tmp_path / "other").exists()
 
     trained = run_demo(
@@ -957,6 +960,18 @@ def test_lambda_table_shows_each_lambdas_share_of_the_validation_gap(results: st
     assert "Gap closed" not in table and {r[3] for r in cells(table).values()} == {"n/a"}
 
 
+def test_a_wider_lambda_grid_reuses_the_narrower_grids_runs() -> None:
+    """A run at λ is the same run under any grid that holds λ: extending the grid (the rule's choice at its top is not
+    interior) trains only the new λ, and every stored run of every arm keeps its key."""
+    for env in ("terminal", "sql"):
+        narrow = DemoConfig.preset("full", env=env, lambdas=(0.0, 0.1, 1.0, 10.0))
+        wide = DemoConfig.preset("full", env=env, lambdas=(0.0, 0.1, 1.0, 10.0, 100.0))
+        for arm in ("grpo", "grpo_echo", "direct_ce"):
+            assert resume_key(narrow, arm) == resume_key(wide, arm)
+            assert "lambdas" not in json.loads(resume_key(wide, arm))
+        assert resume_key(narrow) != resume_key(DemoConfig.preset("full", env=env, rl_lr=1e-4))  # settings still count
+
+
 def test_integer_lambdas_are_the_same_setting_as_float_ones() -> None:
     """`--set lambdas=[0,1]` (JSON integers) must find the runs stored under λ = 0.0 and 1.0."""
     ints, floats = DemoConfig.preset("quick", lambdas=[0, 1]), DemoConfig.preset("quick", lambdas=(0.0, 1.0))
@@ -1379,7 +1394,7 @@ def test_the_anchored_recording_changes_only_echos_world_term_and_shares_the_oth
     anchored = json.loads((EXAMPLE / "results-anchored" / "report.json").read_text())
     own = {"echo_world_lr": 1e-3, "echo_action_kl": 3.0, "echo_anchor": "policy_term"}
     assert {k: anchored["config"][k] for k in own} == own
-    ignore = {*own, "out", "n_seeds", "sweep_seeds", "train_start", "progress"}
+    ignore = {*own, *RUN_ONLY_FIELDS}  # where output goes, workers, which seeds and λ are planned: no run's content
     differ = {
         k for k in {*main["config"], *anchored["config"]} - ignore if main["config"].get(k) != anchored["config"].get(k)
     }
@@ -1393,6 +1408,8 @@ def test_the_anchored_recording_changes_only_echos_world_term_and_shares_the_oth
     verdict = json.loads((EXAMPLE / "results-anchored" / "verdict.json").read_text())
     assert verdict["lambda_rule"]["chosen"] == anchored["lambda_selection"]["chosen"] == 10.0
     assert verdict["complete"] and verdict["lambda_rule"]["sweep_seeds"] == 3
+    # the grid was extended by a decade once its top had been chosen, and the rule now chooses inside it
+    assert verdict["lambda_rule"]["grid"] == [0.0, 0.1, 1.0, 10.0, 100.0] and anchored["lambda_selection"]["interior"]
 
 
 def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_figures() -> None:
@@ -1684,7 +1701,9 @@ def test_every_expert_action_fits_in_its_envs_action_budget() -> None:
     from openenv_echo.demo.envs import DEMO_ENVS
     from openenv_echo.tokenization import build_tokenizer
 
-    tok = build_tokenizer("qwen", corpus=list(stdlib_docstrings().texts), vocab_size=DemoConfig().vocab_size)
+    tok = build_tokenizer(
+        "qwen", corpus=list(stdlib_docstrings().texts), vocab_size=DemoConfig.preset("full").vocab_size
+    )
     for env in DEMO_ENVS.values():
         assert DemoConfig(env=env.name).to_dict()["max_action_tokens"] == env.max_action_tokens
         longest = 0
