@@ -52,7 +52,10 @@ many seeds and which λ are planned and whether the start is trained or loaded, 
 at λ is the same run under any grid that holds λ, so a wider grid trains only its new λ)."""
 
 
-ARM_FIELDS = {"direct_ce": ("direct_ce_lr",), "grpo_echo": ("echo_world_lr", "echo_action_kl", "echo_anchor")}
+ARM_FIELDS = {
+    "direct_ce": ("direct_ce_lr",),
+    "grpo_echo": ("echo_world_lr", "echo_world_optimizer", "echo_action_kl", "echo_anchor"),
+}
 """Settings only one arm reads: another arm's run stored under other values is reused."""
 
 

@@ -67,6 +67,12 @@ def demo(
         "--echo-world-lr",
         help="GRPO + ECHO: the world term on an AdamW of its own at this rate [none: one AdamW for the whole loss].",
     ),
+    echo_world_optimizer: str | None = typer.Option(
+        None,
+        "--echo-world-optimizer",
+        help="GRPO + ECHO: that world term's optimizer: adamw | adam_tensorwise (one second moment per parameter "
+        "tensor; needs --echo-world-lr) [adamw].",
+    ),
     echo_action_kl: float | None = typer.Option(
         None,
         "--echo-action-kl",
@@ -111,6 +117,7 @@ def demo(
         "n_test": n_test,
         "lambdas": lams,
         "echo_world_lr": echo_world_lr,
+        "echo_world_optimizer": echo_world_optimizer,
         "echo_action_kl": echo_action_kl,
         "echo_anchor": echo_anchor,
         "progress": not no_progress,

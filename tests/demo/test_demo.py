@@ -669,6 +669,70 @@ def test_the_world_terms_own_optimizer_sets_its_pace_and_leaves_the_policy_step_
         update("grpo", 0.0, 1e-3)
 
 
+def test_tensorwise_adam_moves_each_weight_with_its_own_gradient() -> None:
+    """``TensorAdam`` (``echo_world_optimizer="adam_tensorwise"``) is Adam with one second moment per tensor: its
+    first step is ``-lr · g / rms(g)`` per tensor (the tensor's RMS step is AdamW's, ``lr``, but a weight with a small
+    gradient moves little, where AdamW moves every weight by ``lr``), and later steps are Adam's bias-corrected
+    moments with that scalar second moment, checked by hand."""
+    from openenv_echo.demo.optim import TensorAdam, make_world_optimizer
+
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(4, 8))
+    g1, g2 = torch.randn(4, 8), torch.randn(4, 8)
+    g1[0] *= 1e-3  # a row the loss barely reaches
+    w0 = w.detach().clone()
+    opt = TensorAdam([w], lr=1e-2)
+    w.grad = g1.clone()
+    opt.step()
+    step1 = w.detach() - w0
+    assert torch.allclose(step1, -1e-2 * g1 / (g1.square().mean().sqrt() + 1e-8), atol=1e-7)
+    assert float(step1.square().mean().sqrt()) == pytest.approx(1e-2, rel=1e-4)
+    assert float(step1[0].abs().max()) < 1e-4  # AdamW would move it by lr: its sign, not its size
+    w.grad = g2.clone()
+    opt.step()
+    m = 0.9 * 0.1 * g1 + 0.1 * g2
+    v = 0.95 * 0.05 * g1.square().mean() + 0.05 * g2.square().mean()
+    expected = -1e-2 * (m / (1 - 0.9**2)) / ((v / (1 - 0.95**2)).sqrt() + 1e-8)
+    assert torch.allclose(w.detach() - w0 - step1, expected, atol=1e-6)
+    w.grad = None
+    before = w.detach().clone()
+    opt.step()  # a tensor without a gradient is left alone
+    assert torch.equal(w.detach(), before)
+    assert isinstance(make_world_optimizer(torch.nn.Linear(2, 2), 1e-3, "adamw"), torch.optim.AdamW)
+    with pytest.raises(ValueError, match="world optimizer"):
+        make_world_optimizer(torch.nn.Linear(2, 2), 1e-3, "sgd")
+    with pytest.raises(ValueError, match="lr > 0"):
+        TensorAdam([w], lr=0.0)
+
+
+def test_a_tensorwise_world_step_leaves_the_policy_step_alone_and_moves_fewer_weights_by_its_rate() -> None:
+    """In ``rl_step`` the tensorwise world optimizer replaces AdamW for the world term alone: at a vanishing rate the
+    update is GRPO's; at 1e-3 it differs from AdamW's world step, and far fewer weights move by half the rate or
+    more (AdamW moves nearly every weight with a gradient by about the rate)."""
+    import copy
+
+    from openenv_echo.demo.optim import make_world_optimizer
+    from openenv_echo.demo.train import arm_config, rl_step
+
+    tok, model, seqs = _two_rollouts()
+    start = copy.deepcopy(model.state_dict())
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+    def update(arm: str, lam: float, kind: str | None, lr: float = 1e-3) -> torch.Tensor:
+        model.load_state_dict(start)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        world = None if kind is None else make_world_optimizer(model, lr, kind)
+        rl_step(model, opt, seqs, [1.0, 0.0], 2, arm_config(arm, lam), tok, micro_batch=1, step=0, world_opt=world)
+        return torch.cat([p.detach().flatten() for p in model.parameters()]) - before
+
+    grpo = update("grpo", 0.0, None)
+    assert torch.allclose(update("grpo_echo", 1.0, "adam_tensorwise", 1e-12), grpo, atol=1e-9)
+    tensorwise, adamw = update("grpo_echo", 1.0, "adam_tensorwise") - grpo, update("grpo_echo", 1.0, "adamw") - grpo
+    assert not torch.allclose(tensorwise, adamw, atol=1e-6)
+    moved = {k: float((d.abs() >= 5e-4).float().mean()) for k, d in (("tensorwise", tensorwise), ("adamw", adamw))}
+    assert moved["adamw"] > 0.5 and moved["tensorwise"] < moved["adamw"] / 2, moved
+
+
 def test_the_action_kl_anchor_holds_the_policy_to_its_start() -> None:
     """``rl_step(anchor=...)``: coeff · KL(π_θ ‖ π_start) on the action targets joins the world term. At the start
     it is zero with a zero gradient (the step is the unanchored one); once the world term has moved the policy, it
@@ -1015,6 +1079,16 @@ def test_echos_own_world_rate_keys_only_its_runs_and_leaves_stored_runs_valid() 
     assert DemoConfig(**own.to_dict()).echo_world_lr == 1e-3
     with pytest.raises(ValueError, match="echo_world_lr"):
         DemoConfig.preset("full", echo_world_lr=-1e-3)
+    # its optimizer likewise: GRPO + ECHO's alone, absent from every key at its default (AdamW), and it needs a rate
+    tensorwise = DemoConfig.preset("full", echo_world_lr=1e-3, echo_world_optimizer="adam_tensorwise")
+    for arm in ("grpo", "direct_ce"):
+        assert resume_key(tensorwise, arm) == resume_key(plain, arm)
+    assert resume_key(tensorwise, "grpo_echo") != resume_key(own, "grpo_echo")
+    assert all("echo_world_optimizer" not in resume_key(own, arm) for arm in ("grpo", "grpo_echo", "direct_ce"))
+    with pytest.raises(ValueError, match="needs echo_world_lr"):
+        DemoConfig.preset("full", echo_world_optimizer="adam_tensorwise")
+    with pytest.raises(ValueError, match="echo_world_optimizer must be"):
+        DemoConfig.preset("full", echo_world_lr=1e-3, echo_world_optimizer="sgd")
 
 
 def test_seeds_are_disjoint_and_validated() -> None:
@@ -1078,8 +1152,9 @@ def test_cli_rejects_bad_options(tmp_path: Path) -> None:
 def test_cli_passes_echos_own_settings_and_refuses_them_without_a_sweep_or_their_partners(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``--echo-world-lr``, ``--echo-action-kl`` and ``--echo-anchor`` reach the run's config; the recorded λ is not
-    taken for them (it was chosen without them), and an anchor that moves needs the other two."""
+    """``--echo-world-lr``, ``--echo-world-optimizer``, ``--echo-action-kl`` and ``--echo-anchor`` reach the run's
+    config; the recorded λ is not taken for them (it was chosen without them), an anchor that moves needs the world
+    rate and the anchor's β, and a world optimizer needs the world rate."""
     import typer
     from typer.testing import CliRunner
 
@@ -1096,9 +1171,11 @@ def test_cli_passes_echos_own_settings_and_refuses_them_without_a_sweep_or_their
     app = typer.Typer()
     app.command()(demo)
     own = ["--echo-world-lr", "1e-3", "--echo-action-kl", "3", "--echo-anchor", "policy_term"]
-    result = CliRunner().invoke(app, ["--out", str(tmp_path), "--sweep-seeds", "3", *own])
+    tensorwise = ["--echo-world-optimizer", "adam_tensorwise"]
+    result = CliRunner().invoke(app, ["--out", str(tmp_path), "--sweep-seeds", "3", *own, *tensorwise])
     assert result.exit_code == 3, result.output
     assert (seen[0].echo_world_lr, seen[0].echo_action_kl, seen[0].echo_anchor) == (1e-3, 3.0, "policy_term")
+    assert seen[0].echo_world_optimizer == "adam_tensorwise"
     refused = {
         "--sweep-seeds 3": ["--out", str(tmp_path), *own],  # λ pre-registered without these settings
         "echo_action_kl and echo_world_lr": [
@@ -1110,6 +1187,7 @@ def test_cli_passes_echos_own_settings_and_refuses_them_without_a_sweep_or_their
             "policy_term",
         ],
         "echo_anchor must be": ["--out", str(tmp_path), "--sweep-seeds", "3", *own[:4], "--echo-anchor", "nope"],
+        "needs echo_world_lr": ["--out", str(tmp_path), "--sweep-seeds", "3", *tensorwise],
     }
     for why, args in refused.items():
         result = CliRunner().invoke(app, args)
@@ -1132,6 +1210,8 @@ def test_echos_own_settings_name_the_arm_wherever_they_are_set() -> None:
         == "world term on its own AdamW at 0.001, action-KL anchor β = 3 moving with the policy term"
     )
     assert echo_settings(to_start).endswith("β = 10 to the start")
+    tensorwise = {**moving, "echo_world_optimizer": "adam_tensorwise"}
+    assert echo_settings(tensorwise).startswith("world term on its own Adam with one second moment per tensor at 0.001")
     arms = {"grpo_echo": {"label": "GRPO + ECHO", "lambda": 1.0}, "grpo": {"label": "GRPO (λ=0)", "lambda": 0.0}}
     assert _label({"config": plain, "arms": arms}, "grpo_echo") == "GRPO + ECHO (λ = 1)"
     assert _label({"config": moving, "arms": arms}, "grpo_echo") == f"GRPO + ECHO (λ = 1; {echo_settings(moving)})"
@@ -1437,8 +1517,9 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
 
 def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_each() -> None:
     """Each committed run's RL probes (sql's settings, both envs' direct-CE rates): each from the recorded run's start,
-    each one setting away from the defaults (or the action-KL anchor, and what it holds to, on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world
-    for world (and, where it ran direct CE, the recorded direct CE's validation curve)."""
+    each one setting away from the defaults (or the action-KL anchor, what it holds to and the world term's optimizer,
+    on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world for world
+    (and, where it ran direct CE, the recorded direct CE's validation curve)."""
     files = [EXAMPLE / d / "rl-probes.json" for d in ("results", "results-sql")]
     assert files[1].is_file()
     from openenv_echo.demo.summarize import flattening
@@ -1453,7 +1534,9 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
         anchored = [p["settings"] for p in probes.values() if len(p["settings"]) > 1]
         assert sorted(len(p["settings"]) for p in probes.values() if len(p["settings"]) < 2) == [0] + [1] * len(singles)
         for settings in anchored:
-            rest = {k: v for k, v in settings.items() if k not in ("echo_action_kl", "echo_anchor")}
+            rest = {
+                k: v for k, v in settings.items() if k not in ("echo_action_kl", "echo_anchor", "echo_world_optimizer")
+            }
             assert len(rest) == 1 and "echo_action_kl" in settings and rest in singles, settings
         recorded = {
             r["seed"]: r["evals"][-1]["val_policy"]["per_world_reward"]
