@@ -54,7 +54,15 @@ at λ is the same run under any grid that holds λ, so a wider grid trains only 
 
 ARM_FIELDS = {
     "direct_ce": ("direct_ce_lr",),
-    "grpo_echo": ("echo_world_lr", "echo_world_optimizer", "echo_action_kl", "echo_anchor"),
+    "grpo_echo": (
+        "echo_world_lr",
+        "echo_world_optimizer",
+        "echo_normalization",
+        "echo_world_surgery",
+        "echo_world_varied_only",
+        "echo_action_kl",
+        "echo_anchor",
+    ),
 }
 """Settings only one arm reads: another arm's run stored under other values is reused."""
 

@@ -73,6 +73,23 @@ def demo(
         help="GRPO + ECHO: that world term's optimizer: adamw | adam_tensorwise (one second moment per parameter "
         "tensor; needs --echo-world-lr) [adamw].",
     ),
+    echo_normalization: str | None = typer.Option(
+        None,
+        "--echo-normalization",
+        help="GRPO + ECHO: the world term's normalization: token_mean | sequence_mean (the paper's: each rollout's "
+        "env CE over its observation body tokens, then the mean over rollouts) [token_mean].",
+    ),
+    echo_world_surgery: bool = typer.Option(
+        False,
+        "--echo-world-surgery",
+        help="GRPO + ECHO: PCGrad, the world term's gradient loses its component along the policy term's where they "
+        "conflict (needs --echo-world-lr) [off].",
+    ),
+    echo_world_varied_only: bool = typer.Option(
+        False,
+        "--echo-world-varied-only",
+        help="GRPO + ECHO: the world term only on rollouts of groups with reward variance [every rollout].",
+    ),
     echo_action_kl: float | None = typer.Option(
         None,
         "--echo-action-kl",
@@ -118,6 +135,9 @@ def demo(
         "lambdas": lams,
         "echo_world_lr": echo_world_lr,
         "echo_world_optimizer": echo_world_optimizer,
+        "echo_normalization": echo_normalization,
+        "echo_world_surgery": echo_world_surgery or None,
+        "echo_world_varied_only": echo_world_varied_only or None,
         "echo_action_kl": echo_action_kl,
         "echo_anchor": echo_anchor,
         "progress": not no_progress,

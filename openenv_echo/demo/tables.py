@@ -63,6 +63,12 @@ def echo_settings(config: dict[str, Any]) -> str:
             else "AdamW"
         )
         parts.append(f"world term on its own {how} at {config['echo_world_lr']:g}")
+    if config.get("echo_normalization", "token_mean") != "token_mean":
+        parts.append("world term normalised per rollout (the paper's sequence mean)")
+    if config.get("echo_world_surgery"):
+        parts.append("PCGrad against the policy term")
+    if config.get("echo_world_varied_only"):
+        parts.append("world term only where a group's rewards differ")
     if config.get("echo_action_kl") is not None:
         to = "moving with the policy term" if config.get("echo_anchor") == "policy_term" else "to the start"
         parts.append(f"action-KL anchor β = {config['echo_action_kl']:g} {to}")
@@ -307,9 +313,17 @@ def _lambda_share(row: dict[str, Any], direct_ce: float) -> float | None:
     return gap_closed(row["curve"][0]["env_ce"], row["env_ce"]["mean"], direct_ce)
 
 
-SHORT = {"echo_world_lr": "lr {:g}", "echo_world_optimizer": "{}", "echo_action_kl": "β {:g}", "echo_anchor": "{}"}
+SHORT = {
+    "echo_world_lr": "lr {:g}",
+    "echo_world_optimizer": "{}",
+    "echo_normalization": "{}",
+    "echo_world_surgery": "PCGrad",
+    "echo_world_varied_only": "varied groups",
+    "echo_action_kl": "β {:g}",
+    "echo_anchor": "{}",
+}
 """Short labels of GRPO + ECHO's own settings on the trade-off plot (its title says what each stands for)."""
-SHORT_VALUES = {"policy_term": "moving", "adam_tensorwise": "tensorwise"}
+SHORT_VALUES = {"policy_term": "moving", "adam_tensorwise": "tensorwise", "sequence_mean": "seq. mean"}
 """Short labels of those settings' string values on the same plot."""
 
 

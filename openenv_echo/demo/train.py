@@ -30,6 +30,7 @@ from ..objective import (
     EchoBatch,
     EchoConfig,
     echo_loss,
+    env_keep_mask,
     group_advantages,
     hidden_logps,
     local_denominators,
@@ -108,12 +109,22 @@ def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def arm_config(arm: str, lam: float) -> EchoConfig:
-    """The objective of each arm (everything else identical)."""
+def arm_config(arm: str, lam: float, normalization: str = "token_mean", varied_only: bool = False) -> EchoConfig:
+    """The objective of each arm (everything else identical). GRPO + ECHO's world term: ``normalization``
+    (``config.ECHO_NORMALIZATIONS``: ``sequence_mean`` is the paper's, over each rollout's |O_i|) and ``varied_only``
+    (only on rollouts of groups with reward variance)."""
     if arm == "grpo":
         return EchoConfig(world_model_coeff=0.0)
     if arm == "grpo_echo":
-        return EchoConfig(world_model_coeff=lam)
+        if normalization not in ("token_mean", "sequence_mean"):
+            raise ValueError(f"unknown world-term normalization {normalization!r}")
+        paper = {"sequence_denominator": "full_observation"} if normalization == "sequence_mean" else {}
+        return EchoConfig(
+            world_model_coeff=lam,
+            normalization=normalization,  # type: ignore[arg-type]  # checked above
+            keep_zero_variance_env=not varied_only,
+            **paper,  # type: ignore[arg-type]
+        )
     if arm == "direct_ce":
         return EchoConfig(world_model_coeff=1.0, verifier_free=True)
     raise ValueError(f"unknown arm {arm!r}")
@@ -290,6 +301,26 @@ def sft_actions(
 
 
 # -- RL ---------------------------------------------------------------------------------------------------
+def _world_policy_surgery(
+    world_grads: list[torch.Tensor], params: list[torch.nn.Parameter], surgery: bool
+) -> dict[str, float]:
+    """The cosine of the world term's gradient (``world_grads``) with the policy term's (the parameters' ``.grad``),
+    and with ``surgery`` PCGrad on the world term's: where the inner product is negative, its component along the
+    policy term's gradient is removed in place, so that the world step does not undo the policy step to first
+    order. Returns the logged cosine (before any projection) and whether the gradient was projected."""
+    with torch.no_grad():
+        policy = [torch.zeros_like(p) if p.grad is None else p.grad for p in params]
+        dot = sum(float((w * g).sum()) for w, g in zip(world_grads, policy, strict=True))
+        pp = sum(float(g.square().sum()) for g in policy)
+        ww = sum(float(w.square().sum()) for w in world_grads)
+        cos = dot / (pp * ww) ** 0.5 if pp > 0 and ww > 0 else 0.0
+        projected = surgery and dot < 0 and pp > 0
+        if projected:
+            for w, g in zip(world_grads, policy, strict=True):
+                w.sub_(g, alpha=dot / pp)
+    return {"world_policy_cos": cos} | ({"world_projected": float(projected)} if surgery else {})
+
+
 def rl_step(
     model: torch.nn.Module,
     opt: torch.optim.Optimizer,
@@ -307,6 +338,7 @@ def rl_step(
     anchor: torch.nn.Module | None = None,
     anchor_coeff: float = 0.0,
     anchor_follows: bool = False,
+    surgery: bool = False,
 ) -> dict[str, float]:
     """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
 
@@ -318,14 +350,19 @@ def rl_step(
     temperature joins the world term (and its optimizer): the world step then learns env tokens without moving the
     policy away from the frozen ``anchor`` (the run's start). ``anchor_follows`` (needs ``world_opt``): the anchor
     takes the policy term's steps too, so that it holds the policy to the start moved by the policy term alone and
-    resists only what the world term's steps do to the actions.
+    resists only what the world term's steps do to the actions. ``surgery`` (needs ``world_opt``): PCGrad, where
+    the world term's gradient has a negative inner product with the policy term's, its component along the policy
+    term's gradient is removed before its step. With a world optimizer the cosine of the two gradients is logged.
     """
     r = torch.tensor(rewards, dtype=torch.float32)
     flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
     varied_groups = int((~flat).sum()) // group_size
     adv = None if cfg.verifier_free else group_advantages(r, group_size, advantage)  # type: ignore[arg-type]
     full = collate(sequences, tokenizer=tokenizer)
-    full_batch = EchoBatch(role_ids=full["role_ids"], advantages=adv, obs_count=full["obs_count"], verifier_free=flat)
+    keep = None if cfg.keep_zero_variance_env else env_keep_mask(cfg, group_size, len(sequences), rewards=r).keep
+    full_batch = EchoBatch(
+        role_ids=full["role_ids"], advantages=adv, obs_count=full["obs_count"], verifier_free=flat, env_keep=keep
+    )
     dens = local_denominators(full_batch, cfg)
     model.train()
     opt.zero_grad(set_to_none=True)
@@ -337,6 +374,8 @@ def rl_step(
         raise ValueError("an action-KL anchor needs a frozen model and a coefficient > 0, and each needs the other")
     if anchor_follows and (anchor is None or world_opt is None):
         raise ValueError("an anchor that follows the policy term needs an anchor and a world optimizer")
+    if surgery and world_opt is None:
+        raise ValueError("gradient surgery needs a world optimizer (the two terms' gradients apart)")
     n_action = max(int(action_targets(full["role_ids"], full["attention_mask"]).sum()), 1)
     sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0, "kl": 0.0}
     for lo in range(0, len(sequences), micro_batch):
@@ -347,6 +386,7 @@ def rl_step(
             advantages=None if adv is None else adv[rows],
             obs_count=b["obs_count"],
             verifier_free=flat[rows],
+            env_keep=None if keep is None else keep[rows],
         )
         hidden, head = forward_hidden(model, b)
         lp = hidden_logps(hidden, head, b["input_ids"], temperature)
@@ -373,6 +413,9 @@ def rl_step(
         if n_env:  # a micro-batch without env tokens has no CE (nan), not a zero one
             sums["nll"] += float(m["echo/ce_per_token/env_output"]) * n_env
         sums["n_env"] += n_env
+    world: dict[str, float] = {}
+    if world_grads is not None:
+        world |= _world_policy_surgery(world_grads, params, surgery)
     grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
     # A batch with no reward variance and λ = 0 has an exactly zero gradient; AdamW would still move the weights on
     # its stale momentum (on a tiny model, enough to wreck the policy), so such a step is skipped and logged. With a
@@ -385,12 +428,12 @@ def rl_step(
             for a, p, p0 in zip(_trained(anchor, model), params, before, strict=True):
                 a.add_(p - p0)
     skipped = grad_norm == 0.0 and world_opt is None
-    world: dict[str, float] = {}
     if world_opt is not None and world_grads is not None:
         for p, g in zip(params, world_grads, strict=True):  # every .grad replaced: the policy term's are spent
             p.grad = g
         world["world_grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
-        world_opt.step()
+        if world["world_grad_norm"] != 0.0:  # nothing to learn: no step on stale momentum (as for the policy term)
+            world_opt.step()
         world_opt.zero_grad(set_to_none=True)
     anchored = {"action_kl": sums["kl"] / n_action} if anchor is not None else {}
     return {

@@ -733,6 +733,135 @@ def test_a_tensorwise_world_step_leaves_the_policy_step_alone_and_moves_fewer_we
     assert moved["adamw"] > 0.5 and moved["tensorwise"] < moved["adamw"] / 2, moved
 
 
+def test_the_papers_sequence_mean_weighs_each_rollout_alike_in_the_world_term() -> None:
+    """``echo_normalization="sequence_mean"`` is the paper's: each env target of rollout i weighs λ / (|O_i| · N_seq),
+    |O_i| its observation body tokens, where the token mean weighs every target λ / N_selected. ``rl_step`` keeps it
+    over micro-batches (one update whatever their size), and it moves the weights otherwise than the token mean."""
+    import copy
+
+    from openenv_echo.demo.train import arm_config, rl_step
+    from openenv_echo.objective import EchoBatch, token_weights
+    from openenv_echo.tokenization import collate
+
+    tok, model, seqs = _two_rollouts()
+    paper = arm_config("grpo_echo", 2.0, "sequence_mean")
+    assert (paper.normalization, paper.sequence_denominator) == ("sequence_mean", "full_observation")
+    b = collate(seqs, tokenizer=tok)
+    batch = EchoBatch(role_ids=b["role_ids"], advantages=None, obs_count=b["obs_count"], verifier_free=None)
+    seq, tok_mean = token_weights(batch, paper), token_weights(batch, arm_config("grpo_echo", 2.0))
+    n_selected = int(tok_mean.world_mask.sum())
+    assert n_selected > 0 and torch.equal(seq.world_mask, tok_mean.world_mask)
+    for i, obs in enumerate(b["obs_count"].tolist()):
+        row = seq.world[i][seq.world_mask[i]]
+        assert obs > 0 and torch.allclose(row, torch.full_like(row, 2.0 / (obs * len(seqs))))
+        row = tok_mean.world[i][tok_mean.world_mask[i]]
+        assert torch.allclose(row, torch.full_like(row, 2.0 / n_selected))
+    assert not torch.allclose(seq.world, tok_mean.world)  # the two rollouts' observations differ in length
+    start = copy.deepcopy(model.state_dict())
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+    def update(normalization: str, micro_batch: int) -> torch.Tensor:
+        model.load_state_dict(start)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)  # the update is the clipped gradient itself
+        cfg = arm_config("grpo_echo", 2.0, normalization)
+        rl_step(model, opt, seqs, [1.0, 0.0], 2, cfg, tok, micro_batch=micro_batch, step=0)
+        return torch.cat([p.detach().flatten() for p in model.parameters()]) - before
+
+    assert torch.allclose(update("sequence_mean", 1), update("sequence_mean", 2), atol=1e-6)
+    assert not torch.allclose(update("sequence_mean", 2), update("token_mean", 2), atol=1e-6)
+    with pytest.raises(ValueError, match="normalization"):
+        arm_config("grpo_echo", 1.0, "sum")
+
+
+def test_gradient_surgery_removes_only_the_world_terms_conflict_with_the_policy_term() -> None:
+    """PCGrad (``echo_world_surgery``): where the world term's gradient points against the policy term's, it loses
+    its component along the policy term's gradient (and then is orthogonal to it); where it does not, it is left
+    alone. The cosine before projection is logged either way. In ``rl_step`` the policy step stays GRPO's, the world
+    step changes exactly when the logged cosine is negative, and surgery needs the two gradients apart."""
+    import copy
+
+    from openenv_echo.demo.train import _world_policy_surgery, arm_config, rl_step
+
+    p1, p2 = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
+    p1.grad, p2.grad = torch.tensor([1.0, 0.0]), torch.tensor([0.0])  # the policy term's gradient: (1, 0, 0)
+    world = [torch.tensor([-1.0, 1.0]), torch.tensor([2.0])]  # (-1, 1, 2): against it
+    stats = _world_policy_surgery(world, [p1, p2], True)
+    assert stats == {"world_policy_cos": pytest.approx(-1 / 6**0.5), "world_projected": 1.0}
+    assert torch.equal(world[0], torch.tensor([0.0, 1.0])) and torch.equal(world[1], torch.tensor([2.0]))
+    assert torch.equal(p1.grad, torch.tensor([1.0, 0.0]))  # the policy term's own gradient is untouched
+    along = [torch.tensor([3.0, 1.0]), torch.tensor([0.0])]  # with it: left alone
+    assert _world_policy_surgery(along, [p1, p2], True)["world_projected"] == 0.0
+    assert torch.equal(along[0], torch.tensor([3.0, 1.0]))
+    logged = [torch.tensor([-1.0, 1.0]), torch.tensor([2.0])]
+    assert _world_policy_surgery(logged, [p1, p2], False) == {"world_policy_cos": pytest.approx(-1 / 6**0.5)}
+    assert torch.equal(logged[0], torch.tensor([-1.0, 1.0]))  # without surgery: measured, not changed
+
+    tok, model, seqs = _two_rollouts()
+    start = copy.deepcopy(model.state_dict())
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+    def update(surgery: bool, rewards: list[float], world_lr: float = 1e-3) -> tuple[torch.Tensor, dict[str, float]]:
+        model.load_state_dict(start)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        world_opt = torch.optim.SGD(model.parameters(), lr=world_lr)  # the world step is its clipped gradient
+        cfg = arm_config("grpo_echo", 1.0)
+        stats = rl_step(
+            model, opt, seqs, rewards, 2, cfg, tok, micro_batch=1, step=0, world_opt=world_opt, surgery=surgery
+        )
+        return torch.cat([p.detach().flatten() for p in model.parameters()]) - before, stats
+
+    signs = []
+    for rewards in ([1.0, 0.0], [0.0, 1.0]):  # swapped rewards: the policy term's gradient flips, the world term's not
+        plain, plain_stats = update(False, rewards)
+        cut, cut_stats = update(True, rewards)
+        cos = plain_stats["world_policy_cos"]
+        assert -1.0 <= cos <= 1.0 and cut_stats["world_policy_cos"] == pytest.approx(cos, abs=1e-6)
+        assert "world_projected" not in plain_stats and cut_stats["world_projected"] == float(cos < 0)
+        assert torch.allclose(plain, cut, atol=1e-9) != (cos < 0)  # projected exactly when the terms conflict
+        signs.append(cos < 0)
+    assert sorted(signs) == [False, True]  # so one of the two orders was projected
+    assert torch.allclose(update(True, [1.0, 0.0], 1e-12)[0], update(False, [1.0, 0.0], 1e-12)[0], atol=1e-9)
+    opt = torch.optim.AdamW(model.parameters())
+    with pytest.raises(ValueError, match="surgery needs a world optimizer"):
+        rl_step(model, opt, seqs, [1.0, 0.0], 2, arm_config("grpo", 0.0), tok, micro_batch=1, step=0, surgery=True)
+
+
+def test_the_world_term_only_where_a_groups_rewards_differ() -> None:
+    """``echo_world_varied_only``: the world term keeps only rollouts of groups with reward variance. A flat group
+    then has no world term at all: no world loss, no update, and no world step on the world optimizer's stale
+    momentum either; a varied group's world term is the plain one."""
+    import copy
+
+    from openenv_echo.demo.train import arm_config, rl_step
+
+    tok, model, seqs = _two_rollouts()
+    varied = arm_config("grpo_echo", 1.0, varied_only=True)
+    assert not varied.keep_zero_variance_env and arm_config("grpo_echo", 1.0).keep_zero_variance_env
+    start = copy.deepcopy(model.state_dict())
+
+    def weights() -> torch.Tensor:
+        return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+    def step(cfg: Any, rewards: list[float], world: torch.optim.Optimizer | None = None) -> dict[str, float]:
+        return rl_step(model, opt, seqs, rewards, 2, cfg, tok, micro_batch=1, step=0, world_opt=world)
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    both = step(arm_config("grpo_echo", 1.0), [1.0, 0.0])
+    model.load_state_dict(start)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    kept = step(varied, [1.0, 0.0])  # a varied group: the world term is the plain one
+    assert kept["world_loss"] == pytest.approx(both["world_loss"], rel=1e-6) and kept["world_loss"] > 0
+    model.load_state_dict(start)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    world_opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    step(varied, [1.0, 0.0], world_opt)  # both optimizers now carry momentum
+    w = weights()
+    flat = step(varied, [0.5, 0.5], world_opt)  # a flat group: nothing to learn from either term
+    assert flat["world_loss"] == 0.0 and flat["world_grad_norm"] == 0.0 and flat["grad_norm"] == 0.0
+    assert torch.equal(weights(), w)
+    assert step(arm_config("grpo_echo", 1.0), [0.5, 0.5], world_opt)["world_loss"] > 0  # without it: still trains
+
+
 def test_the_action_kl_anchor_holds_the_policy_to_its_start() -> None:
     """``rl_step(anchor=...)``: coeff · KL(π_θ ‖ π_start) on the action targets joins the world term. At the start
     it is zero with a zero gradient (the step is the unanchored one); once the world term has moved the policy, it
@@ -1089,6 +1218,21 @@ def test_echos_own_world_rate_keys_only_its_runs_and_leaves_stored_runs_valid() 
         DemoConfig.preset("full", echo_world_optimizer="adam_tensorwise")
     with pytest.raises(ValueError, match="echo_world_optimizer must be"):
         DemoConfig.preset("full", echo_world_lr=1e-3, echo_world_optimizer="sgd")
+    # its normalization and gradient surgery likewise: GRPO + ECHO's alone, absent from every key at their defaults
+    for setting in (
+        {"echo_normalization": "sequence_mean"},
+        {"echo_world_surgery": True},
+        {"echo_world_varied_only": True},
+    ):
+        probe = DemoConfig.preset("full", echo_world_lr=1e-3, **setting)
+        for arm in ("grpo", "direct_ce"):
+            assert resume_key(probe, arm) == resume_key(plain, arm)
+        assert resume_key(probe, "grpo_echo") != resume_key(own, "grpo_echo")
+        assert all(k not in resume_key(own, arm) for k in setting for arm in ("grpo", "grpo_echo", "direct_ce"))
+    with pytest.raises(ValueError, match="echo_world_surgery needs echo_world_lr"):
+        DemoConfig.preset("full", echo_world_surgery=True)
+    with pytest.raises(ValueError, match="echo_normalization must be"):
+        DemoConfig.preset("full", echo_normalization="sum")
 
 
 def test_seeds_are_disjoint_and_validated() -> None:
@@ -1176,6 +1320,16 @@ def test_cli_passes_echos_own_settings_and_refuses_them_without_a_sweep_or_their
     assert result.exit_code == 3, result.output
     assert (seen[0].echo_world_lr, seen[0].echo_action_kl, seen[0].echo_anchor) == (1e-3, 3.0, "policy_term")
     assert seen[0].echo_world_optimizer == "adam_tensorwise"
+    assert (seen[0].echo_normalization, seen[0].echo_world_surgery) == ("token_mean", False)
+    assert not seen[0].echo_world_varied_only
+    paper = ["--echo-normalization", "sequence_mean", "--echo-world-surgery", "--echo-world-varied-only"]
+    result = CliRunner().invoke(app, ["--out", str(tmp_path), "--sweep-seeds", "3", *own, *paper])
+    assert result.exit_code == 3, result.output
+    assert (seen[1].echo_normalization, seen[1].echo_world_surgery, seen[1].echo_world_varied_only) == (
+        "sequence_mean",
+        True,
+        True,
+    )
     refused = {
         "--sweep-seeds 3": ["--out", str(tmp_path), *own],  # λ pre-registered without these settings
         "echo_action_kl and echo_world_lr": [
@@ -1188,12 +1342,14 @@ def test_cli_passes_echos_own_settings_and_refuses_them_without_a_sweep_or_their
         ],
         "echo_anchor must be": ["--out", str(tmp_path), "--sweep-seeds", "3", *own[:4], "--echo-anchor", "nope"],
         "needs echo_world_lr": ["--out", str(tmp_path), "--sweep-seeds", "3", *tensorwise],
+        "echo_world_surgery needs": ["--out", str(tmp_path), "--sweep-seeds", "3", "--echo-world-surgery"],
+        "echo_normalization must be": ["--out", str(tmp_path), "--sweep-seeds", "3", "--echo-normalization", "sum"],
     }
     for why, args in refused.items():
         result = CliRunner().invoke(app, args)
         said = " ".join(result.output.replace("│", " ").split())  # the message, out of rich's error box
         assert result.exit_code == 2 and why in said, (why, result.output)
-    assert len(seen) == 1 and not (tmp_path / "report.json").exists()
+    assert len(seen) == 2 and not (tmp_path / "report.json").exists()
 
 
 def test_echos_own_settings_name_the_arm_wherever_they_are_set() -> None:
@@ -1212,6 +1368,12 @@ def test_echos_own_settings_name_the_arm_wherever_they_are_set() -> None:
     assert echo_settings(to_start).endswith("β = 10 to the start")
     tensorwise = {**moving, "echo_world_optimizer": "adam_tensorwise"}
     assert echo_settings(tensorwise).startswith("world term on its own Adam with one second moment per tensor at 0.001")
+    paper = {**moving, "echo_normalization": "sequence_mean", "echo_world_surgery": True}
+    assert echo_settings(paper) == (
+        "world term on its own AdamW at 0.001, world term normalised per rollout (the paper's sequence mean), "
+        "PCGrad against the policy term, action-KL anchor β = 3 moving with the policy term"
+    )
+    assert "world term only where a group's rewards differ" in echo_settings({**moving, "echo_world_varied_only": True})
     arms = {"grpo_echo": {"label": "GRPO + ECHO", "lambda": 1.0}, "grpo": {"label": "GRPO (λ=0)", "lambda": 0.0}}
     assert _label({"config": plain, "arms": arms}, "grpo_echo") == "GRPO + ECHO (λ = 1)"
     assert _label({"config": moving, "arms": arms}, "grpo_echo") == f"GRPO + ECHO (λ = 1; {echo_settings(moving)})"
@@ -1518,7 +1680,7 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
 def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_each() -> None:
     """Each committed run's RL probes (sql's settings, both envs' direct-CE rates): each from the recorded run's start,
     each one setting away from the defaults (or the action-KL anchor, what it holds to and the world term's optimizer,
-    on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world for world
+    normalization, gradient surgery and rollouts, on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world for world
     (and, where it ran direct CE, the recorded direct CE's validation curve)."""
     files = [EXAMPLE / d / "rl-probes.json" for d in ("results", "results-sql")]
     assert files[1].is_file()
@@ -1535,7 +1697,17 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
         assert sorted(len(p["settings"]) for p in probes.values() if len(p["settings"]) < 2) == [0] + [1] * len(singles)
         for settings in anchored:
             rest = {
-                k: v for k, v in settings.items() if k not in ("echo_action_kl", "echo_anchor", "echo_world_optimizer")
+                k: v
+                for k, v in settings.items()
+                if k
+                not in (
+                    "echo_action_kl",
+                    "echo_anchor",
+                    "echo_world_optimizer",
+                    "echo_normalization",
+                    "echo_world_surgery",
+                    "echo_world_varied_only",
+                )
             }
             assert len(rest) == 1 and "echo_action_kl" in settings and rest in singles, settings
         recorded = {
