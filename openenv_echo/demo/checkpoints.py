@@ -60,6 +60,7 @@ ARM_FIELDS = {
         "echo_normalization",
         "echo_world_surgery",
         "echo_world_varied_only",
+        "echo_world_steps",
         "echo_action_kl",
         "echo_anchor",
     ),

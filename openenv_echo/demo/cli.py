@@ -90,6 +90,11 @@ def demo(
         "--echo-world-varied-only",
         help="GRPO + ECHO: the world term only on rollouts of groups with reward variance [every rollout].",
     ),
+    echo_world_steps: int | None = typer.Option(
+        None,
+        "--echo-world-steps",
+        help="GRPO + ECHO: the world term only on the first N RL steps, then the policy term alone [every step].",
+    ),
     echo_action_kl: float | None = typer.Option(
         None,
         "--echo-action-kl",
@@ -138,6 +143,7 @@ def demo(
         "echo_normalization": echo_normalization,
         "echo_world_surgery": echo_world_surgery or None,
         "echo_world_varied_only": echo_world_varied_only or None,
+        "echo_world_steps": echo_world_steps,
         "echo_action_kl": echo_action_kl,
         "echo_anchor": echo_anchor,
         "progress": not no_progress,

@@ -138,6 +138,10 @@ class DemoConfig:
     # GRPO + ECHO's world term only on the rollouts of groups with reward variance (the objective's
     # keep_zero_variance_env=False); False: on every rollout (the recorded setting)
     echo_world_varied_only: bool = False
+    # GRPO + ECHO's world term (env CE, and the anchor with it) only on the first this many RL steps, then the policy
+    # term alone, so that GRPO's last steps can repay what the world term cost the policy; None: on every step (the
+    # recorded setting)
+    echo_world_steps: int | None = None
     # GRPO + ECHO's anchor: this coefficient · KL(π_θ ‖ π_start) on every action target, at the sampling temperature,
     # joins the world term (and its AdamW when echo_world_lr is set), so that learning env tokens does not move the
     # policy; None: no anchor (the recorded setting)
@@ -247,6 +251,8 @@ class DemoConfig:
             )
         if self.echo_world_surgery and self.echo_world_lr is None:
             raise ValueError("echo_world_surgery needs echo_world_lr (the two terms' gradients apart)")
+        if self.echo_world_steps is not None and not 0 < self.echo_world_steps < self.rl_steps:
+            raise ValueError("echo_world_steps must be > 0 and < rl_steps (None: the world term on every step)")
         if self.echo_action_kl is not None and self.echo_action_kl <= 0:
             raise ValueError("echo_action_kl must be > 0 (None: no anchor)")
         if self.echo_anchor not in ("start", "policy_term"):

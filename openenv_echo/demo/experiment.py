@@ -144,6 +144,7 @@ def rl_run(
     validation policy (what the λ rule reads) and the weights at every curve point."""
     model.load_state_dict(start["state"])
     objective = arm_config(arm, lam, cfg.echo_normalization, cfg.echo_world_varied_only)
+    policy_only = arm_config("grpo", 0.0)  # GRPO + ECHO's steps after echo_world_steps: the policy term alone
     opt = make_optimizer(model, cfg.direct_lr if arm == "direct_ce" else cfg.rl_lr)
     world_opt = None  # GRPO + ECHO's world term on an optimizer of its own, when it has a rate of its own
     if arm == "grpo_echo" and cfg.echo_world_lr is not None:
@@ -172,23 +173,25 @@ def rl_run(
             out.pop("per_world_reward")
             if lam == 0.0:
                 rollouts.append(sequences)
+        world_over = arm == "grpo_echo" and cfg.echo_world_steps is not None and step > cfg.echo_world_steps
+        held = None if world_over else anchor  # the anchor is part of the world term, and stops with it
         stats = rl_step(
             model,
             opt,
             sequences,
             rewards,
             cfg.rl_group,
-            objective,
+            policy_only if world_over else objective,
             tok,
             micro_batch=cfg.micro_batch,
             step=step - 1,
             temperature=cfg.temperature,
             advantage=cfg.advantage,
-            world_opt=world_opt,
-            anchor=anchor,
-            anchor_coeff=cfg.echo_action_kl or 0.0,
-            anchor_follows=anchor is not None and cfg.echo_anchor == "policy_term",
-            surgery=cfg.echo_world_surgery,
+            world_opt=None if world_over else world_opt,
+            anchor=held,
+            anchor_coeff=(cfg.echo_action_kl or 0.0) if held is not None else 0.0,
+            anchor_follows=held is not None and cfg.echo_anchor == "policy_term",
+            surgery=cfg.echo_world_surgery and not world_over,
         )
         row: dict[str, Any] = {"step": step, "seeds": schedule[step - 1], **stats}
         if out is not None:

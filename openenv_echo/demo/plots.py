@@ -189,8 +189,8 @@ def plot_tradeoff(tradeoff: dict[str, Any], env: str, path: Path, dpi: int = 110
         f"GRPO + ECHO on {env}: what the world term buys and what it costs\n(validation, final RL step; circles: λ on "
         "one AdamW; squares: probes, lr the world term's own AdamW rate (tensorwise: Adam with\none second moment "
         "per tensor; seq. mean: the paper's per-rollout normalization; PCGrad: gradient surgery against the policy "
-        "term;\nvaried groups: the world term only where a group's rewards differ), β its action-KL anchor, to the "
-        "start or moving with the policy term)",
+        "term;\nvaried groups: the world term only where a group's rewards differ; first n steps: only on the first "
+        "n RL steps), β its\naction-KL anchor, to the start or moving with the policy term)",
         fontsize=9,
     )
     ax.grid(alpha=0.3)

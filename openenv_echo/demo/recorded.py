@@ -2,10 +2,10 @@
 
 A default run (``sweep_seeds = 0``) takes λ from its env's recorded sweep (pre-registered: the recording chose it on
 validation over 3 sweep seeds × the λ grid; about 60 min on 2 cores) and, unless ``train_start`` is set, loads the
-recorded start checkpoint (a function of the start settings only; about 20 min to train), so one seed of every arm
-fits the reference budget. Each is used only where the run's settings are the recording's (the same keys that decide
-whether a stored run is reused) and its tokenizer is the recording's; otherwise the start is trained and a sweep must
-be asked for (``--sweep-seeds``)."""
+recorded start checkpoint (a function of the start settings, up to float rounding that can differ between machines
+and grow over training; about 20 min to train), so one seed of every arm fits the reference budget. Each is used
+only where the run's settings are the recording's (the same keys that decide whether a stored run is reused) and its
+tokenizer is the recording's; otherwise the start is trained and a sweep must be asked for (``--sweep-seeds``)."""
 
 from __future__ import annotations
 

@@ -69,6 +69,8 @@ def echo_settings(config: dict[str, Any]) -> str:
         parts.append("PCGrad against the policy term")
     if config.get("echo_world_varied_only"):
         parts.append("world term only where a group's rewards differ")
+    if config.get("echo_world_steps") is not None:
+        parts.append(f"world term on the first {config['echo_world_steps']} RL steps only")
     if config.get("echo_action_kl") is not None:
         to = "moving with the policy term" if config.get("echo_anchor") == "policy_term" else "to the start"
         parts.append(f"action-KL anchor β = {config['echo_action_kl']:g} {to}")
@@ -319,6 +321,7 @@ SHORT = {
     "echo_normalization": "{}",
     "echo_world_surgery": "PCGrad",
     "echo_world_varied_only": "varied groups",
+    "echo_world_steps": "first {} steps",
     "echo_action_kl": "β {:g}",
     "echo_anchor": "{}",
 }

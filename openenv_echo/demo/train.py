@@ -39,6 +39,7 @@ from ..objective import (
 from ..objective._advantages import zero_variance_groups
 from ..roles import Role, target_positions
 from ..tokenization import TokenizedTrajectory, collate
+from .config import ECHO_NORMALIZATIONS
 from .optim import make_optimizer
 
 
@@ -111,12 +112,12 @@ def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
 
 def arm_config(arm: str, lam: float, normalization: str = "token_mean", varied_only: bool = False) -> EchoConfig:
     """The objective of each arm (everything else identical). GRPO + ECHO's world term: ``normalization``
-    (``config.ECHO_NORMALIZATIONS``: ``sequence_mean`` is the paper's, over each rollout's |O_i|) and ``varied_only``
+    (``ECHO_NORMALIZATIONS``: ``sequence_mean`` is the paper's, over each rollout's |O_i|) and ``varied_only``
     (only on rollouts of groups with reward variance)."""
     if arm == "grpo":
         return EchoConfig(world_model_coeff=0.0)
     if arm == "grpo_echo":
-        if normalization not in ("token_mean", "sequence_mean"):
+        if normalization not in ECHO_NORMALIZATIONS:
             raise ValueError(f"unknown world-term normalization {normalization!r}")
         paper = {"sequence_denominator": "full_observation"} if normalization == "sequence_mean" else {}
         return EchoConfig(
