@@ -70,6 +70,11 @@ class Seeds:
             raise ValueError("train / validation / test seeds overlap")
 
 
+SFT_BAND = (0.2, 0.6)
+"""Greedy validation success a start should have: enough solved worlds that RL groups have reward variance, enough
+unsolved that RL has room to gain."""
+
+
 @dataclass
 class DemoConfig:
     """Configuration of one demo run (``DemoConfig.preset("quick"|"full", **overrides)``)."""
@@ -225,9 +230,11 @@ class DemoConfig:
         for name in ("max_env_steps", "max_action_tokens"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        for name in ("generic_steps", "sft_steps", "rl_steps"):
-            if (getattr(self, name) or 0) < 0:
+        for name in ("generic_steps", "rl_steps"):
+            if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if self.sft_steps is not None and self.sft_steps < 1:  # the start is one of SFT's checkpoints
+            raise ValueError("sft_steps must be >= 1")
         if self.sweep_seeds < 0:
             raise ValueError("sweep_seeds must be >= 0 (0: λ from the env's recorded sweep)")
         if self.rl_group < 2:

@@ -19,7 +19,7 @@ import torch
 from ..trajectory import Trajectory
 from .checkpoints import load_stored, resume_key, save_stored, start_key
 from .clock import Clock
-from .config import ARM_LABELS, ARMS, DemoConfig, Seeds
+from .config import ARM_LABELS, ARMS, SFT_BAND, DemoConfig, Seeds
 from .corpus import GenericCorpus, stdlib_docstrings
 from .envs import DEMO_ENVS, DemoEnv
 from .evaluate import (
@@ -47,9 +47,6 @@ from .summarize import choose_lambda
 from .train import arm_config, pack_chunks, pretrain_generic, rl_step, sft_actions
 from .workers import Job, QueueBar, WorkerSetup, run_jobs
 
-SFT_BAND = (0.2, 0.6)
-"""Greedy validation success a start should have: enough solved worlds that RL groups have reward variance, enough
-unsolved that RL has room to gain."""
 SFT_RULE = (
     "of the SFT checkpoints every sft_eval_every steps and the last, those whose greedy validation success lies in "
     f"[{SFT_BAND[0]:g}, {SFT_BAND[1]:g}] (some worlds solved, room left for RL); among them the highest validation "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import ARM_LABELS
+from .config import ARM_LABELS, SFT_BAND
 from .tables import echo_settings
 
 COLORS = {"grpo": "#7f7f7f", "grpo_echo": "#d62728", "direct_ce": "#1f77b4"}
@@ -157,6 +157,19 @@ def _err(xs: list[dict[str, Any]]) -> list[list[float]] | None:
     return [[x["mean"] - x["ci95"][0] for x in xs], [x["ci95"][1] - x["mean"] for x in xs]]
 
 
+def _save_single(fig: Any, ax: Any, path: Path, dpi: int) -> Path:
+    """Grid, legend and a deterministic PNG (no software stamp) of a one-panel figure; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
 def plot_tradeoff(tradeoff: dict[str, Any], env: str, path: Path, dpi: int = 110) -> Path:
     """What each GRPO + ECHO setting bought and paid on validation (``tables.tradeoff_points``): its share of the gap
     to direct CE against its greedy success, with the issue's target region (half the gap or more, success within
@@ -193,10 +206,37 @@ def plot_tradeoff(tradeoff: dict[str, Any], env: str, path: Path, dpi: int = 110
         "n RL steps), β its\naction-KL anchor, to the start or moving with the policy term)",
         fontsize=9,
     )
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return _save_single(fig, ax, path, dpi)
+
+
+def plot_start_probes(
+    probes: dict[str, dict[str, Any]], recorded: dict[str, Any] | None, env: str, path: Path, dpi: int = 110
+) -> Path:
+    """Each start probe's SFT checkpoints: greedy validation success against SFT step, with ``SFT_BAND`` shaded
+    and the recorded start's checkpoints (its report's ``start_checkpoint.sft``) dashed; the chosen step circled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    lo, hi = SFT_BAND
+    ax.axhspan(
+        lo, hi, color="#2ca02c", alpha=0.12, label=f"the start's band ({100 * lo:.0f}–{100 * hi:.0f} %, SFT_BAND)"
+    )
+    rows = [(name, p["sft_checkpoints"], p["chosen_step"], "-") for name, p in probes.items()]
+    if recorded is not None:
+        ck = [{"step": c["step"], "val_success": c["val_policy"]["success"]} for c in recorded["sft"]["checkpoints"]]
+        rows.insert(0, ("the recording's start", ck, recorded["sft"]["chosen_step"], "--"))
+    for name, ck, chosen, ls in rows:
+        (line,) = ax.plot([c["step"] for c in ck], [c["val_success"] for c in ck], marker=".", ls=ls, label=name)
+        pick = next(c for c in ck if c["step"] == chosen)
+        ax.plot(chosen, pick["val_success"], marker="o", ms=11, mfc="none", color=line.get_color())
+    ax.set_ylim(-0.02, max(0.65, *(c["val_success"] + 0.05 for _, ck, _, _ in rows for c in ck)))
+    ax.set_xlabel("SFT step", fontsize=9)
+    ax.set_ylabel("greedy success on the 64 validation worlds", fontsize=9)
+    ax.set_title(
+        f"{env}: the start's SFT checkpoints under each start probe (circled: the checkpoint SFT_RULE chose)",
+        fontsize=9,
+    )
+    return _save_single(fig, ax, path, dpi)

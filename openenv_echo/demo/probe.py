@@ -13,6 +13,13 @@ own learning rate were tried (example README).
 ``run`` trains in ``START/probes/NAME`` from ``START/checkpoints/start.pt`` (it refuses a start trained under other
 settings) and writes the probe's record into ``START/rl-probes.json``. ``table`` prints a probes file's table
 (``tables.probes_table``); ``python -m openenv_echo.demo.render`` writes the committed one into the example README.
+
+``start`` probes the start checkpoint's settings instead (how the sql start's model size was tried): it trains the
+start alone in OUT (or resumes it from ``OUT/checkpoints/start.pt``), never the recorded one, and writes its record
+(SFT's validation checkpoints, the chosen one's validation and test figures) into FILE under NAME:
+
+    python -m openenv_echo.demo.probe start --env sql --out /tmp/sql-tiny-1 --name tiny-seed-1 --set model='"tiny"' \
+        --set seed=1 --into examples/echo_world_model/results-sql/start-probes.json
 """
 
 from __future__ import annotations
@@ -20,17 +27,18 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import RUN_ONLY_FIELDS, load_stored, start_key
+from .checkpoints import RUN_ONLY_FIELDS, START_FIELDS, load_stored, start_key
 from .config import DemoConfig
 from .experiment import RunStore, run_experiment
 from .render import PROBES_NAME
 from .run import torch_settings
 from .stats import gap_closed
 from .summarize import flattening
-from .tables import probes_table
+from .tables import probes_table, start_probes_table
 from .workers import Job
 
 NOT_SETTINGS = (*RUN_ONLY_FIELDS, "extra")
@@ -134,6 +142,52 @@ def run_probe(
     return record
 
 
+def start_record(cfg: DemoConfig, start: dict[str, Any], versions: dict[str, Any]) -> dict[str, Any]:
+    """A start probe's figures: its start settings away from the preset's, SFT's validation checkpoints (greedy
+    success, mean reward, per world), the step ``SFT_RULE`` chose, and that checkpoint's validation and test env CE
+    and success."""
+    sft = start["sft"]
+    after = {
+        split: {
+            "env_ce": start[split]["env_ce"]["nats_per_token"],
+            "success": start[split]["policy"]["success"],
+            "per_world_reward": start[split]["policy"]["per_world_reward"],
+        }
+        for split in ("val", "test")
+    }
+    return {
+        "settings": {k: v for k, v in changed(cfg).items() if k in START_FIELDS},
+        "start_key": json.loads(start_key(cfg)),
+        "versions": {k: versions[k] for k in ("python", "torch", "transformers", "platform", "torch_threads")},
+        "generic_losses": start["generic"]["losses"],
+        "sft_checkpoints": [
+            {
+                "step": c["step"],
+                "val_success": c["val_policy"]["success"],
+                "val_mean_reward": c["val_policy"]["mean_reward"],
+                "val_per_world_reward": c["val_policy"]["per_world_reward"],
+            }
+            for c in sft["checkpoints"]
+        ],
+        "chosen_step": sft["chosen_step"],
+        "after": after,
+    }
+
+
+def run_start_probe(cfg: DemoConfig, name: str, into: Path) -> dict[str, Any]:
+    """Train (or resume) the start of ``cfg`` in ``cfg.out`` and write its record into ``into`` under ``name``."""
+
+    def plan(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
+        return start_record(cfg, runs.start, report["versions"])
+
+    with torch_settings(cfg.threads):
+        record = run_experiment(replace(cfg, train_start=True), f"probe start {name}", plan)
+    probes = json.loads(into.read_text()) if into.is_file() else {}
+    probes[name] = record
+    into.write_text(json.dumps(probes, indent=1, ensure_ascii=False) + "\n")
+    return record
+
+
 def _value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -144,26 +198,39 @@ def _value(text: str) -> Any:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m openenv_echo.demo.probe", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="train a probe and record it")
-    run.add_argument("--env", default="terminal")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--env", default="terminal")
+    common.add_argument("--name", required=True)
+    common.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a DemoConfig field (JSON)")
+    common.add_argument("--quick", action="store_true", help="from the quick preset (a smoke test)")
+    run = sub.add_parser("run", parents=[common], help="train a probe and record it")
     run.add_argument("--start", type=Path, required=True, help="a demo run's --out (its checkpoints/start.pt)")
-    run.add_argument("--name", required=True)
-    run.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a DemoConfig field (JSON)")
     run.add_argument("--seeds", type=int, default=3, help="RL seeds 0 .. N-1 [3]")
     run.add_argument("--direct-ce", action="store_true", help="also direct CE on each seed's GRPO rollouts")
     run.add_argument("--echo", type=float, metavar="LAMBDA", help="also GRPO + ECHO at this λ on each seed")
-    run.add_argument("--quick", action="store_true", help="from the quick preset (a smoke test)")
-    table = sub.add_parser("table", help="print a probes file's table")
+    start = sub.add_parser("start", parents=[common], help="train a start checkpoint alone and record it")
+    start.add_argument("--out", type=Path, required=True, help="where the start trains (resumed if stored there)")
+    start.add_argument("--into", type=Path, required=True, help="the start probes file the record joins")
+    table = sub.add_parser("table", help="print a probes file's table (RL probes or start probes)")
     table.add_argument("file", type=Path)
     args = ap.parse_args(argv)
     if args.command == "table":
-        print(probes_table(json.loads(args.file.read_text())))
+        probes = json.loads(args.file.read_text())
+        starts = all("sft_checkpoints" in p for p in probes.values())
+        print(start_probes_table(probes) if probes and starts else probes_table(probes))
         return
     if any("=" not in s for s in args.set):
         ap.error("--set takes FIELD=VALUE")
+    overrides = {k: _value(v) for k, v in (s.split("=", 1) for s in args.set)}
+    if args.command == "start":
+        try:
+            cfg = DemoConfig.preset("quick" if args.quick else "full", env=args.env, out=args.out, **overrides)
+        except (TypeError, ValueError) as e:
+            ap.error(str(e))
+        print(start_probes_table({args.name: run_start_probe(cfg, args.name, args.into)}))
+        return
     if args.echo is not None and not args.echo > 0:
         ap.error("--echo takes a λ > 0")
-    overrides = {k: _value(v) for k, v in (s.split("=", 1) for s in args.set)}
     try:
         cfg = DemoConfig.preset(
             "quick" if args.quick else "full",

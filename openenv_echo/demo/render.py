@@ -3,10 +3,10 @@
 ``render_run(report, OUT)``: the summaries, ``report.json``, ``summary.md``, ``echo_world_model.png`` and
 ``verdict.json`` of one run (what a run writes after every seed). ``python -m openenv_echo.demo.render [ROOT]``
 re-renders the committed runs of the repository at ROOT (default: the current directory):
-``examples/echo_world_model/results``, ``results-sql`` (with each run's trade-off plot, ``echo-tradeoff.png``) and
-``results-anchored`` (terminal with GRPO + ECHO's own world rate and moving anchor),
-the example README's tables blocks (with each run's RL probes table, from its ``rl-probes.json``) and the top-level
-README's demo block. Tests check that the
+``examples/echo_world_model/results``, ``results-sql`` (with each run's trade-off plot, ``echo-tradeoff.png``, and,
+where it has ``start-probes.json``, its start probes' plot ``start-probes.png``) and ``results-anchored`` (terminal
+with GRPO + ECHO's own world rate and moving anchor), the example README's tables blocks (with each run's RL probes
+table, from its ``rl-probes.json``, and start probes table) and the top-level README's demo block. Tests check that the
 committed files are exactly its output.
 """
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .plots import plot_report, plot_tradeoff
+from .plots import plot_report, plot_start_probes, plot_tradeoff
 from .recorded import RESULTS, RESULTS_ANCHORED, RESULTS_SQL
 from .summarize import summarize, verdict
 from .tables import (
@@ -32,6 +32,8 @@ from .tables import (
     probes_table,
     readme_section,
     replace_block,
+    start_probes_markers,
+    start_probes_table,
     summary_markdown,
     timing_line,
     tradeoff_points,
@@ -41,6 +43,10 @@ PLOT_NAME = "echo_world_model.png"
 VERDICT_NAME = "verdict.json"
 PROBES_NAME = "rl-probes.json"
 """Validation-only probes of RL settings from a run's start (``openenv_echo.demo.probe``), beside its report."""
+START_PROBES_NAME = "start-probes.json"
+"""Start checkpoints trained under other start settings (``openenv_echo.demo.probe start``), beside a report."""
+START_PROBES_PLOT = "start-probes.png"
+"""Their SFT checkpoints' greedy validation success against SFT step, beside the recorded start's."""
 TRADEOFF_NAME = "echo-tradeoff.png"
 """Each GRPO + ECHO setting's share of the validation gap against its validation success (λ sweep and probes)."""
 ONE_SEED_NAME = "report-one-seed.json"
@@ -85,6 +91,12 @@ def render_repo(root: Path) -> None:
         if probes:
             text = replace_block(text, probes_table(probes), *probes_markers(report["config"]["env"]))
         plot_tradeoff(tradeoff_points(report, probes), report["config"]["env"], root / d / TRADEOFF_NAME)
+        starts_file = root / d / START_PROBES_NAME
+        if starts_file.is_file():
+            starts = json.loads(starts_file.read_text())
+            env = report["config"]["env"]
+            text = replace_block(text, start_probes_table(starts), *start_probes_markers(env))
+            plot_start_probes(starts, report["start_checkpoint"], env, root / d / START_PROBES_PLOT)
     readme.write_text(text)
     top = root / TOP_README
     body = readme_section(main, one_seed, reports.get(RESULTS_SQL), reports.get(RESULTS_ANCHORED))

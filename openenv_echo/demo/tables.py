@@ -16,6 +16,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from .config import SFT_BAND
 from .ngram import REFERENCES
 from .stats import gap_closed
 
@@ -28,6 +29,11 @@ ANCHORED_BEGIN, ANCHORED_END = "<!-- demo-tables-anchored:begin -->", "<!-- demo
 def probes_markers(env: str) -> tuple[str, str]:
     """The example README's markers around an env's RL probes table."""
     return f"<!-- rl-probes-{env}:begin -->", f"<!-- rl-probes-{env}:end -->"
+
+
+def start_probes_markers(env: str) -> tuple[str, str]:
+    """The example README's markers around an env's start probes table."""
+    return f"<!-- start-probes-{env}:begin -->", f"<!-- start-probes-{env}:end -->"
 
 
 ARM_ORDER = ("grpo", "grpo_echo", "direct_ce")
@@ -287,6 +293,28 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
             f"| {name} | {_setting(p['settings'])} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} | {succ} "
             f"(mean {avg:.3f}; start {p['start_val_success']:.3f}) | {var:.1f} | {flat} |"
             + (f" {_probe_echo(p)} |" if echo else "")
+        )
+    return "\n".join(lines)
+
+
+def start_probes_table(probes: dict[str, dict[str, Any]]) -> str:
+    """The README's table of a start probes file (``openenv_echo.demo.probe start``): a row per start, with its SFT
+    checkpoints' greedy validation success, the ones in ``SFT_BAND``, and the chosen one's figures."""
+    lo, hi = SFT_BAND
+    lines = [
+        f"| start probe | setting changed | SFT checkpoints' greedy validation success (every 100 steps) | checkpoints in "
+        f"the {100 * lo:.0f}–{100 * hi:.0f} % band | chosen step: validation success, env CE | test success |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, p in probes.items():
+        ck = p["sft_checkpoints"]
+        band = [c["step"] for c in ck if lo <= c["val_success"] <= hi]
+        v, t = p["after"]["val"], p["after"]["test"]
+        curve = ", ".join(format(c["val_success"], ".2f") for c in ck)
+        lines.append(
+            f"| {name} | {_setting(p['settings'])} | {curve} | "
+            f"{', '.join(map(str, band)) or 'none'} | {p['chosen_step']}: {v['success']:.3f}, {v['env_ce']:.3f} | "
+            f"{t['success']:.3f} |"
         )
     return "\n".join(lines)
 

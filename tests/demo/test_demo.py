@@ -370,6 +370,57 @@ def test_render_rebuilds_a_finished_runs_summaries_tables_plot_and_verdict(
     assert (copy / report["plots"][0]).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_a_start_probe_trains_the_start_alone_and_records_its_sft_checkpoints(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """`python -m openenv_echo.demo.probe start`: at the preset's settings it trains the demo's start (a function of its
+    settings) and records SFT's validation checkpoints, the chosen step and the start's figures; a changed start
+    setting is recorded as what changed and trains another start; a rerun resumes the stored start; a bad setting is
+    a usage error; the table has a row per start and names the checkpoints in the band."""
+    from openenv_echo.demo.config import SFT_BAND
+    from openenv_echo.demo.probe import main as probe
+    from openenv_echo.demo.tables import start_probes_table
+
+    report, _ = quick_report
+    into = tmp_path / "start-probes.json"
+    common = ["start", "--quick", "--into", str(into)]
+    probe([*common, "--out", str(tmp_path / "a"), "--name", "defaults"])
+    probe([*common, "--out", str(tmp_path / "b"), "--name", "seed-1", "--set", "seed=1"])
+    starts = json.loads(into.read_text())
+    assert list(starts) == ["defaults", "seed-1"]
+    same, other = starts["defaults"], starts["seed-1"]
+    rec = report["start_checkpoint"]
+    assert same["settings"] == {} and other["settings"] == {"seed": 1}
+    assert same["start_key"] == json.loads(start_key(DemoConfig.preset("quick")))
+    assert same["generic_losses"] == rec["generic_pretraining"]["losses"]
+    assert [c["step"] for c in same["sft_checkpoints"]] == [c["step"] for c in rec["sft"]["checkpoints"]]
+    assert [c["val_per_world_reward"] for c in same["sft_checkpoints"]] == [
+        c["val_policy"]["per_world_reward"] for c in rec["sft"]["checkpoints"]
+    ]
+    assert same["chosen_step"] == rec["sft"]["chosen_step"]
+    for split in ("val", "test"):
+        assert same["after"][split]["env_ce"] == rec["after"][split]["env_ce"]["nats_per_token"]
+        assert same["after"][split]["success"] == rec["after"][split]["policy"]["success"]
+    assert other["generic_losses"] != same["generic_losses"]  # another seed, another start
+    stored = tmp_path / "a" / "checkpoints" / "start.pt"
+    mtime = stored.stat().st_mtime_ns
+    probe([*common, "--out", str(tmp_path / "a"), "--name", "defaults-again"])
+    assert stored.stat().st_mtime_ns == mtime  # resumed, not retrained
+    again = json.loads(into.read_text())["defaults-again"]
+    assert again["after"] == same["after"] and again["chosen_step"] == same["chosen_step"]
+    for bad in ("no_such_field=1", "sft_steps=0", "seed"):
+        with pytest.raises(SystemExit) as e:
+            probe([*common, "--out", str(tmp_path / "c"), "--name", "bad", "--set", bad])
+        assert e.value.code == 2
+    with pytest.raises(ValueError, match="sft_steps must be >= 1"):  # the start is one of SFT's checkpoints
+        DemoConfig.preset("quick", sft_steps=0)
+    assert list(json.loads(into.read_text())) == ["defaults", "seed-1", "defaults-again"]
+    rows = start_probes_table(starts).splitlines()
+    assert len(rows) == 4 and rows[3].startswith("| seed-1 | `seed` = 1 | ")
+    band = [c["step"] for c in same["sft_checkpoints"] if SFT_BAND[0] <= c["val_success"] <= SFT_BAND[1]]
+    assert f"| {', '.join(map(str, band)) or 'none'} | {same['chosen_step']}: " in rows[2]
+
+
 def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     quick_report: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
@@ -1638,6 +1689,10 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
         assert (tmp_path / rel / "echo-tradeoff.png").stat().st_size > 10_000 and (
             ROOT / rel / "echo-tradeoff.png"
         ).is_file()
+    for rel in [r for r in recorded if (ROOT / r / "start-probes.json").is_file()]:  # the start probes' plot
+        assert (tmp_path / rel / "start-probes.png").stat().st_size > 10_000 and (
+            ROOT / rel / "start-probes.png"
+        ).is_file()
 
 
 def test_the_tradeoff_points_are_the_lambda_tables_and_the_probes_figures_at_the_runs_budget() -> None:
@@ -1836,6 +1891,37 @@ def test_the_sql_recordings_start_is_not_what_its_command_trains_now() -> None:
     assert retrained["after"]["val"]["policy"]["success"] < 0.2 <= sql["after"]["val"]["policy"]["success"]
     assert retrained["sft"]["chosen_step"] != sql["sft"]["chosen_step"]
     assert not (EXAMPLE / "results-sql" / START_NAME).is_file()
+
+
+def test_the_sql_start_probes_found_no_start_that_copies() -> None:
+    """``results-sql/start-probes.json``: the four sql starts trained from today's code (``micro`` and ``tiny``, SFT
+    seeds 0 and 1) at the recording's other start settings. None has an SFT checkpoint in the start's band, so the
+    wider model is not a start that copies; ``micro`` seed 0 is the retrained start of ``start-retrained.json``. The
+    README's figures are the record's."""
+    from openenv_echo.demo.config import SFT_BAND
+
+    starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
+    retrained = json.loads((EXAMPLE / "results-sql" / "start-retrained.json").read_text())
+    assert list(starts) == ["micro-seed-0", "micro-seed-1", "tiny-seed-0", "tiny-seed-1"]
+    settings = [{}, {"seed": 1}, {"model": "tiny"}, {"model": "tiny", "seed": 1}]
+    assert [p["settings"] for p in starts.values()] == settings
+    for p, changed_settings in zip(starts.values(), settings):
+        cfg = DemoConfig.preset("full", env="sql", **changed_settings)
+        assert p["start_key"] == json.loads(start_key(cfg))
+        assert not any(SFT_BAND[0] <= c["val_success"] <= SFT_BAND[1] for c in p["sft_checkpoints"])
+    m0 = starts["micro-seed-0"]
+    assert m0["generic_losses"] == retrained["generic_pretraining"]["losses"]
+    assert [c["val_success"] for c in m0["sft_checkpoints"]] == [
+        c["val_policy"]["success"] for c in retrained["sft"]["checkpoints"]
+    ]
+    solved = {n: round(64 * max(c["val_success"] for c in p["sft_checkpoints"])) for n, p in starts.items()}
+    assert solved == {"micro-seed-0": 3, "micro-seed-1": 5, "tiny-seed-0": 1, "tiny-seed-1": 1}
+    readme = (EXAMPLE / "README.md").read_text()
+    tiny = [starts["tiny-seed-0"]["after"], starts["tiny-seed-1"]["after"]]
+    assert f"test {tiny[0]['test']['success']:.3f} and {tiny[1]['test']['success']:.3f}" in readme
+    ce = sorted(p["after"]["val"]["env_ce"] for p in starts.values())
+    assert f"validation env CE {ce[0]:.2f}–{ce[1]:.2f}, `micro` {ce[2]:.2f}–{ce[3]:.2f}" in readme
+    assert (EXAMPLE / "results-sql" / "start-probes.png").is_file()
 
 
 def test_a_run_without_a_single_update_says_so() -> None:
