@@ -135,11 +135,15 @@ def run_probe(
 
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"probe {name}", plan)
-    probes_file = start_dir / PROBES_NAME
+    join_record(start_dir / PROBES_NAME, name, record)
+    return record
+
+
+def join_record(probes_file: Path, name: str, record: dict[str, Any]) -> None:
+    """Write ``record`` into the probes file under ``name`` (replacing a record of that name, keeping the rest)."""
     probes = json.loads(probes_file.read_text()) if probes_file.is_file() else {}
     probes[name] = record
-    probes_file.write_text(json.dumps(probes, indent=1) + "\n")
-    return record
+    probes_file.write_text(json.dumps(probes, indent=1, ensure_ascii=False) + "\n")
 
 
 def start_record(cfg: DemoConfig, start: dict[str, Any], versions: dict[str, Any]) -> dict[str, Any]:
@@ -182,9 +186,7 @@ def run_start_probe(cfg: DemoConfig, name: str, into: Path) -> dict[str, Any]:
 
     with torch_settings(cfg.threads):
         record = run_experiment(replace(cfg, train_start=True), f"probe start {name}", plan)
-    probes = json.loads(into.read_text()) if into.is_file() else {}
-    probes[name] = record
-    into.write_text(json.dumps(probes, indent=1, ensure_ascii=False) + "\n")
+    join_record(into, name, record)
     return record
 
 

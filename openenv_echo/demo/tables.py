@@ -301,8 +301,15 @@ def start_probes_table(probes: dict[str, dict[str, Any]]) -> str:
     """The README's table of a start probes file (``openenv_echo.demo.probe start``): a row per start, with its SFT
     checkpoints' greedy validation success, the ones in ``SFT_BAND``, and the chosen one's figures."""
     lo, hi = SFT_BAND
+    gaps = {
+        b["step"] - a["step"] for p in probes.values() for a, b in zip(p["sft_checkpoints"], p["sft_checkpoints"][1:])
+    }
+    every = "at each start's checkpoints"
+    if len(gaps) == 1:
+        (gap,) = gaps
+        every = "every step" if gap == 1 else f"every {gap} steps"
     lines = [
-        f"| start probe | setting changed | SFT checkpoints' greedy validation success (every 100 steps) | checkpoints in "
+        f"| start probe | setting changed | SFT checkpoints' greedy validation success ({every}) | checkpoints in "
         f"the {100 * lo:.0f}–{100 * hi:.0f} % band | chosen step: validation success, env CE | test success |",
         "|---|---|---|---|---|---|",
     ]

@@ -417,6 +417,13 @@ def test_a_start_probe_trains_the_start_alone_and_records_its_sft_checkpoints(
     assert list(json.loads(into.read_text())) == ["defaults", "seed-1", "defaults-again"]
     rows = start_probes_table(starts).splitlines()
     assert len(rows) == 4 and rows[3].startswith("| seed-1 | `seed` = 1 | ")
+    assert "greedy validation success (every step)" in rows[0]  # the quick preset validates after every SFT step
+    sparse = {
+        n: {**p, "sft_checkpoints": [{**c, "step": 2 * c["step"]} for c in p["sft_checkpoints"]]}
+        for n, p in starts.items()
+    }
+    assert "(every 2 steps)" in start_probes_table(sparse)
+    assert "(at each start's checkpoints)" in start_probes_table({**starts, "sparse": sparse["seed-1"]})
     band = [c["step"] for c in same["sft_checkpoints"] if SFT_BAND[0] <= c["val_success"] <= SFT_BAND[1]]
     assert f"| {', '.join(map(str, band)) or 'none'} | {same['chosen_step']}: " in rows[2]
 
@@ -1894,18 +1901,26 @@ def test_the_sql_recordings_start_is_not_what_its_command_trains_now() -> None:
 
 
 def test_the_sql_start_probes_found_no_start_that_copies() -> None:
-    """``results-sql/start-probes.json``: the four sql starts trained from today's code (``micro`` and ``tiny``, SFT
-    seeds 0 and 1) at the recording's other start settings. None has an SFT checkpoint in the start's band, so the
-    wider model is not a start that copies; ``micro`` seed 0 is the retrained start of ``start-retrained.json``. The
-    README's figures are the record's."""
+    """``results-sql/start-probes.json``: the six sql starts trained from today's code (``micro``; ``tiny`` at
+    ``micro``'s rates and at half of them; SFT seeds 0 and 1) at the recording's other start settings. None has an SFT
+    checkpoint in the start's band, so neither width nor rate gave a start that copies; ``micro`` seed 0 is the
+    retrained start of ``start-retrained.json``. The README's figures are the record's."""
     from openenv_echo.demo.config import SFT_BAND
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
     retrained = json.loads((EXAMPLE / "results-sql" / "start-retrained.json").read_text())
-    assert list(starts) == ["micro-seed-0", "micro-seed-1", "tiny-seed-0", "tiny-seed-1"]
-    settings = [{}, {"seed": 1}, {"model": "tiny"}, {"model": "tiny", "seed": 1}]
-    assert [p["settings"] for p in starts.values()] == settings
-    for p, changed_settings in zip(starts.values(), settings):
+    half = {"model": "tiny", "generic_lr": 0.003, "sft_lr": 0.003}
+    settings = {
+        "micro-seed-0": {},
+        "micro-seed-1": {"seed": 1},
+        "tiny-seed-0": {"model": "tiny"},
+        "tiny-seed-1": {"model": "tiny", "seed": 1},
+        "tiny-lr3e-3-seed-0": half,
+        "tiny-lr3e-3-seed-1": {**half, "seed": 1},
+    }
+    assert {n: p["settings"] for n, p in starts.items()} == settings
+    assert list(starts) == list(settings)
+    for p, changed_settings in zip(starts.values(), settings.values()):
         cfg = DemoConfig.preset("full", env="sql", **changed_settings)
         assert p["start_key"] == json.loads(start_key(cfg))
         assert not any(SFT_BAND[0] <= c["val_success"] <= SFT_BAND[1] for c in p["sft_checkpoints"])
@@ -1915,12 +1930,18 @@ def test_the_sql_start_probes_found_no_start_that_copies() -> None:
         c["val_policy"]["success"] for c in retrained["sft"]["checkpoints"]
     ]
     solved = {n: round(64 * max(c["val_success"] for c in p["sft_checkpoints"])) for n, p in starts.items()}
-    assert solved == {"micro-seed-0": 3, "micro-seed-1": 5, "tiny-seed-0": 1, "tiny-seed-1": 1}
+    assert solved == dict(zip(settings, (3, 5, 1, 1, 8, 4), strict=True))
     readme = (EXAMPLE / "README.md").read_text()
-    tiny = [starts["tiny-seed-0"]["after"], starts["tiny-seed-1"]["after"]]
-    assert f"test {tiny[0]['test']['success']:.3f} and {tiny[1]['test']['success']:.3f}" in readme
-    ce = sorted(p["after"]["val"]["env_ce"] for p in starts.values())
-    assert f"validation env CE {ce[0]:.2f}–{ce[1]:.2f}, `micro` {ce[2]:.2f}–{ce[3]:.2f}" in readme
+    tests = {n: p["after"]["test"]["success"] for n, p in starts.items()}
+    assert f"test {tests['tiny-seed-0']:.3f} and {tests['tiny-seed-1']:.3f}" in readme
+    assert f"test {tests['tiny-lr3e-3-seed-0']:.3f})" in readme and f"test {tests['tiny-lr3e-3-seed-1']:.3f})" in readme
+    ce = {n: p["after"]["val"]["env_ce"] for n, p in starts.items()}
+    tiny, micro = sorted([ce["tiny-seed-0"], ce["tiny-seed-1"]]), sorted([ce["micro-seed-0"], ce["micro-seed-1"]])
+    assert f"validation env CE {tiny[0]:.2f}–{tiny[1]:.2f}, `micro` {micro[0]:.2f}–{micro[1]:.2f}" in readme
+    jump = [max(starts[f"tiny-seed-{s}"]["generic_losses"]) for s in (0, 1)]
+    assert f"({jump[0]:.2f} and {jump[1]:.2f};" in readme
+    after_warmup = max(max(starts[f"tiny-lr3e-3-seed-{s}"]["generic_losses"][5:]) for s in (0, 1))
+    assert f"at most {after_warmup:.2f} after step" in readme
     assert (EXAMPLE / "results-sql" / "start-probes.png").is_file()
 
 
