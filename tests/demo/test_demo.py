@@ -1900,13 +1900,13 @@ def test_the_sql_recordings_start_is_not_what_its_command_trains_now() -> None:
     assert not (EXAMPLE / "results-sql" / START_NAME).is_file()
 
 
-def test_the_sql_start_probes_found_a_start_that_copies_only_on_more_worlds() -> None:
+def test_the_sql_start_probes_copy_only_on_more_worlds_and_on_two_seeds_of_three() -> None:
     """``results-sql/start-probes.json``: the nine sql starts trained from today's code (``micro``; ``tiny`` at
     ``micro``'s rates and at half of them, SFT seeds 0 and 1; ``micro`` on 12,800 training worlds, SFT seeds 0-2) at
     the recording's other start settings. Only 12,800-world starts have SFT checkpoints in the start's band: seeds 0
     and 1 (the plan's), not seed 2. Their generic phase is the 640-world starts', so the worlds SFT saw are the only
-    difference. ``micro`` seed 0 is the
-    retrained start of ``start-retrained.json``. The README's figures are the record's."""
+    difference. ``micro`` seed 0 is the retrained start of ``start-retrained.json``. The README's figures are the
+    record's."""
     from openenv_echo.demo.config import SFT_BAND
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
