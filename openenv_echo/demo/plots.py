@@ -228,6 +228,8 @@ def plot_start_probes(
     if recorded is not None:
         ck = [{"step": c["step"], "val_success": c["val_policy"]["success"]} for c in recorded["sft"]["checkpoints"]]
         rows.insert(0, ("the recording's start", ck, recorded["sft"]["chosen_step"], "--"))
+    if len(rows) > 10:  # past the default cycle's ten colours, two lines would share one
+        ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i) for i in range(20)])
     for name, ck, chosen, ls in rows:
         (line,) = ax.plot([c["step"] for c in ck], [c["val_success"] for c in ck], marker=".", ls=ls, label=name)
         pick = next(c for c in ck if c["step"] == chosen)

@@ -1900,13 +1900,14 @@ def test_the_sql_recordings_start_is_not_what_its_command_trains_now() -> None:
     assert not (EXAMPLE / "results-sql" / START_NAME).is_file()
 
 
-def test_the_sql_start_probes_copy_only_on_more_worlds_and_on_two_seeds_of_three() -> None:
-    """``results-sql/start-probes.json``: the nine sql starts trained from today's code (``micro``; ``tiny`` at
-    ``micro``'s rates and at half of them, SFT seeds 0 and 1; ``micro`` on 12,800 training worlds, SFT seeds 0-2) at
-    the recording's other start settings. Only 12,800-world starts have SFT checkpoints in the start's band: seeds 0
-    and 1 (the plan's), not seed 2. Their generic phase is the 640-world starts', so the worlds SFT saw are the only
-    difference. ``micro`` seed 0 is the retrained start of ``start-retrained.json``. The README's figures are the
-    record's."""
+def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed() -> None:
+    """``results-sql/start-probes.json``: the eleven sql starts trained from today's code (``micro``; ``tiny`` at
+    ``micro``'s rates and at half of them, SFT seeds 0 and 1; ``micro`` on 12,800 training worlds, SFT seeds 0-2;
+    ``micro`` on 25,600 worlds with twice the SFT steps, SFT seeds 0 and 1) at the recording's other start settings.
+    Only many-world starts have SFT checkpoints in the start's band, and on neither plan every seed: 12,800 worlds on
+    seeds 0 and 1, not 2; 25,600 worlds and 3,200 steps on seed 1, not 0. Their generic phase is the 640-world
+    starts', so what SFT saw is the only difference. ``micro`` seed 0 is the retrained start of
+    ``start-retrained.json``. The README's figures are the record's."""
     from openenv_echo.demo.config import SFT_BAND
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
@@ -1922,34 +1923,44 @@ def test_the_sql_start_probes_copy_only_on_more_worlds_and_on_two_seeds_of_three
         "micro-worlds-12800-seed-0": {"n_train": 12800},
         "micro-worlds-12800-seed-1": {"seed": 1, "n_train": 12800},
         "micro-worlds-12800-seed-2": {"seed": 2, "n_train": 12800},
+        "micro-steps-3200-worlds-25600-seed-0": {"n_train": 25600, "sft_steps": 3200},
+        "micro-steps-3200-worlds-25600-seed-1": {"seed": 1, "n_train": 25600, "sft_steps": 3200},
     }
     assert {n: p["settings"] for n, p in starts.items()} == settings
     assert list(starts) == list(settings)
-    for name, p, changed_settings in zip(starts, starts.values(), settings.values()):
-        cfg = DemoConfig.preset("full", env="sql", **changed_settings)
+    for name, p in starts.items():
+        cfg = DemoConfig.preset("full", env="sql", **settings[name])
         assert p["start_key"] == json.loads(start_key(cfg))
         in_band = any(SFT_BAND[0] <= c["val_success"] <= SFT_BAND[1] for c in p["sft_checkpoints"])
-        assert in_band == (name in ("micro-worlds-12800-seed-0", "micro-worlds-12800-seed-1"))
+        in_band_names = (
+            "micro-worlds-12800-seed-0",
+            "micro-worlds-12800-seed-1",
+            "micro-steps-3200-worlds-25600-seed-1",
+        )
+        assert in_band == (name in in_band_names)
     for s in (0, 1):
-        assert starts[f"micro-worlds-12800-seed-{s}"]["generic_losses"] == starts[f"micro-seed-{s}"]["generic_losses"]
+        for many in (f"micro-worlds-12800-seed-{s}", f"micro-steps-3200-worlds-25600-seed-{s}"):
+            assert starts[many]["generic_losses"] == starts[f"micro-seed-{s}"]["generic_losses"]
     m0 = starts["micro-seed-0"]
     assert m0["generic_losses"] == retrained["generic_pretraining"]["losses"]
     assert [c["val_success"] for c in m0["sft_checkpoints"]] == [
         c["val_policy"]["success"] for c in retrained["sft"]["checkpoints"]
     ]
     solved = {n: round(64 * max(c["val_success"] for c in p["sft_checkpoints"])) for n, p in starts.items()}
-    assert solved == dict(zip(settings, (3, 5, 1, 1, 8, 4, 17, 21, 6), strict=True))
+    assert solved == dict(zip(settings, (3, 5, 1, 1, 8, 4, 17, 21, 6, 5, 13), strict=True))
     readme = (EXAMPLE / "README.md").read_text()
     tests = {n: p["after"]["test"]["success"] for n, p in starts.items()}
     assert f"test {tests['tiny-seed-0']:.3f} and {tests['tiny-seed-1']:.3f}" in readme
     assert f"test {tests['tiny-lr3e-3-seed-0']:.3f})" in readme and f"test {tests['tiny-lr3e-3-seed-1']:.3f})" in readme
     worlds = [starts[f"micro-worlds-12800-seed-{s}"] for s in (0, 1, 2)]
+    steps = [starts[f"micro-steps-3200-worlds-25600-seed-{s}"] for s in (0, 1)]
     flat, top = " ".join(readme.split()), " ".join((ROOT / "README.md").read_text().split())
-    for w in worlds:
+    for w in worlds + steps:
         val, test = w["after"]["val"]["success"], w["after"]["test"]["success"]
         assert f"at step {w['chosen_step']} ({val:.3f}; test {test:.3f})" in flat
     assert "(test {:.3f} and {:.3f})".format(*(w["after"]["test"]["success"] for w in worlds[:2])) in top
     assert f"reaches 6 (test {worlds[2]['after']['test']['success']:.3f})" in top
+    assert "5 and 13 of 64 (test {:.3f} and {:.3f})".format(*(w["after"]["test"]["success"] for w in steps)) in top
     ce = {n: p["after"]["val"]["env_ce"] for n, p in starts.items()}
     tiny, micro = sorted([ce["tiny-seed-0"], ce["tiny-seed-1"]]), sorted([ce["micro-seed-0"], ce["micro-seed-1"]])
     assert f"validation env CE {tiny[0]:.2f}–{tiny[1]:.2f}, `micro` {micro[0]:.2f}–{micro[1]:.2f}" in readme
