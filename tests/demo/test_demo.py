@@ -1928,15 +1928,11 @@ def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed()
     }
     assert {n: p["settings"] for n, p in starts.items()} == settings
     assert list(starts) == list(settings)
+    in_band_names = ("micro-worlds-12800-seed-0", "micro-worlds-12800-seed-1", "micro-steps-3200-worlds-25600-seed-1")
     for name, p in starts.items():
         cfg = DemoConfig.preset("full", env="sql", **settings[name])
         assert p["start_key"] == json.loads(start_key(cfg))
         in_band = any(SFT_BAND[0] <= c["val_success"] <= SFT_BAND[1] for c in p["sft_checkpoints"])
-        in_band_names = (
-            "micro-worlds-12800-seed-0",
-            "micro-worlds-12800-seed-1",
-            "micro-steps-3200-worlds-25600-seed-1",
-        )
         assert in_band == (name in in_band_names)
     for s in (0, 1):
         for many in (f"micro-worlds-12800-seed-{s}", f"micro-steps-3200-worlds-25600-seed-{s}"):
