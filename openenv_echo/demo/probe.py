@@ -10,6 +10,13 @@ own learning rate were tried (example README).
         --direct-ce --echo 1
     python -m openenv_echo.demo.probe table examples/echo_world_model/results-sql/rl-probes.json
 
+From a start probe's start (below) instead of the recorded run's, ``--from-start FILE START`` also joins the record
+into FILE (``results-sql/start-rl-probes.json``) under the start probe's name:
+
+    python -m openenv_echo.demo.probe run --env sql --start /tmp/sql-worlds-s0 --name worlds-12800-rl-lr-1e-4 \
+        --set n_train=12800 --set rl_lr=1e-4 \
+        --from-start examples/echo_world_model/results-sql/start-rl-probes.json micro-worlds-12800-seed-0
+
 ``run`` trains in ``START/probes/NAME`` from ``START/checkpoints/start.pt`` (it refuses a start trained under other
 settings) and writes the probe's record into ``START/rl-probes.json``. ``table`` prints a probes file's table
 (``tables.probes_table``); ``python -m openenv_echo.demo.render`` writes the committed one into the example README.
@@ -115,9 +122,16 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float |
 
 
 def run_probe(
-    cfg: DemoConfig, name: str, start_dir: Path, direct_ce: bool = False, echo: float | None = None
+    cfg: DemoConfig,
+    name: str,
+    start_dir: Path,
+    direct_ce: bool = False,
+    echo: float | None = None,
+    from_start: tuple[Path, str] | None = None,
 ) -> dict[str, Any]:
-    """Train the probe's runs (resuming what is stored) and write its record into ``start_dir/rl-probes.json``."""
+    """Train the probe's runs (resuming what is stored) and write its record into ``start_dir/rl-probes.json``;
+    where ``from_start`` is ``(FILE, START)``, also into the start RL probes file FILE under the start probe START
+    (the start in ``start_dir`` is that start probe's)."""
     if echo is not None and not echo > 0:
         raise ValueError(f"the probe's GRPO + ECHO λ must be > 0, not {echo:g}")
     start_file = start_dir / "checkpoints" / "start.pt"
@@ -136,13 +150,16 @@ def run_probe(
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"probe {name}", plan)
     join_record(start_dir / PROBES_NAME, name, record)
+    if from_start is not None:
+        join_record(from_start[0], name, record, start=from_start[1])
     return record
 
 
-def join_record(probes_file: Path, name: str, record: dict[str, Any]) -> None:
-    """Write ``record`` into the probes file under ``name`` (replacing a record of that name, keeping the rest)."""
+def join_record(probes_file: Path, name: str, record: dict[str, Any], start: str | None = None) -> None:
+    """Write ``record`` into the probes file under ``name`` (replacing a record of that name, keeping the rest); under
+    ``start`` where given (a start RL probes file: start probe name → its RL probes)."""
     probes = json.loads(probes_file.read_text()) if probes_file.is_file() else {}
-    probes[name] = record
+    (probes.setdefault(start, {}) if start is not None else probes)[name] = record
     probes_file.write_text(json.dumps(probes, indent=1, ensure_ascii=False) + "\n")
 
 
@@ -210,14 +227,23 @@ def main(argv: list[str] | None = None) -> None:
     run.add_argument("--seeds", type=int, default=3, help="RL seeds 0 .. N-1 [3]")
     run.add_argument("--direct-ce", action="store_true", help="also direct CE on each seed's GRPO rollouts")
     run.add_argument("--echo", type=float, metavar="LAMBDA", help="also GRPO + ECHO at this λ on each seed")
+    run.add_argument(
+        "--from-start",
+        nargs=2,
+        metavar=("FILE", "START"),
+        help="also join the record into the start RL probes FILE under START, the start probe --start trained",
+    )
     start = sub.add_parser("start", parents=[common], help="train a start checkpoint alone and record it")
     start.add_argument("--out", type=Path, required=True, help="where the start trains (resumed if stored there)")
     start.add_argument("--into", type=Path, required=True, help="the start probes file the record joins")
-    table = sub.add_parser("table", help="print a probes file's table (RL probes or start probes)")
+    table = sub.add_parser("table", help="print a probes file's table (RL probes, start probes or RL probes by start)")
     table.add_argument("file", type=Path)
     args = ap.parse_args(argv)
     if args.command == "table":
         probes = json.loads(args.file.read_text())
+        if probes and all("settings" not in p for p in probes.values()):  # start probe name → its RL probes
+            print("\n\n".join(f"From the start probe `{k}`:\n\n{probes_table(p)}" for k, p in probes.items()))
+            return
         starts = all("sft_checkpoints" in p for p in probes.values())
         print(start_probes_table(probes) if probes and starts else probes_table(probes))
         return
@@ -243,7 +269,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     except (TypeError, ValueError) as e:
         ap.error(str(e))
-    record = run_probe(cfg, args.name, args.start, args.direct_ce, args.echo)
+    from_start = None if args.from_start is None else (Path(args.from_start[0]), args.from_start[1])
+    record = run_probe(cfg, args.name, args.start, args.direct_ce, args.echo, from_start)
     print(probes_table({args.name: record}))
 
 

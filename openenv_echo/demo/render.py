@@ -6,7 +6,8 @@ re-renders the committed runs of the repository at ROOT (default: the current di
 ``examples/echo_world_model/results``, ``results-sql`` (with each run's trade-off plot, ``echo-tradeoff.png``, and,
 where it has ``start-probes.json``, its start probes' plot ``start-probes.png``) and ``results-anchored`` (terminal
 with GRPO + ECHO's own world rate and moving anchor), the example README's tables blocks (with each run's RL probes
-table, from its ``rl-probes.json``, and start probes table) and the top-level README's demo block. Tests check that the
+table, from its ``rl-probes.json``, its start probes table and the tables of RL probes from those starts, from
+``start-rl-probes.json``) and the top-level README's demo block. Tests check that the
 committed files are exactly its output.
 """
 
@@ -34,6 +35,8 @@ from .tables import (
     replace_block,
     start_probes_markers,
     start_probes_table,
+    start_rl_probes_markers,
+    start_rl_probes_tables,
     summary_markdown,
     timing_line,
     tradeoff_points,
@@ -47,6 +50,8 @@ START_PROBES_NAME = "start-probes.json"
 """Start checkpoints trained under other start settings (``openenv_echo.demo.probe start``), beside a report."""
 START_PROBES_PLOT = "start-probes.png"
 """Their SFT checkpoints' greedy validation success against SFT step, beside the recorded start's."""
+START_RL_PROBES_NAME = "start-rl-probes.json"
+"""RL probes from start probes (``openenv_echo.demo.probe run --from-start``): start probe name → its probes."""
 TRADEOFF_NAME = "echo-tradeoff.png"
 """Each GRPO + ECHO setting's share of the validation gap against its validation success (λ sweep and probes)."""
 ONE_SEED_NAME = "report-one-seed.json"
@@ -97,6 +102,10 @@ def render_repo(root: Path) -> None:
             env = report["config"]["env"]
             text = replace_block(text, start_probes_table(starts), *start_probes_markers(env))
             plot_start_probes(starts, report["start_checkpoint"], env, root / d / START_PROBES_PLOT)
+            rl_file = root / d / START_RL_PROBES_NAME
+            if rl_file.is_file():
+                tables = start_rl_probes_tables(starts, json.loads(rl_file.read_text()))
+                text = replace_block(text, tables, *start_rl_probes_markers(env))
     readme.write_text(text)
     top = root / TOP_README
     body = readme_section(main, one_seed, reports.get(RESULTS_SQL), reports.get(RESULTS_ANCHORED))

@@ -36,6 +36,11 @@ def start_probes_markers(env: str) -> tuple[str, str]:
     return f"<!-- start-probes-{env}:begin -->", f"<!-- start-probes-{env}:end -->"
 
 
+def start_rl_probes_markers(env: str) -> tuple[str, str]:
+    """The example README's markers around an env's tables of RL probes from its start probes."""
+    return f"<!-- start-rl-probes-{env}:begin -->", f"<!-- start-rl-probes-{env}:end -->"
+
+
 ARM_ORDER = ("grpo", "grpo_echo", "direct_ce")
 
 
@@ -295,6 +300,21 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
             + (f" {_probe_echo(p)} |" if echo else "")
         )
     return "\n".join(lines)
+
+
+def start_rl_probes_tables(starts: dict[str, dict[str, Any]], probes: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """A ``probes_table`` per start probe that RL probes ran from (``probes``: start probe name → its RL probes),
+    each under a line naming the start; a probe's settings are shown without its start's (the start's rerun of the
+    RL defaults comes first)."""
+    blocks = []
+    for start, runs in probes.items():
+        own = starts[start]["settings"]
+        shown = {
+            name: {**p, "settings": {k: v for k, v in p["settings"].items() if k not in own or own[k] != v}}
+            for name, p in runs.items()
+        }
+        blocks.append(f"From the start probe `{start}` ({_setting(own)}):\n\n{probes_table(shown)}")
+    return "\n\n".join(blocks)
 
 
 def start_probes_table(probes: dict[str, dict[str, Any]]) -> str:

@@ -429,16 +429,17 @@ def test_a_start_probe_trains_the_start_alone_and_records_its_sft_checkpoints(
 
 
 def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
-    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`python -m openenv_echo.demo.probe run` from a demo run's start: with no setting changed, its GRPO run is the
     demo's λ = 0 run on every validation world (the same code path); a changed setting is recorded as what changed;
     direct CE's flattening is recorded; nothing is evaluated on test; a start trained under other settings is
-    refused; the table puts the defaults first."""
+    refused; the table puts the defaults first; from a start probe's start, the record also joins the start RL
+    probes file under that start, whose table shows each probe's settings without its start's."""
     import shutil
 
     from openenv_echo.demo.probe import main as probe
-    from openenv_echo.demo.tables import probes_table
+    from openenv_echo.demo.tables import probes_table, start_rl_probes_tables
 
     report, out = quick_report
     start = tmp_path / "run"
@@ -497,6 +498,23 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     assert rows[3].startswith("| hot | `temperature`") and rows[3].endswith("| not run | not run |")
     without = probes_table({k: v for k, v in probes.items() if "grpo_echo" not in v}).splitlines()
     assert "GRPO + ECHO" not in without[0] and without[-1].endswith("| not run |")  # no GRPO + ECHO column
+    # from a start probe's start: the same record, also joined under the start probe's name (stored runs, resumed)
+    by_start = tmp_path / "start-rl-probes.json"
+    probe([*common, "--name", "hot", "--set", "temperature=2.0", "--from-start", str(by_start), "quick-start"])
+    assert json.loads(by_start.read_text()) == {"quick-start": {"hot": hot}}
+    # a start trained at temperature 2 (as if): its rerun of the RL defaults shows no setting, and comes first
+    tables = start_rl_probes_tables({"quick-start": {"settings": {"temperature": 2.0}}}, {"quick-start": probes})
+    head, table = tables.split("\n\n")
+    assert head == "From the start probe `quick-start` (`temperature` = 2.0):"
+    assert table.splitlines()[2].startswith("| hot | none (the defaults) | 0 | 2 |")
+    assert table.splitlines()[3].startswith("| defaults | none (the defaults) |")
+    capsys.readouterr()
+    probe(["table", str(by_start)])
+    printed = capsys.readouterr().out
+    assert (
+        printed.startswith("From the start probe `quick-start`:\n\n| probe |")
+        and "| hot | `temperature` = 2.0 |" in printed
+    )
 
 
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
@@ -1830,6 +1848,49 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
             assert [p["env_ce"] for p in defaults["direct_ce"]["validation_curve"]] == pytest.approx(
                 [p["env_ce"] for p in curve]
             )
+
+
+def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_one_setting_each() -> None:
+    """``results-sql/start-rl-probes.json``: each start it names is a committed start probe, each probe's start is
+    that start (its validation success, its start settings), and each changes one RL setting from it, but for one
+    rerun of the RL defaults per start; every probe trained GRPO on RL seeds 0-2 for the recorded 20 steps."""
+    from statistics import mean
+
+    starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
+    by_start = json.loads((EXAMPLE / "results-sql" / "start-rl-probes.json").read_text())
+    assert by_start and set(by_start) <= set(starts)
+    for name, probes in by_start.items():
+        start = starts[name]
+        own = start["settings"]
+        extra = [{k: v for k, v in p["settings"].items() if k not in own} for p in probes.values()]
+        assert all({k: p["settings"][k] for k in own} == own for p in probes.values()), name
+        assert sorted(map(len, extra)) == [0] + [1] * (len(probes) - 1), name
+        for p in probes.values():
+            assert p["start_val_success"] == start["after"]["val"]["success"], name
+            assert p["seeds"] == [0, 1, 2] and [r["seed"] for r in p["grpo"]] == [0, 1, 2] and p["rl_steps"] == 20
+            for r in p["grpo"]:
+                assert len(r["val_per_world_reward"]) == len(start["after"]["val"]["per_world_reward"])
+                assert r["val_success"] == mean(x == 1.0 for x in r["val_per_world_reward"])
+    # the README's reading of seed 0's: no setting ends above the start's 17 on every seed (one run of 15 does), and
+    # each run's churn of solved worlds
+    probes = by_start["micro-worlds-12800-seed-0"]
+    before = starts["micro-worlds-12800-seed-0"]["after"]["val"]["per_world_reward"]
+    assert sum(before) == 17 and not any(
+        all(sum(r["val_per_world_reward"]) > 17 for r in p["grpo"]) for p in probes.values()
+    )
+    runs = [r["val_per_world_reward"] for p in probes.values() for r in p["grpo"]]
+    assert len(runs) == 3 * len(probes) == 15 and [sum(r) for r in runs if sum(r) > 17] == [20]
+    lost = [sum(a == 1.0 and b < 1.0 for a, b in zip(before, r)) for r in runs]
+    gained = [sum(a < 1.0 and b == 1.0 for a, b in zip(before, r)) for r in runs]
+    readme = " ".join((EXAMPLE / "README.md").read_text().split())
+    moved = [a + b for a, b in zip(lost, gained)]
+    assert (
+        f"Every run lost {min(lost)} to {max(lost)} of the start's 17 solved worlds and gained {min(gained)} to "
+        f"{max(gained)} others: 20 steps move the greedy outcome on {min(moved)} to {max(moved)} of the 64" in readme
+    )
+    below = [sum(r) for r in runs if sum(r) < 17]
+    top = " ".join((ROOT / "README.md").read_text().split())
+    assert f"{len(below)} of their 15 runs end at {min(below):.0f} to {max(below):.0f} of 64" in top
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
