@@ -45,7 +45,7 @@ from .render import PROBES_NAME
 from .run import torch_settings
 from .stats import gap_closed
 from .summarize import flattening
-from .tables import probes_table, start_probes_table
+from .tables import probes_table, start_probes_table, start_rl_probes_tables
 from .workers import Job
 
 NOT_SETTINGS = (*RUN_ONLY_FIELDS, "extra")
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "table":
         probes = json.loads(args.file.read_text())
         if probes and all("settings" not in p for p in probes.values()):  # start probe name → its RL probes
-            print("\n\n".join(f"From the start probe `{k}`:\n\n{probes_table(p)}" for k, p in probes.items()))
+            print(start_rl_probes_tables(None, probes))
             return
         starts = all("sft_checkpoints" in p for p in probes.values())
         print(start_probes_table(probes) if probes and starts else probes_table(probes))

@@ -302,16 +302,20 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def start_rl_probes_tables(starts: dict[str, dict[str, Any]], probes: dict[str, dict[str, dict[str, Any]]]) -> str:
+def start_rl_probes_tables(
+    starts: dict[str, dict[str, Any]] | None, probes: dict[str, dict[str, dict[str, Any]]]
+) -> str:
     """A ``probes_table`` per start probe that RL probes ran from (``probes``: start probe name → its RL probes),
-    each under a line naming the start; a probe's settings are shown without its start's (the start's rerun of the
-    RL defaults comes first)."""
+    each under a line naming the start. Given the start probes' records (``starts``), a probe's settings are shown
+    without its start's (the start's rerun of the RL defaults then comes first), and the line names them."""
     blocks = []
     for start, runs in probes.items():
+        if starts is None:
+            blocks.append(f"From the start probe `{start}`:\n\n{probes_table(runs)}")
+            continue
         own = starts[start]["settings"]
         shown = {
-            name: {**p, "settings": {k: v for k, v in p["settings"].items() if k not in own or own[k] != v}}
-            for name, p in runs.items()
+            n: {**p, "settings": {k: v for k, v in p["settings"].items() if k not in own}} for n, p in runs.items()
         }
         blocks.append(f"From the start probe `{start}` ({_setting(own)}):\n\n{probes_table(shown)}")
     return "\n\n".join(blocks)
