@@ -67,15 +67,22 @@ ARM_FIELDS = {
 }
 """Settings only one arm reads: another arm's run stored under other values is reused."""
 
+LATER_FIELDS = ("rl_kl",)
+"""Settings every arm reads (direct CE through the GRPO run's rollouts) that came after runs were stored: they enter
+a run's key only away from their default, so that the stored runs stay reusable."""
+
 
 def resume_key(cfg: DemoConfig, arm: str = "direct_ce") -> str:
     """What a stored run of ``arm`` must match to be reused: every setting it depends on, that is all but where
     output goes, how it is shown, the thread and worker counts, how many seeds and which λ are planned and the other
-    arms' own settings (``ARM_FIELDS``). An arm's own setting enters only away from its default: runs stored before
-    it existed had none."""
+    arms' own settings (``ARM_FIELDS``). An arm's own setting, and a later one (``LATER_FIELDS``), enters only away
+    from its default: runs stored before it existed had none."""
     d = cfg.to_dict()
     at_default = {f.name for f in fields(DemoConfig) if d[f.name] == f.default}
-    for k in RUN_ONLY_FIELDS + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or f in at_default):
+    later = tuple(f for f in LATER_FIELDS if f in at_default)
+    for k in (
+        RUN_ONLY_FIELDS + later + tuple(f for a, fs in ARM_FIELDS.items() for f in fs if a != arm or f in at_default)
+    ):
         d.pop(k)
     d["start"] = "generic LM pretraining, then SFT with action tokens the only targets"
     return json.dumps(d, sort_keys=True)

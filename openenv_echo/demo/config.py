@@ -126,6 +126,10 @@ class DemoConfig:
     rl_prompts: int = 8  # distinct training worlds per step
     rl_group: int = 8  # policy samples per world (the GRPO group)
     rl_lr: float = 3e-4  # a fresh AdamW per run; chosen on validation probes from the micro start (example README)
+    # a k3 KL(π_θ ‖ π_start) penalty at this β in the GRPO term of both policy arms (the objective's
+    # policy.kl_coeff, DeepSeekMath GRPO's penalty), on the action tokens that carry a policy term, to a frozen copy
+    # of the run's start; None: none (the recorded setting)
+    rl_kl: float | None = None
     direct_ce_lr: float | None = None  # direct CE's AdamW rate; None: the env's (DemoEnv.direct_ce_lr)
     # GRPO + ECHO's world term on an AdamW of its own at this rate (the policy term keeps rl_lr); None: one AdamW for
     # the whole ECHO loss, the recorded setting (its world term's pace is then rl_lr's once λ dominates the gradient)
@@ -242,6 +246,8 @@ class DemoConfig:
         lams = list(self.lambdas)
         if 0.0 not in lams or not any(x > 0 for x in lams) or any(x < 0 for x in lams) or len(set(lams)) != len(lams):
             raise ValueError("lambdas must be distinct, >= 0, and contain 0 (the GRPO arm) and at least one λ > 0")
+        if self.rl_kl is not None and self.rl_kl <= 0:
+            raise ValueError("rl_kl must be > 0 (None: no KL penalty)")
         if self.direct_ce_lr is not None and self.direct_ce_lr <= 0:
             raise ValueError("direct_ce_lr must be > 0")
         if self.echo_world_lr is not None and self.echo_world_lr <= 0:

@@ -140,8 +140,9 @@ def rl_run(
     decides what it learns from. Returns the log, the validation env CE at every curve point, the final greedy
     validation policy (what the λ rule reads) and the weights at every curve point."""
     model.load_state_dict(start["state"])
-    objective = arm_config(arm, lam, cfg.echo_normalization, cfg.echo_world_varied_only)
-    policy_only = arm_config("grpo", 0.0)  # GRPO + ECHO's steps after echo_world_steps: the policy term alone
+    kl = (cfg.rl_kl or 0.0) if arm != "direct_ce" else 0.0
+    objective = arm_config(arm, lam, cfg.echo_normalization, cfg.echo_world_varied_only, kl)
+    policy_only = arm_config("grpo", 0.0, kl=kl)  # GRPO + ECHO's steps after echo_world_steps: the policy term alone
     opt = make_optimizer(model, cfg.direct_lr if arm == "direct_ce" else cfg.rl_lr)
     world_opt = None  # GRPO + ECHO's world term on an optimizer of its own, when it has a rate of its own
     if arm == "grpo_echo" and cfg.echo_world_lr is not None:
@@ -150,6 +151,7 @@ def rl_run(
     # steps alone when echo_anchor is policy_term)
     if arm == "grpo_echo" and cfg.echo_action_kl is not None:
         anchor = copy.deepcopy(model).eval().requires_grad_(False)
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if kl else None  # the KL penalty's frozen start
     gen = torch.Generator().manual_seed(rl_seed + 1)
     torch.manual_seed(rl_seed + 2)
     train_log: list[dict[str, Any]] = []
@@ -189,6 +191,7 @@ def rl_run(
             anchor_coeff=(cfg.echo_action_kl or 0.0) if held is not None else 0.0,
             anchor_follows=held is not None and cfg.echo_anchor == "policy_term",
             surgery=cfg.echo_world_surgery and not world_over,
+            ref=ref,
         )
         row: dict[str, Any] = {"step": step, "seeds": schedule[step - 1], **stats}
         if out is not None:
@@ -352,6 +355,11 @@ def report_head(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "(their env term stays)",
             "group": f"{cfg.rl_group} samples of one world, {cfg.rl_prompts} worlds per step",
             "temperature": cfg.temperature,
+            **(
+                {"kl": f"k3 KL to the run's start at β {cfg.rl_kl:g} on the policy term's action tokens"}
+                if cfg.rl_kl
+                else {}
+            ),
             "optimizer": f"a fresh AdamW (0.9, 0.95), lr {cfg.rl_lr:g} constant, grad clip 1.0, for every run: RL "
             "does not continue SFT's moments",
             "direct_ce": "env-token CE only, on the rollouts the GRPO run of the same RL seed sampled at the same step "

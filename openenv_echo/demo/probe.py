@@ -73,7 +73,8 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float |
     """A probe's figures, from its stored runs: per seed, GRPO's final validation success (and per world), its
     validation env CE, groups with reward variance per step and sampled reward on its training worlds at its first
     step (the start's: ``train_reward_first``) and over the second half of its steps (``train_reward_late``; GRPO +
-    ECHO's too, with its logged action KL to the start where anchored); direct CE's validation curve and flattening;
+    ECHO's too, with its logged action KL to the start where anchored; GRPO's logged KL penalty, ``ref_kl_late``,
+    under ``rl_kl``); direct CE's validation curve and flattening;
     GRPO + ECHO's final validation env CE and success, and its share of the start → direct CE validation gap."""
     seeds = cfg.sweep_rl_seeds
     grpo = [runs.get("grpo", 0.0, s) for s in seeds]
@@ -92,6 +93,7 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float |
                 / len(r["train"]),
                 "train_reward_first": r["train"][0]["reward_mean"],
                 "train_reward_late": _late(r, "reward_mean"),
+                **({"ref_kl_late": _late(r, "ref_kl")} if cfg.rl_kl else {}),
             }
             for r in grpo
         ],

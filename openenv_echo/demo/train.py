@@ -29,6 +29,7 @@ import torch
 from ..objective import (
     EchoBatch,
     EchoConfig,
+    PolicyLossConfig,
     echo_loss,
     env_keep_mask,
     group_advantages,
@@ -110,12 +111,16 @@ def micro_batches(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def arm_config(arm: str, lam: float, normalization: str = "token_mean", varied_only: bool = False) -> EchoConfig:
+def arm_config(
+    arm: str, lam: float, normalization: str = "token_mean", varied_only: bool = False, kl: float = 0.0
+) -> EchoConfig:
     """The objective of each arm (everything else identical). GRPO + ECHO's world term: ``normalization``
     (``ECHO_NORMALIZATIONS``: ``sequence_mean`` is the paper's, over each rollout's |O_i|) and ``varied_only``
-    (only on rollouts of groups with reward variance)."""
+    (only on rollouts of groups with reward variance). ``kl``: the policy term's k3 KL coefficient β (both policy
+    arms; the reference log-probs come from ``rl_step``'s ``ref``)."""
+    policy = PolicyLossConfig(kl_coeff=kl)
     if arm == "grpo":
-        return EchoConfig(world_model_coeff=0.0)
+        return EchoConfig(world_model_coeff=0.0, policy=policy)
     if arm == "grpo_echo":
         if normalization not in ECHO_NORMALIZATIONS:
             raise ValueError(f"unknown world-term normalization {normalization!r}")
@@ -124,9 +129,12 @@ def arm_config(arm: str, lam: float, normalization: str = "token_mean", varied_o
             world_model_coeff=lam,
             normalization=normalization,  # type: ignore[arg-type]  # checked above
             keep_zero_variance_env=not varied_only,
+            policy=policy,
             **paper,  # type: ignore[arg-type]
         )
     if arm == "direct_ce":
+        if kl:
+            raise ValueError("direct CE has no policy term to hold near a reference")
         return EchoConfig(world_model_coeff=1.0, verifier_free=True)
     raise ValueError(f"unknown arm {arm!r}")
 
@@ -340,6 +348,7 @@ def rl_step(
     anchor_coeff: float = 0.0,
     anchor_follows: bool = False,
     surgery: bool = False,
+    ref: torch.nn.Module | None = None,
 ) -> dict[str, float]:
     """One on-policy update on a batch of policy rollouts (consecutive groups of ``group_size`` samples).
 
@@ -354,6 +363,8 @@ def rl_step(
     resists only what the world term's steps do to the actions. ``surgery`` (needs ``world_opt``): PCGrad, where
     the world term's gradient has a negative inner product with the policy term's, its component along the policy
     term's gradient is removed before its step. With a world optimizer the cosine of the two gradients is logged.
+    ``ref``: the frozen reference of the policy term's KL penalty (``cfg.policy.kl_coeff`` > 0, and only then);
+    its sampling-temperature log-probs join the batch as ``ref_logps`` and the penalty's mean is logged.
     """
     r = torch.tensor(rewards, dtype=torch.float32)
     flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
@@ -377,17 +388,24 @@ def rl_step(
         raise ValueError("an anchor that follows the policy term needs an anchor and a world optimizer")
     if surgery and world_opt is None:
         raise ValueError("gradient surgery needs a world optimizer (the two terms' gradients apart)")
+    if (ref is None) != (cfg.policy.kl_coeff == 0.0):
+        raise ValueError("a KL penalty (policy.kl_coeff > 0) needs a frozen reference model, and each the other")
     n_action = max(int(action_targets(full["role_ids"], full["attention_mask"]).sum()), 1)
-    sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0, "kl": 0.0}
+    sums = {"policy": 0.0, "world": 0.0, "nll": 0.0, "n_env": 0.0, "kl": 0.0, "ref_kl": 0.0, "n_ref": 0.0}
     for lo in range(0, len(sequences), micro_batch):
         rows = slice(lo, lo + micro_batch)
         b = collate(sequences[rows], tokenizer=tokenizer)
+        ref_lp = None
+        if ref is not None:
+            with torch.no_grad():
+                ref_lp = forward_logps(ref, b, (temperature,))[0]
         eb = EchoBatch(
             role_ids=b["role_ids"],
             advantages=None if adv is None else adv[rows],
             obs_count=b["obs_count"],
             verifier_free=flat[rows],
             env_keep=None if keep is None else keep[rows],
+            ref_logps=ref_lp,
         )
         hidden, head = forward_hidden(model, b)
         lp = hidden_logps(hidden, head, b["input_ids"], temperature)
@@ -414,6 +432,11 @@ def rl_step(
         if n_env:  # a micro-batch without env tokens has no CE (nan), not a zero one
             sums["nll"] += float(m["echo/ce_per_token/env_output"]) * n_env
         sums["n_env"] += n_env
+        if ref is not None:  # the penalty's mean over the action targets that carry a policy term
+            n_ref = float(action_targets(b["role_ids"], b["attention_mask"])[~flat[rows]].sum())
+            if n_ref:
+                sums["ref_kl"] += float(m["policy/kl"]) * n_ref
+                sums["n_ref"] += n_ref
     world: dict[str, float] = {}
     if world_grads is not None:
         world |= _world_policy_surgery(world_grads, params, surgery)
@@ -437,9 +460,11 @@ def rl_step(
             world_opt.step()
         world_opt.zero_grad(set_to_none=True)
     anchored = {"action_kl": sums["kl"] / n_action} if anchor is not None else {}
+    held = {"ref_kl": sums["ref_kl"] / max(sums["n_ref"], 1.0)} if ref is not None else {}
     return {
         **world,
         **anchored,
+        **held,
         "grad_norm": grad_norm,
         "skipped": float(skipped),
         "groups_with_reward_variance": float(varied_groups),

@@ -435,7 +435,8 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     demo's λ = 0 run on every validation world (the same code path); a changed setting is recorded as what changed;
     direct CE's flattening is recorded; nothing is evaluated on test; a start trained under other settings is
     refused; the table puts the defaults first; from a start probe's start, the record also joins the start RL
-    probes file under that start, whose table shows each probe's settings without its start's."""
+    probes file under that start, whose table shows each probe's settings without its start's; under ``rl_kl`` the
+    record holds GRPO's logged KL penalty."""
     import shutil
 
     from openenv_echo.demo.probe import main as probe
@@ -515,6 +516,11 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
         printed.startswith("From the start probe `quick-start`:\n\n| probe |")
         and "| hot | `temperature` = 2.0 |" in printed
     )
+    # GRPO held near its start by the policy term's KL penalty: recorded as the setting, with its logged penalty
+    probe([*common, "--name", "held", "--set", "rl_kl=0.5"])
+    held = json.loads((start / "rl-probes.json").read_text())["held"]
+    assert held["settings"] == {"rl_kl": 0.5} and held["grpo"][0]["ref_kl_late"] >= 0
+    assert "ref_kl_late" not in same["grpo"][0]
 
 
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
@@ -1033,6 +1039,91 @@ def test_the_action_kl_anchor_holds_the_policy_to_its_start() -> None:
     assert resume_key(plain, "grpo") == resume_key(held_cfg, "grpo")  # GRPO's runs are reused across it
     assert resume_key(plain, "grpo_echo") != resume_key(held_cfg, "grpo_echo")
     assert "echo_action_kl" not in resume_key(plain, "grpo_echo")
+
+
+def test_the_policy_terms_kl_penalty_holds_grpo_near_its_start() -> None:
+    """``rl_kl`` (the objective's ``policy.kl_coeff`` against a frozen copy of the start, ``rl_step(ref=...)``): zero
+    at the start, logged as ``ref_kl``; the same GRPO steps from the same start end measurably closer to it with the
+    penalty than without; it needs its reference and the reference needs it; direct CE has no policy term to hold."""
+    import copy
+
+    from openenv_echo.demo.train import action_kl, arm_config, forward_hidden, rl_step
+    from openenv_echo.tokenization import collate
+
+    tok, model, seqs = _two_rollouts()
+    start = copy.deepcopy(model.state_dict())
+    frozen = copy.deepcopy(model).eval().requires_grad_(False)
+
+    def kl_to_start() -> float:
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for q in seqs:
+                b = collate([q], tokenizer=tok)
+                kl, n = action_kl(*forward_hidden(model, b), frozen, b, 0.5)
+                total, count = total + float(kl), count + n
+        return total / count
+
+    def steps(n: int, beta: float) -> list[dict[str, float]]:
+        model.load_state_dict(start)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        ref = frozen if beta else None
+        return [
+            rl_step(
+                model,
+                opt,
+                seqs,
+                [1.0, 0.0],
+                2,
+                arm_config("grpo", 0.0, kl=beta),
+                tok,
+                micro_batch=1,
+                step=i,
+                temperature=0.5,
+                ref=ref,
+            )
+            for i in range(n)
+        ]
+
+    free_log = steps(6, 0.0)
+    free = kl_to_start()
+    held_log = steps(6, 3.0)
+    held = kl_to_start()
+    assert "ref_kl" not in free_log[0] and held_log[0]["ref_kl"] == pytest.approx(0.0, abs=1e-6)  # the start itself
+    assert held_log[-1]["ref_kl"] > 0
+    assert free > 1e-3 and held < 0.7 * free, (free, held)
+    with pytest.raises(ValueError, match="reference"):
+        rl_step(
+            model,
+            torch.optim.AdamW(model.parameters()),
+            seqs,
+            [1.0, 0.0],
+            2,
+            arm_config("grpo", 0.0, kl=0.1),
+            tok,
+            micro_batch=1,
+            step=0,
+        )
+    with pytest.raises(ValueError, match="reference"):
+        rl_step(
+            model,
+            torch.optim.AdamW(model.parameters()),
+            seqs,
+            [1.0, 0.0],
+            2,
+            arm_config("grpo", 0.0),
+            tok,
+            micro_batch=1,
+            step=0,
+            ref=frozen,
+        )
+    with pytest.raises(ValueError, match="direct CE"):
+        arm_config("direct_ce", 1.0, kl=0.1)
+    with pytest.raises(ValueError, match="rl_kl"):
+        DemoConfig.preset("full", rl_kl=0.0)
+    plain, held_cfg = DemoConfig.preset("full"), DemoConfig.preset("full", rl_kl=0.04)
+    assert "rl_kl" not in resume_key(plain, "grpo")  # the runs stored before it keep their keys
+    for arm in ("grpo", "grpo_echo", "direct_ce"):  # direct CE too: it trains on the GRPO run's rollouts
+        assert resume_key(plain, arm) != resume_key(held_cfg, arm)
 
 
 def test_an_anchor_that_follows_the_policy_term_takes_its_steps_alone() -> None:
