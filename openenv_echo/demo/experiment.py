@@ -346,6 +346,7 @@ def report_head(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "torch": torch.__version__,
             "transformers": __import__("transformers").__version__,
             "platform": platform.platform(),
+            "cpu": cpu_name(),
             "torch_threads": cfg.threads,
             "workers": cfg.workers,
         },
@@ -370,6 +371,24 @@ def report_head(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
     if cfg.mode == "quick":
         report["note"] = SMOKE_NOTE
     return report
+
+
+def cpu_name() -> str:
+    """The CPU's model and the vector kernels torch picked on it (AVX2, AVX512, ...): a long training run's float
+    rounding depends on both, and the platform string does not tell them apart (the sql recording's start and its
+    retrain share one, and are two agents: the example README)."""
+    model = next(
+        (line.split(":", 1)[1].strip() for line in _cpuinfo().splitlines() if line.startswith("model name")),
+        platform.processor() or platform.machine(),
+    )
+    return f"{model} ({torch.backends.cpu.get_cpu_capability()})"
+
+
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux
+        return ""
 
 
 @dataclass

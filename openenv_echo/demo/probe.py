@@ -74,8 +74,8 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float |
     validation env CE, groups with reward variance per step and sampled reward on its training worlds at its first
     step (the start's: ``train_reward_first``) and over the second half of its steps (``train_reward_late``; GRPO +
     ECHO's too, with its logged action KL to the start where anchored; GRPO's logged KL penalty, ``ref_kl_late``,
-    under ``rl_kl``); direct CE's validation curve and flattening;
-    GRPO + ECHO's final validation env CE and success, and its share of the start → direct CE validation gap."""
+    under ``rl_kl``); direct CE's validation curve and flattening; GRPO + ECHO's final validation env CE and success,
+    and its share of the start → direct CE validation gap."""
     seeds = cfg.sweep_rl_seeds
     grpo = [runs.get("grpo", 0.0, s) for s in seeds]
     record: dict[str, Any] = {
@@ -181,7 +181,7 @@ def start_record(cfg: DemoConfig, start: dict[str, Any], versions: dict[str, Any
     return {
         "settings": {k: v for k, v in changed(cfg).items() if k in START_FIELDS},
         "start_key": json.loads(start_key(cfg)),
-        "versions": {k: versions[k] for k in ("python", "torch", "transformers", "platform", "torch_threads")},
+        "versions": {k: versions[k] for k in ("python", "torch", "transformers", "platform", "cpu", "torch_threads")},
         "generic_losses": start["generic"]["losses"],
         "sft_checkpoints": [
             {
