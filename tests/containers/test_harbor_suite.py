@@ -44,6 +44,18 @@ def task_images(shell_task_images: dict[str, str]) -> dict[str, str]:
     return shell_task_images
 
 
+def _read_file(container: Any, path: str) -> bytes:
+    """A container file's bytes through the archive API: an exec's attached output can come back empty on a loaded
+    engine when the process exits before the attach (a CI run read '' for a reward file the verifier had written)."""
+    stream, _ = container.get_archive(path)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.next()
+        assert member is not None and member.isfile(), path
+        body = tar.extractfile(member)
+        assert body is not None, path
+        return body.read()
+
+
 def run_episode(client: Any, image: str, task: HarborTask, *, oracle: bool) -> str:
     """The reward file's text after (optionally) the oracle's solve.sh and then the verifier."""
     limits = task.limits
@@ -76,9 +88,7 @@ def run_episode(client: Any, image: str, task: HarborTask, *, oracle: bool) -> s
             workdir=task.workdir,
         )
         assert code == 0, out.decode(errors="replace")
-        code, reward = container.exec_run(["cat", CONTAINER_REWARD_TXT])
-        assert code == 0, reward
-        return str(reward.decode().strip())
+        return _read_file(container, CONTAINER_REWARD_TXT).decode().strip()
     finally:
         container.remove(force=True)
 
