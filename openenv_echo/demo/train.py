@@ -364,7 +364,8 @@ def rl_step(
     the world term's gradient has a negative inner product with the policy term's, its component along the policy
     term's gradient is removed before its step. With a world optimizer the cosine of the two gradients is logged.
     ``ref``: the frozen reference of the policy term's KL penalty (``cfg.policy.kl_coeff`` > 0, and only then);
-    its sampling-temperature log-probs join the batch as ``ref_logps`` and the penalty's mean is logged.
+    its sampling-temperature log-probs join the batch as ``ref_logps`` (computed for the rows that carry a policy
+    term only) and the penalty's mean is logged.
     """
     r = torch.tensor(rewards, dtype=torch.float32)
     flat = zero_variance_groups(r, group_size)  # no reward variance: no policy term (the env term stays)
@@ -395,8 +396,13 @@ def rl_step(
     for lo in range(0, len(sequences), micro_batch):
         rows = slice(lo, lo + micro_batch)
         b = collate(sequences[rows], tokenizer=tokenizer)
+        hidden, head = forward_hidden(model, b)
+        lp = hidden_logps(hidden, head, b["input_ids"], temperature)
+        lp_env = hidden_logps(hidden, head, b["input_ids"], 1.0) if temperature != 1.0 else None
         ref_lp = None
-        if ref is not None:
+        if ref is not None and bool(flat[rows].all()):  # no policy term here: the penalty is masked out, so no
+            ref_lp = lp.detach()  # reference pass (a reference equal to the policy is an exact zero)
+        elif ref is not None:
             with torch.no_grad():
                 ref_lp = forward_logps(ref, b, (temperature,))[0]
         eb = EchoBatch(
@@ -407,9 +413,6 @@ def rl_step(
             env_keep=None if keep is None else keep[rows],
             ref_logps=ref_lp,
         )
-        hidden, head = forward_hidden(model, b)
-        lp = hidden_logps(hidden, head, b["input_ids"], temperature)
-        lp_env = hidden_logps(hidden, head, b["input_ids"], 1.0) if temperature != 1.0 else None
         out = echo_loss(lp, eb, cfg, step=step, denominators=dens, env_logps=lp_env)
         loss, world_loss = out.loss, out.world_loss
         if anchor is not None:  # the anchor is part of the world term

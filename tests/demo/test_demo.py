@@ -1093,6 +1093,24 @@ def test_the_policy_terms_kl_penalty_holds_grpo_near_its_start() -> None:
     assert "ref_kl" not in free_log[0] and held_log[0]["ref_kl"] == pytest.approx(0.0, abs=1e-6)  # the start itself
     assert held_log[-1]["ref_kl"] > 0
     assert free > 1e-3 and held < 0.7 * free, (free, held)
+    passes: list[int] = []  # a group without reward variance has no policy term: no reference pass for its rows
+    hook = frozen.base_model.register_forward_hook(lambda *_: passes.append(1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mixed = rl_step(
+        model,
+        opt,
+        seqs + seqs,
+        [1.0, 0.0, 1.0, 1.0],
+        2,
+        arm_config("grpo", 0.0, kl=3.0),
+        tok,
+        micro_batch=1,
+        step=0,
+        temperature=0.5,
+        ref=frozen,
+    )
+    hook.remove()
+    assert len(passes) == 2 and mixed["ref_kl"] > 0 and math.isfinite(mixed["grad_norm"]), (passes, mixed)
     for beta, kw in ((0.1, {}), (0.0, {"ref": frozen})):  # a coefficient without a reference, and the reverse
         with pytest.raises(ValueError, match="reference"):
             opt = torch.optim.AdamW(model.parameters())
