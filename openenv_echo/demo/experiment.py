@@ -11,6 +11,7 @@ import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from .evaluate import (
     verbatim_overlap,
     world_tokens,
 )
+from .expert_store import episodes_key, stored_episodes
 from .ngram import REFERENCES, reference_lines
 from .optim import make_optimizer, make_world_optimizer
 from .policy import build_policy
@@ -404,16 +406,34 @@ class Data:
     train_seqs: list[Any]
     ce_val: CeSet
     ce_test: CeSet
+    reused: list[str]  # the splits whose episodes a stored copy gave (the same env code, seeds and caps)
 
 
-def collect_data(cfg: DemoConfig, env: DemoEnv, url: str, generic: GenericCorpus, clock: Clock) -> Data:
-    """The expert's episodes on the train, validation and test seeds, then the tokenizer, the model and the CE sets."""
+def collect_data(cfg: DemoConfig, env: DemoEnv, url: str, generic: GenericCorpus, clock: Clock, store: Path) -> Data:
+    """The expert's episodes on the train, validation and test seeds (those stored in ``store`` by a run of the same
+    env code where there are, ``expert_store``), then the tokenizer, the model and the CE sets."""
     from ..tokenization import tokenize_trajectory
 
-    seeds, steps, kinds, progress = cfg.seeds, cfg.env_steps, cfg.kinds, cfg.progress
-    train_ex = expert_episodes(url, env, seeds.train, steps, kinds=kinds, progress=progress, desc="expert (train)")
-    val_ex = expert_episodes(url, env, seeds.val, steps, kinds=kinds, progress=progress, desc="expert (val)")
-    test_ex = expert_episodes(url, env, seeds.test, steps, kinds=kinds, progress=progress, desc="expert (test)")
+    seeds, steps, kinds = cfg.seeds, cfg.env_steps, cfg.kinds
+    splits: dict[str, list[Trajectory]] = {}
+    reused: list[str] = []
+    for split, split_seeds in (("train", seeds.train), ("val", seeds.val), ("test", seeds.test)):
+        splits[split], was_stored = stored_episodes(
+            store / f"experts-{split}.jsonl.gz",
+            episodes_key(env.name, split_seeds, steps, kinds, cfg.docker),
+            partial(
+                expert_episodes,
+                url,
+                env,
+                split_seeds,
+                steps,
+                kinds=kinds,
+                progress=cfg.progress,
+                desc=f"expert ({split})",
+            ),
+        )
+        reused += [split] * was_stored
+    train_ex, val_ex, test_ex = splits["train"], splits["val"], splits["test"]
     clock.lap("expert_episodes")
     model, tok, model_info = build_policy(cfg, env, generic, train_ex)
     train_seqs = [tokenize_trajectory(t, tok) for t in train_ex]
@@ -421,7 +441,7 @@ def collect_data(cfg: DemoConfig, env: DemoEnv, url: str, generic: GenericCorpus
     ce_val = build_ce_set("validation", seeds.val, val_ex, tok, seen, shapes)
     ce_test = build_ce_set("test", seeds.test, test_ex, tok, seen, shapes)
     clock.lap("tokenizer_and_model")
-    return Data(train_ex, val_ex, test_ex, model, tok, model_info, train_seqs, ce_val, ce_test)
+    return Data(train_ex, val_ex, test_ex, model, tok, model_info, train_seqs, ce_val, ce_test, reused)
 
 
 def describe_data(report: dict[str, Any], cfg: DemoConfig, env: DemoEnv, server_desc: str, data: Data) -> None:
@@ -449,6 +469,7 @@ def describe_data(report: dict[str, Any], cfg: DemoConfig, env: DemoEnv, server_
         novelty.update(hostnames_seen(seeds.train, seeds.test))
     report["data"] = {
         "expert_episodes": {"train": len(train_ex), "validation": len(val_ex), "test": len(test_ex)},
+        "expert_episodes_stored": data.reused,
         "expert_test_reward": sum(t.total_reward for t in test_ex) / len(test_ex),
         "train_tokens_per_episode": {"mean": sum(lengths) / len(lengths), "max": max(lengths)},
         "env_ce_sets": {
@@ -670,7 +691,7 @@ def run_experiment(cfg: DemoConfig, command: str | None, plan: Plan = run_all) -
     with env_server(env, cfg.docker, sessions=server_sessions(cfg)) as (url, server_desc):
         clock.lap("server_start")
         console.print(f"[bold]{env.name} env[/] server: {server_desc} at {url}")
-        data = collect_data(cfg, env, url, generic, clock)
+        data = collect_data(cfg, env, url, generic, clock, store)
         describe_data(report, cfg, env, server_desc, data)
         info, lengths = data.model_info, [len(s) for s in data.train_seqs]
         console.print(

@@ -142,6 +142,8 @@ def run_probe(
     store = cfg.out / "checkpoints"
     store.mkdir(parents=True, exist_ok=True)
     shutil.copy(start_file, store / "start.pt")  # the run's start, never one the probe would train itself
+    for experts in (start_dir / "checkpoints").glob("experts-*.jsonl.gz"):  # its expert episodes, where stored
+        shutil.copy(experts, store / experts.name)
 
     def plan(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
         seeds = cfg.sweep_rl_seeds

@@ -219,8 +219,8 @@ def test_every_run_starts_from_the_same_checkpoint_with_the_same_prompts(
 
 
 def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[str, Any], Path]) -> None:
-    """Rerunning the same configuration into the same directory reuses the start checkpoint and every run (same
-    numbers, no training), and the report says it is complete."""
+    """Rerunning the same configuration into the same directory reuses the expert episodes, the start checkpoint and
+    every run (same numbers, no rollouts of the expert, no training), and the report says it is complete."""
     from openenv_echo.demo import run_demo
 
     report, out = quick_report
@@ -233,12 +233,47 @@ def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[st
     n_sweep, n_seeds = report["config"]["sweep_seeds"], report["config"]["n_seeds"]
     n_lams = len(report["lambda_selection"]["values"])
     # the sweep (every λ on every sweep seed), the other arm seeds' λ = 0 and chosen-λ runs, direct CE per arm seed
-    assert "start.pt" in stored and len(stored) == 1 + n_lams * n_sweep + 2 * (n_seeds - n_sweep) + n_seeds
+    experts = {f"experts-{split}.jsonl.gz" for split in ("train", "val", "test")}
+    assert "start.pt" in stored and experts <= set(stored)
+    assert len(stored) == 4 + n_lams * n_sweep + 2 * (n_seeds - n_sweep) + n_seeds
     again = run_demo(DemoConfig.preset("quick", out=out, progress=False), command="openenv-echo demo --quick")
+    assert report["data"]["expert_episodes_stored"] == [] and again["data"] == {
+        **report["data"],
+        "expert_episodes_stored": ["train", "val", "test"],
+    }
     assert again["arms"] == json.loads(json.dumps(report["arms"]))
     assert again["baselines"] == report["baselines"]
     # nothing was retrained or re-evaluated: no stored checkpoint was rewritten
     assert {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()} == stored
+
+
+def test_stored_expert_episodes_stand_in_only_under_their_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split's expert episodes are reused only by a run of the same env, seeds, caps and source code; a stale or
+    foreign file is rolled out again and replaced whole."""
+    from openenv_echo.demo import expert_store
+    from openenv_echo.trajectory import Trajectory
+
+    key = expert_store.episodes_key("sql", [1, 2], 4, (), False)
+    for other in (("sql", [1, 3], 4, (), False), ("sql", [1, 2], 5, (), False), ("sql", [1, 2], 4, ("join",), False)):
+        assert expert_store.episodes_key(*other) != key  # type: ignore[arg-type]
+    assert expert_store.episodes_key("terminal", [1, 2], 4, (), False) != key
+    assert expert_store.episodes_key("sql", [1, 2], 4, (), True) != key
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "m.py").write_text("x = 1\n")
+    monkeypatch.setattr(expert_store, "_source_roots", lambda env: [src])
+    before = expert_store.code_fingerprint("sql")
+    (src / "pkg" / "m.py").write_text("x = 2\n")
+    assert expert_store.code_fingerprint("sql") != before  # an edit to the env's code is another key
+    episodes = [Trajectory(env_name="sql", metadata={"seed": i}) for i in range(3)]
+    path = tmp_path / "experts-train.jsonl.gz"
+    got, reused = expert_store.stored_episodes(path, key, lambda: episodes)
+    assert not reused and got == episodes
+    got, reused = expert_store.stored_episodes(path, key, lambda: pytest.fail("rolled out again"))
+    assert reused and got == episodes
+    got, reused = expert_store.stored_episodes(path, key + " another", lambda: episodes[:1])
+    assert not reused and got == episodes[:1] and [p.name for p in tmp_path.glob("experts-*")] == [path.name]
+    assert expert_store.stored_episodes(path, key + " another", lambda: pytest.fail("rolled out again"))[1]
 
 
 def test_the_world_term_stops_after_echo_world_steps(quick_report: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
