@@ -17,7 +17,7 @@ import torch
 pytestmark = pytest.mark.timeout(1200)
 
 from openenv_echo.demo import ARMS, DemoConfig, Seeds  # noqa: E402
-from openenv_echo.demo.checkpoints import RUN_ONLY_FIELDS  # noqa: E402
+from openenv_echo.demo.checkpoints import RUN_ONLY_FIELDS, load_stored  # noqa: E402
 from openenv_echo.demo.envs import TERMINAL  # noqa: E402
 from openenv_echo.demo.experiment import SFT_BAND, SFT_RULE, resume_key, sft_pick_key, start_key  # noqa: E402
 from openenv_echo.envs.splits import TASK_SPLITS  # noqa: E402
@@ -2024,7 +2024,6 @@ def test_committed_runs_are_what_the_issue_asks_for() -> None:
     the current defaults, beside the one-seed report of a default run (its wall time: λ and the start from the
     recording, which trained them), and the sql run, where recorded. The committed start is the recording's, under
     the defaults' start settings and the tokenizer this Python builds, so a default run loads it."""
-    from openenv_echo.demo.checkpoints import load_stored
     from openenv_echo.demo.corpus import stdlib_docstrings
     from openenv_echo.demo.recorded import RECORDINGS, RESULTS, START_NAME
     from openenv_echo.tokenization import build_tokenizer
@@ -2088,15 +2087,15 @@ def test_the_sql_recordings_start_is_not_what_its_command_trains_now() -> None:
 
 
 def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed() -> None:
-    """``results-sql/start-probes.json``: the thirteen sql starts trained from today's code (``micro``; ``tiny`` at
+    """``results-sql/start-probes.json``: the fifteen sql starts trained from today's code (``micro``; ``tiny`` at
     ``micro``'s rates and at half of them, SFT seeds 0 and 1; ``micro`` on 12,800 training worlds, SFT seeds 0-2;
     ``micro`` on 25,600 worlds with twice the SFT steps, SFT seeds 0 and 1; the 12,800-world seed 0 again on another
-    machine, and seed 1's) at the recording's other start settings. Only many-world starts have SFT checkpoints in
+    machine, and seed 1's; SFT seeds 3 and 4 on that machine) at the recording's other start settings. Only many-world starts have SFT checkpoints in
     the start's band, and on neither plan every seed: 12,800 worlds on seeds 0 and 1, not 2; 25,600 worlds and 3,200
     steps on seed 1, not 0. Their generic phase is the 640-world starts', so what SFT saw is the only difference, but
     on the machine that recorded them: each rerun, under the same key and versions, differs by float rounding from
-    the second generic step on and does not copy. ``micro`` seed 0 is the retrained start of
-    ``start-retrained.json``. The README's figures are the record's."""
+    the second generic step on and does not copy, while seeds 3 and 4 copy there (seed 3's start is committed).
+    ``micro`` seed 0 is the retrained start of ``start-retrained.json``. The README's figures are the record's."""
     from openenv_echo.demo.config import SFT_BAND
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
@@ -2116,10 +2115,15 @@ def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed()
         "micro-steps-3200-worlds-25600-seed-1": {"seed": 1, "n_train": 25600, "sft_steps": 3200},
         "micro-worlds-12800-seed-0-rerun": {"n_train": 12800},
         "micro-worlds-12800-seed-1-rerun": {"seed": 1, "n_train": 12800},
+        "micro-worlds-12800-seed-3": {"seed": 3, "n_train": 12800},
+        "micro-worlds-12800-seed-4": {"seed": 4, "n_train": 12800},
     }
     assert {n: p["settings"] for n, p in starts.items()} == settings
     assert list(starts) == list(settings)
-    in_band_names = ("micro-worlds-12800-seed-0", "micro-worlds-12800-seed-1", "micro-steps-3200-worlds-25600-seed-1")
+    in_band_names = (
+        *(f"micro-worlds-12800-seed-{s}" for s in (0, 1, 3, 4)),
+        "micro-steps-3200-worlds-25600-seed-1",
+    )
     for name, p in starts.items():
         cfg = DemoConfig.preset("full", env="sql", **settings[name])
         assert p["start_key"] == json.loads(start_key(cfg))
@@ -2134,7 +2138,7 @@ def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed()
         c["val_policy"]["success"] for c in retrained["sft"]["checkpoints"]
     ]
     solved = {n: round(64 * max(c["val_success"] for c in p["sft_checkpoints"])) for n, p in starts.items()}
-    assert solved == dict(zip(settings, (3, 5, 1, 1, 8, 4, 17, 21, 6, 5, 13, 5, 10), strict=True))
+    assert solved == dict(zip(settings, (3, 5, 1, 1, 8, 4, 17, 21, 6, 5, 13, 5, 10, 21, 18), strict=True))
     drifts = []
     for s, bound in ((0, 0.005), (1, 0.03)):  # each copying seed retrained on another machine: rounding, no copy
         first, rerun = starts[f"micro-worlds-12800-seed-{s}"], starts[f"micro-worlds-12800-seed-{s}-rerun"]
@@ -2165,6 +2169,19 @@ def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed()
     r1_val, r1_test = rerun1["after"]["val"]["success"], rerun1["after"]["test"]["success"]
     assert f"at step {rerun1['chosen_step']} ({r1_val:.3f}; test {r1_test:.3f})" in flat
     assert f"and seed 1's reaches 10 of 64 (test {r1_test:.3f})" in top
+    new = [starts[f"micro-worlds-12800-seed-{s}"] for s in (3, 4)]
+    for w in new:
+        val, test = w["after"]["val"]["success"], w["after"]["test"]["success"]
+        assert f"at step {w['chosen_step']} ({val:.3f}; test {test:.3f})" in flat
+    assert "copy (21 and 18 of 64, test {:.3f} and {:.3f})".format(*(w["after"]["test"]["success"] for w in new)) in top
+    # the copying seed with the higher chosen validation success is committed; it loads under its own start key
+    committed = EXAMPLE / "results-sql" / "starts" / "micro-worlds-12800-seed-3.pt"
+    assert new[0]["after"]["val"]["success"] > new[1]["after"]["val"]["success"]
+    stored = load_stored(committed, start_key(DemoConfig.preset("full", env="sql", seed=3, n_train=12800)))
+    assert stored is not None and stored["sft"]["chosen_step"] == new[0]["chosen_step"]
+    assert stored["generic"]["losses"] == new[0]["generic_losses"]
+    assert stored["val"]["policy"]["per_world_reward"] == new[0]["after"]["val"]["per_world_reward"]
+    assert load_stored(committed, start_key(DemoConfig.preset("full", env="sql", seed=4, n_train=12800))) is None
     assert "5 and 13 of 64 (test {:.3f} and {:.3f})".format(*(w["after"]["test"]["success"] for w in steps)) in top
     ce = {n: p["after"]["val"]["env_ce"] for n, p in starts.items()}
     tiny, micro = sorted([ce["tiny-seed-0"], ce["tiny-seed-1"]]), sorted([ce["micro-seed-0"], ce["micro-seed-1"]])
