@@ -1,6 +1,8 @@
 """What a stored checkpoint must match to be reused, and its file format: the start checkpoint's settings
 (``start_key``) and an RL run's (``resume_key``). A stored file holds ``{"key", "obj"}``; a file made under another
-key is ignored, so a changed setting retrains instead of reusing."""
+key is ignored, so a changed setting retrains instead of reusing. A start also names the tokenizer it was trained
+with, which is not a setting (the generic corpus is this Python's standard library): one trained with another is
+refused (``check_start_tokenizer``)."""
 
 from __future__ import annotations
 
@@ -92,6 +94,23 @@ def save_stored(path: Path, key: str, obj: Any) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save({"key": key, "obj": obj}, tmp)
     tmp.replace(path)
+
+
+class ForeignStart(ValueError):
+    """A stored start checkpoint trained with another tokenizer than the one this run builds: its weights index
+    other token ids, so no run may go on from it (nor retrain over it silently)."""
+
+
+def check_start_tokenizer(path: Path, start: dict[str, Any], fingerprint: str) -> None:
+    """Refuse the start stored at ``path`` unless it was trained with the tokenizer of ``fingerprint`` (a start
+    stored before starts carried their tokenizer's fingerprint cannot be checked and is taken as it is)."""
+    theirs = start.get("tokenizer", fingerprint)
+    if theirs != fingerprint:
+        raise ForeignStart(
+            f"{path}: this start was trained with another tokenizer (fingerprint {theirs[:12]}) than the one this "
+            f"run builds ({fingerprint[:12]}), from another generic corpus (another Python's standard library): "
+            "train a start where this tokenizer is built"
+        )
 
 
 def load_stored(path: Path, key: str) -> Any:

@@ -114,6 +114,7 @@ def demo(
     worlds × seeds bootstrap intervals; writes OUT/report.json, OUT/summary.md, OUT/verdict.json and
     OUT/echo_world_model.png. The start checkpoint is the env's recorded one where its settings are this run's
     (--train-start trains it)."""
+    from .checkpoints import ForeignStart
     from .recorded import recorded_selection
     from .run import run_demo
     from .tables import summary_markdown
@@ -155,7 +156,10 @@ def demo(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from e
     argv = sys.argv[sys.argv.index("demo") + 1 :] if "demo" in sys.argv else sys.argv[1:]
-    report = run_demo(cfg, command=" ".join(["openenv-echo", "demo", *argv]))
+    try:
+        report = run_demo(cfg, command=" ".join(["openenv-echo", "demo", *argv]))
+    except ForeignStart as e:
+        raise SystemExit(str(e)) from None
     brief = {"out": str(out), "wall_time_s": report["timings_s"]["total"], "note": report.get("note")}
     typer.echo(json.dumps({k: v for k, v in brief.items() if v is not None}, indent=1))
     typer.echo(summary_markdown(report))

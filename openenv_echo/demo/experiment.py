@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..trajectory import Trajectory
-from .checkpoints import load_stored, resume_key, save_stored, start_key
+from .checkpoints import check_start_tokenizer, load_stored, resume_key, save_stored, start_key
 from .clock import Clock
 from .config import ARM_LABELS, ARMS, SFT_BAND, DemoConfig, Seeds
 from .corpus import GenericCorpus, stdlib_docstrings
@@ -493,18 +493,20 @@ def start_and_references(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The start checkpoint (its weights loaded into the model) and the reference lines on the train, validation and
     test env-CE targets. The start is resumed from ``store``, else the env's recorded start where it has this run's
-    start settings and tokenizer (unless ``train_start``), else trained; ``start["source"]`` says which."""
+    start settings and tokenizer (unless ``train_start``), else trained; ``start["source"]`` says which, and
+    ``start["tokenizer"]`` the fingerprint of the tokenizer it was trained with: a stored start trained with another
+    tokenizer than this run's is refused (``ForeignStart``), never trained over."""
     model, tok = data.model, data.tok
+    fingerprint = data.model_info["tokenizer"]["fingerprint"]
     start_file = store / "start.pt"
     start = load_stored(start_file, start_key(cfg))
-    if start is None:
-        recorded, why = (
-            (None, "train_start is set")
-            if cfg.train_start
-            else recorded_start(cfg, data.model_info["tokenizer"]["fingerprint"])
-        )
+    if start is not None:
+        check_start_tokenizer(start_file, start, fingerprint)
+    else:
+        recorded, why = (None, "train_start is set") if cfg.train_start else recorded_start(cfg, fingerprint)
         start = recorded or train_start(cfg, model, tok, generic, data.train_seqs, ev, clock)
         start["source"] = why if recorded else f"trained by this run's command ({why})"
+        start["tokenizer"] = fingerprint
         save_stored(start_file, start_key(cfg), start)
     model.load_state_dict(start["state"])
     refs = reference_lines(

@@ -18,7 +18,7 @@ into FILE (``results-sql/start-rl-probes.json``) under the start probe's name:
         --from-start examples/echo_world_model/results-sql/start-rl-probes.json micro-worlds-12800-seed-0
 
 ``run`` trains in ``START/probes/NAME`` from ``START/checkpoints/start.pt`` (it refuses a start trained under other
-settings) and writes the probe's record into ``START/rl-probes.json``. ``table`` prints a probes file's table
+settings or with another tokenizer than the one this machine builds) and writes the probe's record into ``START/rl-probes.json``. ``table`` prints a probes file's table
 (``tables.probes_table``); ``python -m openenv_echo.demo.render`` writes the committed one into the example README.
 
 ``start`` probes the start checkpoint's settings instead (how the sql start's model size was tried): it trains the
@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import RUN_ONLY_FIELDS, START_FIELDS, load_stored, start_key
+from .checkpoints import RUN_ONLY_FIELDS, START_FIELDS, ForeignStart, load_stored, start_key
 from .config import DemoConfig
 from .experiment import RunStore, run_experiment
 from .render import PROBES_NAME
@@ -274,7 +274,10 @@ def main(argv: list[str] | None = None) -> None:
     except (TypeError, ValueError) as e:
         ap.error(str(e))
     from_start = None if args.from_start is None else (Path(args.from_start[0]), args.from_start[1])
-    record = run_probe(cfg, args.name, args.start, args.direct_ce, args.echo, from_start)
+    try:
+        record = run_probe(cfg, args.name, args.start, args.direct_ce, args.echo, from_start)
+    except ForeignStart as e:
+        raise SystemExit(str(e)) from None
     print(probes_table({args.name: record}))
 
 

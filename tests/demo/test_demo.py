@@ -247,6 +247,38 @@ def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[st
     assert {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()} == stored
 
 
+def test_a_start_trained_with_another_tokenizer_is_refused_never_trained_over(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """A start names the tokenizer it was trained with; a probe or a run from a start trained with another tokenizer
+    (its weights index other token ids) stops with the reason before any RL, leaving the start and the records as
+    they were; a start stored before starts named their tokenizer cannot be checked and is taken as it is."""
+    import shutil
+
+    from openenv_echo.demo import run_demo
+    from openenv_echo.demo.checkpoints import ForeignStart, check_start_tokenizer, save_stored
+    from openenv_echo.demo.probe import main as probe
+
+    report, out = quick_report
+    fingerprint = report["model"]["tokenizer"]["fingerprint"]
+    key = start_key(DemoConfig.preset("quick"))
+    start = load_stored(out / "checkpoints" / "start.pt", key)
+    assert start["tokenizer"] == fingerprint  # stored by the run that trained it
+    foreign = tmp_path / "foreign"
+    shutil.copytree(out / "checkpoints", foreign / "checkpoints")
+    save_stored(foreign / "checkpoints" / "start.pt", key, {**start, "tokenizer": "0" * 64})
+    before = (foreign / "checkpoints" / "start.pt").read_bytes()
+    with pytest.raises(SystemExit, match="trained with another tokenizer \\(fingerprint 000000000000\\)"):
+        probe(["run", "--quick", "--start", str(foreign), "--seeds", "1", "--name", "defaults"])
+    assert not (foreign / "rl-probes.json").exists()
+    assert not list((foreign / "probes" / "defaults" / "checkpoints").glob("run-*.pt"))
+    with pytest.raises(ForeignStart, match=f"than the one this run builds \\({fingerprint[:12]}\\)"):
+        run_demo(DemoConfig.preset("quick", out=foreign, progress=False))
+    assert (foreign / "checkpoints" / "start.pt").read_bytes() == before and not (foreign / "report.json").exists()
+    legacy = {k: v for k, v in start.items() if k != "tokenizer"}
+    check_start_tokenizer(out / "checkpoints" / "start.pt", legacy, fingerprint)  # no fingerprint: taken as it is
+
+
 def test_stored_expert_episodes_stand_in_only_under_their_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A split's expert episodes are reused only by a run of the same env, seeds, caps and source code; a stale or
     foreign file is rolled out again and replaced whole."""
@@ -2060,7 +2092,8 @@ def test_committed_runs_are_what_the_issue_asks_for() -> None:
         if env == "terminal" or f.is_file():
             start = load_stored(f, start_key(DemoConfig.preset("full", env=env)))
             after = r["start_checkpoint"]["after"]
-            assert start is not None and json.loads(json.dumps([start["val"], start["test"]])) == [
+            assert start is not None and start["tokenizer"] == r["model"]["tokenizer"]["fingerprint"]
+            assert json.loads(json.dumps([start["val"], start["test"]])) == [
                 after["val"],
                 after["test"],
             ]
@@ -2179,6 +2212,9 @@ def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed()
     assert new[0]["after"]["val"]["success"] > new[1]["after"]["val"]["success"]
     stored = load_stored(committed, start_key(DemoConfig.preset("full", env="sql", seed=3, n_train=12800)))
     assert stored is not None and stored["sft"]["chosen_step"] == new[0]["chosen_step"]
+    # trained with the sql recording's tokenizer (the one this Python builds), which a probe run checks
+    sql_report = json.loads((EXAMPLE / "results-sql" / "report.json").read_text())
+    assert stored["tokenizer"] == sql_report["model"]["tokenizer"]["fingerprint"]
     assert stored["generic"]["losses"] == new[0]["generic_losses"]
     assert stored["val"]["policy"]["per_world_reward"] == new[0]["after"]["val"]["per_world_reward"]
     assert load_stored(committed, start_key(DemoConfig.preset("full", env="sql", seed=4, n_train=12800))) is None
