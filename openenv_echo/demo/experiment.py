@@ -432,7 +432,8 @@ def collect_data(cfg: DemoConfig, env: DemoEnv, url: str, generic: GenericCorpus
                 desc=f"expert ({split})",
             ),
         )
-        reused += [split] * was_stored
+        if was_stored:
+            reused.append(split)
     train_ex, val_ex, test_ex = splits["train"], splits["val"], splits["test"]
     clock.lap("expert_episodes")
     model, tok, model_info = build_policy(cfg, env, generic, train_ex)
