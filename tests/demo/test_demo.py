@@ -2010,7 +2010,8 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
 def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_one_setting_each() -> None:
     """``results-sql/start-rl-probes.json``: each start it names is a committed start probe, each probe's start is
     that start (its validation success, its start settings), and each changes one RL setting from it, but for one
-    rerun of the RL defaults per start; every probe trained GRPO on RL seeds 0-2 for the recorded 20 steps."""
+    rerun of the RL defaults per start; every probe trained GRPO on three RL seeds from its start's seed (0-2 from
+    seed 0's, 3-5 from seed 3's) for the recorded 20 steps."""
     from statistics import mean
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
@@ -2024,7 +2025,8 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
         assert sorted(map(len, extra)) == [0] + [1] * (len(probes) - 1), name
         for p in probes.values():
             assert p["start_val_success"] == start["after"]["val"]["success"], name
-            assert p["seeds"] == [0, 1, 2] and [r["seed"] for r in p["grpo"]] == [0, 1, 2] and p["rl_steps"] == 20
+            seeds = [own.get("seed", 0) + k for k in range(3)]
+            assert p["seeds"] == seeds and [r["seed"] for r in p["grpo"]] == seeds and p["rl_steps"] == 20
             for r in p["grpo"]:
                 assert len(r["val_per_world_reward"]) == len(start["after"]["val"]["per_world_reward"])
                 assert r["val_success"] == mean(x == 1.0 for x in r["val_per_world_reward"])
@@ -2049,6 +2051,33 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     below = [sum(r) for r in runs if sum(r) < 17]
     top = " ".join((ROOT / "README.md").read_text().split())
     assert f"{len(below)} of their 15 runs end at {min(below):.0f} to {max(below):.0f} of 64" in top
+    # seed 3's committed start: the KL probes' reading (every seed above 21; a β above the baseline on every seed)
+    seed_3, before = by_start["micro-worlds-12800-seed-3"], starts["micro-worlds-12800-seed-3"]["after"]["val"]
+    solved = {n: [int(sum(r["val_per_world_reward"])) for r in p["grpo"]] for n, p in seed_3.items()}
+    assert sum(before["per_world_reward"]) == 21 and not any(all(x > 21 for x in v) for v in solved.values())
+    base = solved["worlds-12800-defaults"]
+    for beta in ("0.04", "0.4"):
+        assert seed_3[f"worlds-12800-kl-{beta}"]["settings"]["rl_kl"] == float(beta)
+        assert not all(x > b for x, b in zip(solved[f"worlds-12800-kl-{beta}"], base))
+    said = [", ".join(map(str, v[:-1])) + f" and {v[-1]}" for v in solved.values()]
+    assert "the baseline ends at {} of 64, β = 0.04 at {}, β = 0.4 at {} (means".format(*said) in readme
+    assert (
+        all(sum(x < 21 for x in v) == 2 for v in solved.values()) and "ends below the start on two of its three" in top
+    )
+    # by task kind (validation world i is kind i mod 5 of its seed): the start does two kinds; no run learns the rest
+    from openenv_echo.demo.config import DemoConfig as Cfg
+
+    cfg = Cfg.preset("full", env="sql", n_train=12800, seed=3)
+    kind = [cfg.kinds[v % len(cfg.kinds)] for v in cfg.seeds.val]
+    undone = [
+        i
+        for i, k in enumerate(kind)
+        if not any(r == 1.0 and kind[j] == k for j, r in enumerate(before["per_world_reward"]))
+    ]
+    assert len(undone) == 38 and "none of the other three kinds' 38 worlds" in readme
+    other = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for p in seed_3.values() for r in p["grpo"]]
+    assert max(other) == 3 and "No run solves more than 3 of the 38 worlds of the other kinds" in readme
+    assert "solves more than 3 of the 38 validation worlds of the three task kinds the start cannot do" in top
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
