@@ -187,6 +187,19 @@ def kinds_of_test_worlds(report: dict[str, Any]) -> list[str]:
     return [str(env.reset_options(s, kinds)[env.kind_option]) for s in report["seeds"]["test"]]
 
 
+def kinds_of_val_worlds(start_key: dict[str, Any]) -> list[str]:
+    """The task kind of each validation world of a start (its ``start_key`` names the env, the kinds and the split
+    sizes); [] where the start drew from the env's own distribution."""
+    from .config import Seeds
+
+    env = DEMO_ENVS[start_key["env"]]
+    kinds = tuple(start_key["task_kinds"])
+    if not kinds:
+        return []
+    seeds = Seeds.make(start_key["n_train"], start_key["n_val"], start_key["n_test"]).val
+    return [str(env.reset_options(s, kinds)[env.kind_option]) for s in seeds]
+
+
 def success_by_kind(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Held-out success per task kind: the start's, and each arm's change from it (paired bootstrap over that
     kind's test worlds × RL seeds). Where RL gains or loses, and which kinds no arm ever solves."""

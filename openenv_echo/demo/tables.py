@@ -19,6 +19,7 @@ from typing import Any
 from .config import SFT_BAND
 from .ngram import REFERENCES
 from .stats import gap_closed
+from .summarize import kinds_of_val_worlds
 
 BEGIN, END = "<!-- demo-tables:begin -->", "<!-- demo-tables:end -->"
 README_BEGIN, README_END = "<!-- demo-readme:begin -->", "<!-- demo-readme:end -->"
@@ -282,7 +283,7 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
         ),
         "|---|---|---|---|---|---|---|" + ("---|" if echo else ""),
     ]
-    for name, p in sorted(probes.items(), key=lambda kv: bool(kv[1]["settings"])):
+    for name, p in _defaults_first(probes):
         runs = p["grpo"]
         succ = ", ".join(f"{r['val_success']:.3f}" for r in runs)
         avg = mean(r["val_success"] for r in runs)
@@ -302,12 +303,41 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _defaults_first(probes: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    return sorted(probes.items(), key=lambda kv: bool(kv[1]["settings"]))
+
+
+def kinds_table(start: dict[str, Any], probes: dict[str, dict[str, Any]]) -> str:
+    """Solved validation worlds by task kind: the start probe's chosen checkpoint's, and each RL probe's at its last
+    step per RL seed (which kinds RL gains or loses, and which it never learns); "" without named kinds."""
+    kinds = kinds_of_val_worlds(start["start_key"])
+    if not kinds:
+        return ""
+    names = list(dict.fromkeys(kinds))
+
+    def solved(per_world: list[float]) -> list[int]:
+        return [sum(r == 1.0 for r, k in zip(per_world, kinds) if k == kind) for kind in names]
+
+    lines = [
+        "| solved validation worlds by task kind (per RL seed) | "
+        + " | ".join(f"`{k}` ({kinds.count(k)} worlds)" for k in names)
+        + " |",
+        "|---|" + "---|" * len(names),
+        "| the start | " + " | ".join(map(str, solved(start["after"]["val"]["per_world_reward"]))) + " |",
+    ]
+    for name, p in _defaults_first(probes):
+        runs = [solved(r["val_per_world_reward"]) for r in p["grpo"]]
+        lines.append(f"| {name} | " + " | ".join(", ".join(str(r[i]) for r in runs) for i in range(len(names))) + " |")
+    return "\n".join(lines)
+
+
 def start_rl_probes_tables(
     starts: dict[str, dict[str, Any]] | None, probes: dict[str, dict[str, dict[str, Any]]]
 ) -> str:
     """A ``probes_table`` per start probe that RL probes ran from (``probes``: start probe name → its RL probes),
     each under a line naming the start. Given the start probes' records (``starts``), a probe's settings are shown
-    without its start's (the start's rerun of the RL defaults then comes first), and the line names them."""
+    without its start's (the start's rerun of the RL defaults then comes first), the line names them, and a second
+    table gives each run's solved validation worlds by task kind (``kinds_table``)."""
     blocks = []
     for start, runs in probes.items():
         if starts is None:
@@ -317,7 +347,11 @@ def start_rl_probes_tables(
         shown = {
             n: {**p, "settings": {k: v for k, v in p["settings"].items() if k not in own}} for n, p in runs.items()
         }
-        blocks.append(f"From the start probe `{start}` ({_setting(own)}):\n\n{probes_table(shown)}")
+        kinds = kinds_table(starts[start], runs)
+        blocks.append(
+            f"From the start probe `{start}` ({_setting(own)}):\n\n{probes_table(shown)}"
+            + (f"\n\n{kinds}" if kinds else "")
+        )
     return "\n\n".join(blocks)
 
 

@@ -2065,10 +2065,21 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
         all(sum(x < 21 for x in v) == 2 for v in solved.values()) and "ends below the start on two of its three" in top
     )
     # by task kind (validation world i is kind i mod 5 of its seed): the start does two kinds; no run learns the rest
-    from openenv_echo.demo.config import DemoConfig as Cfg
-
-    cfg = Cfg.preset("full", env="sql", n_train=12800, seed=3)
+    cfg = DemoConfig.preset("full", env="sql", n_train=12800, seed=3)
     kind = [cfg.kinds[v % len(cfg.kinds)] for v in cfg.seeds.val]
+    names = list(dict.fromkeys(kind))
+
+    def by_kind(per_world: list[float]) -> list[int]:
+        return [sum(r == 1.0 for r, k in zip(per_world, kind) if k == n) for n in names]
+
+    assert "| the start | {} |".format(" | ".join(map(str, by_kind(before["per_world_reward"])))) in readme
+    # seed 0's start does four kinds; its runs gain at most 2 worlds of a kind but once, lose up to 4 of cancel rate
+    start_0 = by_kind(starts["micro-worlds-12800-seed-0"]["after"]["val"]["per_world_reward"])
+    assert start_0 == [2, 3, 6, 6, 0] and "worlds of four kinds (2, 3, 6 and 6 of 13)" in readme
+    moves = [[a - b for a, b in zip(by_kind(r), start_0)] for r in runs]
+    assert sorted(max(m) for m in moves)[-2:] == [2, 3] and min(m[names.index("cancel_rate")] for m in moves) == -4
+    assert not any(by_kind(r)[names.index("manager_of")] for r in runs)
+    assert "gain at most 2 worlds of a kind, but for one (temperature 1 on seed 2: 6 slow-shipment worlds" in readme
     undone = [
         i
         for i, k in enumerate(kind)
