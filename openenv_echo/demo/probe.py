@@ -18,8 +18,9 @@ into FILE (``results-sql/start-rl-probes.json``) under the start probe's name:
         --from-start examples/echo_world_model/results-sql/start-rl-probes.json micro-worlds-12800-seed-0
 
 ``run`` trains in ``START/probes/NAME`` from ``START/checkpoints/start.pt`` (it refuses a start trained under other
-settings or with another tokenizer than the one this machine builds) and writes the probe's record into ``START/rl-probes.json``. ``table`` prints a probes file's table
-(``tables.probes_table``); ``python -m openenv_echo.demo.render`` writes the committed one into the example README.
+settings or with another tokenizer than the one this machine builds) and writes the probe's record into
+``START/rl-probes.json``. ``table`` prints a probes file's table (``tables.probes_table``);
+``python -m openenv_echo.demo.render`` writes the committed one into the example README.
 
 ``start`` probes the start checkpoint's settings instead (how the sql start's model size was tried): it trains the
 start alone in OUT (or resumes it from ``OUT/checkpoints/start.pt``), never the recorded one, and writes its record

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .config import Seeds
 from .envs import DEMO_ENVS
 from .stats import Cells, bootstrap, bootstrap_se, mean_ci
 
@@ -190,8 +191,6 @@ def kinds_of_test_worlds(report: dict[str, Any]) -> list[str]:
 def kinds_of_val_worlds(start_key: dict[str, Any]) -> list[str]:
     """The task kind of each validation world of a start (its ``start_key`` names the env, the kinds and the split
     sizes); [] where the start drew from the env's own distribution."""
-    from .config import Seeds
-
     env = DEMO_ENVS[start_key["env"]]
     kinds = tuple(start_key["task_kinds"])
     if not kinds:

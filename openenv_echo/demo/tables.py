@@ -320,7 +320,7 @@ def kinds_table(start: dict[str, Any], probes: dict[str, dict[str, Any]]) -> str
 
     lines = [
         "| solved validation worlds by task kind (per RL seed) | "
-        + " | ".join(f"`{k}` ({kinds.count(k)} worlds)" for k in names)
+        + " | ".join(f"`{k}` (of {kinds.count(k)})" for k in names)
         + " |",
         "|---|" + "---|" * len(names),
         "| the start | " + " | ".join(map(str, solved(start["after"]["val"]["per_world_reward"]))) + " |",
@@ -347,7 +347,7 @@ def start_rl_probes_tables(
         shown = {
             n: {**p, "settings": {k: v for k, v in p["settings"].items() if k not in own}} for n, p in runs.items()
         }
-        kinds = kinds_table(starts[start], runs)
+        kinds = kinds_table(starts[start], shown)
         blocks.append(
             f"From the start probe `{start}` ({_setting(own)}):\n\n{probes_table(shown)}"
             + (f"\n\n{kinds}" if kinds else "")

@@ -573,11 +573,29 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     probe([*common, "--name", "hot", "--set", "temperature=2.0", "--from-start", str(by_start), "quick-start"])
     assert json.loads(by_start.read_text()) == {"quick-start": {"hot": hot}}
     # a start trained at temperature 2 (as if): its rerun of the RL defaults shows no setting, and comes first
-    tables = start_rl_probes_tables({"quick-start": {"settings": {"temperature": 2.0}}}, {"quick-start": probes})
-    head, table = tables.split("\n\n")
+    before = report["start_checkpoint"]["after"]["val"]["policy"]["per_world_reward"]
+    quick_start = {
+        "settings": {"temperature": 2.0},
+        "start_key": json.loads(start_key(DemoConfig.preset("quick"))),
+        "after": {"val": {"per_world_reward": before}},
+    }
+    tables = start_rl_probes_tables({"quick-start": quick_start}, {"quick-start": probes})
+    head, table, kinds = tables.split("\n\n")
     assert head == "From the start probe `quick-start` (`temperature` = 2.0):"
     assert table.splitlines()[2].startswith("| hot | none (the defaults) | 0 | 2 |")
     assert table.splitlines()[3].startswith("| defaults | none (the defaults) |")
+    # then each run's solved validation worlds by task kind (the quick run's one validation world and its kind)
+    cfg = DemoConfig.preset("quick")
+    (world,) = cfg.seeds.val
+    kind = TERMINAL.reset_options(world, cfg.kinds)[TERMINAL.kind_option]
+    solved = [int(r["val_per_world_reward"][0] == 1.0) for r in hot["grpo"]]
+    assert kinds.splitlines() == [
+        f"| solved validation worlds by task kind (per RL seed) | `{kind}` (of 1) |",
+        "|---|---|",
+        f"| the start | {int(before[0] == 1.0)} |",
+        f"| hot | {', '.join(map(str, solved))} |",  # in the probes table's order
+        f"| defaults | {int(same['grpo'][0]['val_per_world_reward'][0] == 1.0)} |",
+    ]
     capsys.readouterr()
     probe(["table", str(by_start)])
     printed = capsys.readouterr().out
