@@ -2029,7 +2029,7 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     """``results-sql/start-rl-probes.json``: each start it names is a committed start probe, each probe's start is
     that start (its validation success, its start settings), and each changes one RL setting from it, but for one
     rerun of the RL defaults per start; every probe trained GRPO on three RL seeds from its start's seed (0-2 from
-    seed 0's, 3-5 from seed 3's) for the recorded 20 steps."""
+    seed 0's, 3-5 from seed 3's) for the recorded 20 steps, or for more steps at a rate as much lower."""
     from statistics import mean
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
@@ -2038,13 +2038,17 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     for name, probes in by_start.items():
         start = starts[name]
         own = start["settings"]
-        extra = [{k: v for k, v in p["settings"].items() if k not in own} for p in probes.values()]
+        # a longer run changes its rate with its steps (one setting: the budget at a fixed summed step size)
+        extra = [{k: v for k, v in p["settings"].items() if k not in own and k != "rl_steps"} for p in probes.values()]
         assert all({k: p["settings"][k] for k in own} == own for p in probes.values()), name
         assert sorted(map(len, extra)) == [0] + [1] * (len(probes) - 1), name
         for p in probes.values():
             assert p["start_val_success"] == start["after"]["val"]["success"], name
             seeds = [own.get("seed", 0) + k for k in range(3)]
-            assert p["seeds"] == seeds and [r["seed"] for r in p["grpo"]] == seeds and p["rl_steps"] == 20
+            assert p["seeds"] == seeds and [r["seed"] for r in p["grpo"]] == seeds
+            assert p["rl_steps"] == p["settings"].get("rl_steps", 20)
+            if p["rl_steps"] != 20:
+                assert p["settings"]["rl_lr"] * p["rl_steps"] == pytest.approx(DemoConfig.rl_lr * 20), name
             for r in p["grpo"]:
                 assert len(r["val_per_world_reward"]) == len(start["after"]["val"]["per_world_reward"])
                 assert r["val_success"] == mean(x == 1.0 for x in r["val_per_world_reward"])
@@ -2071,6 +2075,7 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     assert f"{len(below)} of their 15 runs end at {min(below):.0f} to {max(below):.0f} of 64" in top
     # seed 3's committed start: the KL probes' reading (every seed above 21; a β above the baseline on every seed)
     seed_3, before = by_start["micro-worlds-12800-seed-3"], starts["micro-worlds-12800-seed-3"]["after"]["val"]
+    longer = seed_3.pop("worlds-12800-steps-60-lr-1e-4")  # the seventh plan's, read last
     solved = {n: [int(sum(r["val_per_world_reward"])) for r in p["grpo"]] for n, p in seed_3.items()}
     assert sum(before["per_world_reward"]) == 21 and not any(all(x > 21 for x in v) for v in solved.values())
     base = solved["worlds-12800-defaults"]
@@ -2107,6 +2112,16 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     other = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for p in seed_3.values() for r in p["grpo"]]
     assert max(other) == 3 and "No run solves more than 3 of the 38 worlds of the other kinds" in readme
     assert "solves more than 3 of the 38 validation worlds of the three task kinds the start cannot do" in top
+    # three times the steps at a third of the rate: above the defaults on every seed, the start on two of three
+    long_solved = [int(sum(r["val_per_world_reward"])) for r in longer["grpo"]]
+    assert longer["settings"] == {"seed": 3, "n_train": 12800, "rl_steps": 60, "rl_lr": 1e-4}
+    assert all(x > b for x, b in zip(long_solved, base)) and sum(x > 21 for x in long_solved) == 2
+    assert "It ends at {}, {} and {} of 64 (mean".format(*long_solved) in readme
+    assert "(20, 24 and 28 of 64)" in top and long_solved == [20, 24, 28]
+    long_kinds = [by_kind(r["val_per_world_reward"]) for r in longer["grpo"]]
+    gained = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for r in longer["grpo"]]
+    assert all(k[names.index("cancel_rate")] == 12 for k in long_kinds) and gained == [3, 3, 7]
+    assert "solves 3, 3 and 7 of the 38 worlds of the kinds the start cannot do" in readme
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
