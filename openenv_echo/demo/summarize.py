@@ -178,25 +178,23 @@ def curves(report: dict[str, Any], arm: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _kinds_of_worlds(env_name: str, kinds: tuple[str, ...], seeds: list[int]) -> list[str]:
+    """The task kind of each world seed (the env's reset option); [] when drawn from the env's own distribution."""
+    env = DEMO_ENVS[env_name]
+    return [str(env.reset_options(s, kinds)[env.kind_option]) for s in seeds] if kinds else []
+
+
 def kinds_of_test_worlds(report: dict[str, Any]) -> list[str]:
-    """The task kind of each test world (the env's reset option); [] when the run drew from the env's own
-    distribution, whose kinds the report does not name."""
-    env = DEMO_ENVS[report["config"]["env"]]
-    kinds = tuple(report["config"]["task_kinds"])
-    if not kinds:
-        return []
-    return [str(env.reset_options(s, kinds)[env.kind_option]) for s in report["seeds"]["test"]]
+    """The task kind of each test world; [] when the run drew from the env's own distribution, whose kinds the
+    report does not name."""
+    return _kinds_of_worlds(report["config"]["env"], tuple(report["config"]["task_kinds"]), report["seeds"]["test"])
 
 
 def kinds_of_val_worlds(start_key: dict[str, Any]) -> list[str]:
     """The task kind of each validation world of a start (its ``start_key`` names the env, the kinds and the split
     sizes); [] where the start drew from the env's own distribution."""
-    env = DEMO_ENVS[start_key["env"]]
-    kinds = tuple(start_key["task_kinds"])
-    if not kinds:
-        return []
     seeds = Seeds.make(start_key["n_train"], start_key["n_val"], start_key["n_test"]).val
-    return [str(env.reset_options(s, kinds)[env.kind_option]) for s in seeds]
+    return _kinds_of_worlds(start_key["env"], tuple(start_key["task_kinds"]), seeds)
 
 
 def success_by_kind(report: dict[str, Any]) -> list[dict[str, Any]]:
