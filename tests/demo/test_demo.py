@@ -2029,7 +2029,8 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     """``results-sql/start-rl-probes.json``: each start it names is a committed start probe, each probe's start is
     that start (its validation success, its start settings), and each changes one RL setting from it, but for one
     rerun of the RL defaults per start; every probe trained GRPO on three RL seeds from its start's seed (0-2 from
-    seed 0's, 3-5 from seed 3's) for the recorded 20 steps, or for more steps at a rate as much lower."""
+    seed 0's, 3-5 from seed 3's; 3-8 where a later plan added fresh seeds) for the recorded 20 steps, or for more
+    steps at a rate as much lower."""
     from statistics import mean
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
@@ -2044,8 +2045,8 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
         assert sorted(map(len, extra)) == [0] + [1] * (len(probes) - 1), name
         for p in probes.values():
             assert p["start_val_success"] == start["after"]["val"]["success"], name
-            seeds = [own.get("seed", 0) + k for k in range(3)]
-            assert p["seeds"] == seeds and [r["seed"] for r in p["grpo"]] == seeds
+            seeds = [own.get("seed", 0) + k for k in range(len(p["seeds"]))]
+            assert p["seeds"] == seeds and [r["seed"] for r in p["grpo"]] == seeds and len(seeds) in (3, 6)
             assert p["rl_steps"] == p["settings"].get("rl_steps", 20)
             if p["rl_steps"] != 20:
                 assert p["settings"]["rl_lr"] * p["rl_steps"] == pytest.approx(DemoConfig.rl_lr * 20), name
@@ -2076,6 +2077,11 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     # seed 3's committed start: the KL probes' reading (every seed above 21; a β above the baseline on every seed)
     seed_3, before = by_start["micro-worlds-12800-seed-3"], starts["micro-worlds-12800-seed-3"]["after"]["val"]
     longer = seed_3.pop("worlds-12800-steps-60-lr-1e-4")  # the seventh plan's, read last
+    # the eighth plan's fresh RL seeds (6-8) are read last; the KL and the seventh plan's readings are on seeds 3-5
+    fresh = {n: [r["val_per_world_reward"] for r in p["grpo"][3:]] for n, p in seed_3.items()}
+    fresh["longer"] = [r["val_per_world_reward"] for r in longer["grpo"][3:]]
+    for p in (*seed_3.values(), longer):
+        p["grpo"] = p["grpo"][:3]
     solved = {n: [int(sum(r["val_per_world_reward"])) for r in p["grpo"]] for n, p in seed_3.items()}
     assert sum(before["per_world_reward"]) == 21 and not any(all(x > 21 for x in v) for v in solved.values())
     base = solved["worlds-12800-defaults"]
@@ -2122,6 +2128,20 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     gained = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for r in longer["grpo"]]
     assert all(k[names.index("cancel_rate")] == 12 for k in long_kinds) and gained == [3, 3, 7]
     assert "solves 3, 3 and 7 of the 38 worlds of the kinds the start cannot do" in readme
+    # the eighth plan: on fresh RL seeds 6-8 the longer run neither ends above the start on each, nor above the defaults
+    assert {n: len(v) for n, v in fresh.items() if v} == {"worlds-12800-defaults": 3, "longer": 3}
+    base_fresh, long_fresh = ([int(sum(r)) for r in fresh[n]] for n in ("worlds-12800-defaults", "longer"))
+    assert base_fresh == [21, 23, 21] and long_fresh == [21, 23, 20] and not all(x > 21 for x in long_fresh)
+    assert not all(x > b for x, b in zip(long_fresh, base_fresh))
+    assert "It ends at 21, 23 and 20 of 64, the defaults at 21, 23 and 21: neither holds" in readme
+    assert "it ends at 21, 23 and 20, no higher than the baseline's 21, 23 and 21: seed noise" in top
+    paired = [a - b for a, b in zip(long_solved + long_fresh, base + base_fresh)]
+    assert paired == [7, 2, 11, 0, 0, -1] and "(+7, +2, +11, 0, 0 and −1 worlds on seeds 3 to 8)" in readme
+    assert sum(x > 21 for x in long_solved + long_fresh) == 3 and "longer run ends above the start on three" in readme
+    for n in ("worlds-12800-defaults", "longer"):  # both keep every cancel-rate world on the fresh seeds
+        assert all(by_kind(r)[names.index("cancel_rate")] == 12 for r in fresh[n])
+    other_fresh = [[sum(r[i] == 1.0 for i in undone) for r in fresh[n]] for n in ("longer", "worlds-12800-defaults")]
+    assert other_fresh == [[0, 2, 3], [0, 2, 4]] and "solve 0, 2 and 3 (the defaults 0, 2 and 4) of the 38" in readme
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
