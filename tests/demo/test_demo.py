@@ -2029,8 +2029,8 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     """``results-sql/start-rl-probes.json``: each start it names is a committed start probe, each probe's start is
     that start (its validation success, its start settings), and each changes one RL setting from it, but for one
     rerun of the RL defaults per start; every probe trained GRPO on three RL seeds from its start's seed (0-2 from
-    seed 0's, 3-5 from seed 3's; 3-8 where a later plan added fresh seeds) for the recorded 20 steps, or for more
-    steps at a rate as much lower."""
+    seed 0's, 3-5 from seed 3's), or six (3-8) where a later plan added fresh seeds, for the recorded 20 steps, or
+    for more steps at a rate as much lower."""
     from statistics import mean
 
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
