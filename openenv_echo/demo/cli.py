@@ -29,7 +29,11 @@ def demo(
         help="Serve the env from its Docker image instead of a local "
         "process (built from envs/<env>_env/server/Dockerfile).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the start checkpoint; RL seeds are seed, seed+1, ..."),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="Seed of the start checkpoint; RL seeds are seed, seed+1, ... [the env's: terminal 0, sql 3].",
+    ),
     seeds: int | None = typer.Option(None, "--seeds", help="RL seeds per arm, each evaluated on test [1]."),
     sweep_seeds: int | None = typer.Option(
         None,

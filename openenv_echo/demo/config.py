@@ -84,7 +84,7 @@ class DemoConfig:
     out: Path = Path("out/echo_world_model")
     model: str = "micro"
     docker: bool = False
-    seed: int = 0  # seed of the start checkpoint; RL seed k of every arm is seed + k
+    seed: int | None = None  # seed of the start checkpoint; None: the env's (DemoEnv.seed); RL seed k is seed + k
     n_seeds: int = 1  # RL training seeds per arm (each evaluated on test)
     # RL seeds seed .. seed + sweep_seeds - 1 run every λ and λ is chosen on them (validation); 0: λ is the env's
     # recorded sweep's choice, pre-registered (``recorded.recorded_selection``; the recording swept 3 seeds)
@@ -95,7 +95,7 @@ class DemoConfig:
     progress: bool = True
 
     # splits
-    n_train: int = 640
+    n_train: int | None = None  # None: the env's (DemoEnv.n_train)
     n_val: int = 64
     n_test: int = 256
 
@@ -179,6 +179,7 @@ class DemoConfig:
                 mode="quick",
                 n_seeds=3,
                 sweep_seeds=2,
+                seed=0,
                 n_train=8,
                 n_val=1,
                 n_test=2,
@@ -215,7 +216,6 @@ class DemoConfig:
         if self.env not in ENVS:
             raise ValueError(f"env must be one of {ENVS}, not {self.env!r}")
         for name in (
-            "n_train",
             "n_val",
             "n_test",
             "n_seeds",
@@ -237,6 +237,8 @@ class DemoConfig:
         for name in ("generic_steps", "rl_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if self.n_train is not None and self.n_train < 1:
+            raise ValueError("n_train must be >= 1")
         if self.sft_steps is not None and self.sft_steps < 1:  # the start is one of SFT's checkpoints
             raise ValueError("sft_steps must be >= 1")
         if self.sweep_seeds < 0:
@@ -280,12 +282,12 @@ class DemoConfig:
             raise ValueError(f"advantage must be grpo, dr_grpo or rloo, not {self.advantage!r}")
         if self.sft_replay < 0 or self.sft_teacher < 0:
             raise ValueError("sft_replay and sft_teacher must be >= 0")
-        if self.sft_batch > self.n_train:
+        if self.sft_batch > self.train_worlds:
             raise ValueError("sft_batch cannot exceed n_train")
 
     @property
     def seeds(self) -> Seeds:
-        s = Seeds.make(self.n_train, self.n_val, self.n_test)
+        s = Seeds.make(self.train_worlds, self.n_val, self.n_test)
         s.check_disjoint()
         return s
 
@@ -300,6 +302,16 @@ class DemoConfig:
         return self.max_action_tokens or DEMO_ENVS[self.env].max_action_tokens
 
     @property
+    def start_seed(self) -> int:
+        """The start checkpoint's seed (model init, generic text and SFT order), the first RL seed's too."""
+        return DEMO_ENVS[self.env].seed if self.seed is None else self.seed
+
+    @property
+    def train_worlds(self) -> int:
+        """Training worlds (the expert episodes SFT learns from and the worlds RL samples)."""
+        return DEMO_ENVS[self.env].n_train if self.n_train is None else self.n_train
+
+    @property
     def sft_budget(self) -> int:
         """SFT steps of the start checkpoint."""
         return DEMO_ENVS[self.env].sft_steps if self.sft_steps is None else self.sft_steps
@@ -312,12 +324,12 @@ class DemoConfig:
     @property
     def rl_seeds(self) -> list[int]:
         """The RL training seeds (sampler, prompt order) of the arms, each evaluated on test."""
-        return [self.seed + k for k in range(self.n_seeds)]
+        return [self.start_seed + k for k in range(self.n_seeds)]
 
     @property
     def sweep_rl_seeds(self) -> list[int]:
         """The RL seeds that run every λ of the sweep (validation only; they overlap ``rl_seeds``)."""
-        return [self.seed + k for k in range(self.sweep_seeds)]
+        return [self.start_seed + k for k in range(self.sweep_seeds)]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -329,6 +341,8 @@ class DemoConfig:
         d["task_kinds"] = list(self.kinds)
         d["max_action_tokens"] = self.action_tokens
         d["sft_steps"] = self.sft_budget
+        d["seed"] = self.start_seed
+        d["n_train"] = self.train_worlds
         d["direct_ce_lr"] = self.direct_lr
         return d
 

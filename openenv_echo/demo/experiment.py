@@ -253,7 +253,7 @@ def train_start(
             batch_size=cfg.generic_batch,
             lr=cfg.generic_lr,
             warmup=cfg.generic_warmup,
-            seed=cfg.seed,
+            seed=cfg.start_seed,
             progress=cfg.progress,
         )
         opt = g.optimizer
@@ -290,7 +290,7 @@ def train_start(
         lr=cfg.sft_lr,
         warmup=cfg.sft_warmup,
         micro_batch=cfg.micro_batch,
-        seed=cfg.seed,
+        seed=cfg.start_seed,
         optimizer=opt,
         checkpoint=keep_best,
         checkpoint_every=cfg.sft_eval_every,
@@ -683,7 +683,7 @@ def run_experiment(cfg: DemoConfig, command: str | None, plan: Plan = run_all) -
     if cfg.mode == "quick":
         console.print(f"[bold yellow]{SMOKE_NOTE}[/]")
     clock = Clock()
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.start_seed)
     env: DemoEnv = DEMO_ENVS[cfg.env]
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ def build_policy(
     else:
         episodes = corpus_of(env, train_episodes)
         tok = build_tokenizer("qwen", corpus=list(generic.texts), vocab_size=cfg.vocab_size)
-        model = build_scratch_model(cfg.model, tok, max_positions=cfg.max_context + 64, seed=cfg.seed)
+        model = build_scratch_model(cfg.model, tok, max_positions=cfg.max_context + 64, seed=cfg.start_seed)
         tok_info = {
             "family": "qwen (ChatML byte-level BPE, openenv_echo.tokenization.build_tokenizer)",
             "trained_on": "the generic corpus only (never episode text)",

@@ -1548,6 +1548,7 @@ def test_seeds_are_disjoint_and_validated() -> None:
         {"sweep_seeds": -1},
         {"advantage": "ppo"},
         {"n_test": 0},
+        {"n_train": 0},
         {"temperature": 0.0},
         {"max_context": 100},
         {"no_such_option": 1},
@@ -1556,6 +1557,22 @@ def test_seeds_are_disjoint_and_validated() -> None:
 def test_bad_config_is_refused(overrides: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         DemoConfig.preset("quick", **overrides)
+
+
+def test_each_env_has_its_own_training_worlds_and_start_seed_and_the_committed_sql_start_is_its_default() -> None:
+    """Terminal trains on 640 worlds from seed 0; sql on 12,800 from seed 3 (the start rule's seed), so a default sql
+    run's start key is the committed start's and its RL seeds start at 3. An explicit value wins; a run's key holds the
+    resolved value, so ``seed=None`` and the env's seed are one run; the quick preset pins seed 0."""
+    from openenv_echo.demo.recorded import RECORDINGS, START_NAME
+
+    terminal, sql = DemoConfig.preset("full"), DemoConfig.preset("full", env="sql")
+    assert (terminal.start_seed, terminal.train_worlds, terminal.rl_seeds) == (0, 640, [0])
+    assert (sql.start_seed, sql.train_worlds, sql.rl_seeds, len(sql.seeds.train)) == (3, 12800, [3], 12800)
+    assert start_key(sql) == start_key(DemoConfig.preset("full", env="sql", seed=3, n_train=12800))
+    assert json.loads(start_key(DemoConfig.preset("full", env="sql", seed=0)))["seed"] == 0
+    assert DemoConfig.preset("quick", env="sql").start_seed == 0
+    start = load_stored(EXAMPLE / RECORDINGS["sql"].name / START_NAME, start_key(sql))
+    assert start is not None and start["val"]["policy"]["success"] == 21 / 64
 
 
 def test_bad_mode_is_refused() -> None:
@@ -1974,10 +1991,13 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
 
 
 def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_each() -> None:
-    """Each committed run's RL probes (sql's settings, both envs' direct-CE rates): each from the recorded run's start,
+    """Each committed run's RL probes (sql's settings, both envs' direct-CE rates): each from its recording's start,
     each one setting away from the defaults (or the action-KL anchor, what it holds to and the world term's optimizer,
-    normalization, gradient surgery, rollouts and steps, on a committed world-rate probe), and the rerun of the defaults is the recorded sweep's λ = 0 runs, world for world
-    (and, where it ran direct CE, the recorded direct CE's validation curve)."""
+    normalization, gradient surgery, rollouts and steps, on a committed world-rate probe), and the rerun of the
+    defaults is the recorded sweep's λ = 0 runs, world for world (and, where it ran direct CE, the recorded direct
+    CE's validation curve). Sql's are from the previous sql recording's start (14 of 64 validation worlds; that
+    recording, with which they were checked so, is in the git history), so only terminal's are checked against the
+    committed report."""
     files = [EXAMPLE / d / "rl-probes.json" for d in ("results", "results-sql")]
     assert files[1].is_file()
     from openenv_echo.demo.summarize import flattening
@@ -1985,8 +2005,9 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
     for probes_file in [f for f in files if f.is_file()]:
         report = json.loads((probes_file.parent / "report.json").read_text())
         probes = json.loads(probes_file.read_text())
-        start = report["start_checkpoint"]["after"]["val"]["policy"]
-        assert all(p["start_val_success"] == start["success"] for p in probes.values())
+        start = report["start_checkpoint"]["after"]["val"]["policy"]["success"]
+        previous = probes_file.parent.name == "results-sql"  # from the previous sql recording's start
+        assert all(p["start_val_success"] == (14 / 64 if previous else start) for p in probes.values())
         # one setting away from the defaults, or the anchor (and its reference) on a committed world-rate probe
         singles = [p["settings"] for p in probes.values() if len(p["settings"]) == 1]
         anchored = [p["settings"] for p in probes.values() if len(p["settings"]) > 1]
@@ -2007,6 +2028,8 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
                 )
             }
             assert len(rest) == 1 and "echo_action_kl" in settings and rest in singles, settings
+        if previous:
+            continue
         recorded = {
             r["seed"]: r["evals"][-1]["val_policy"]["per_world_reward"]
             for r in [*report["arms"]["grpo"]["seeds"], *report["sweep_runs"]]
@@ -2192,24 +2215,43 @@ def test_committed_runs_are_what_the_issue_asks_for() -> None:
             ]
 
 
-def test_the_sql_recordings_start_is_not_what_its_command_trains_now() -> None:
-    """``results-sql/start-retrained.json``: the sql start retrained at the recording's start settings. Its generic
-    phase is the terminal recording's to the last digit, the sql recording's start differs from the second step on,
-    and after SFT the two are different agents (the retrained one below the issue's 20 % band on validation). So no
-    sql start is committed, and a default sql run trains its own."""
-    from openenv_echo.demo.recorded import START_NAME
+def test_the_sql_sections_reading_is_its_recordings() -> None:
+    """The sql section's "What it shows" quotes the committed sql recording: its start, chosen λ, share of the gap,
+    GRPO's success change and ECHO − GRPO success, and says the policy-cost margin is passed exactly when it is."""
+    v = json.loads((EXAMPLE / "results-sql" / "verdict.json").read_text())
+    flat = " ".join((EXAMPLE / "README.md").read_text().split())
+    section = flat[flat.index("## The second env: sql") : flat.index("### How sql's settings were reached")]
 
+    def interval(x: list[float], sign: str = "") -> str:  # the README's: a Unicode minus, ``sign`` on the bounds
+        point, low, high = (f"{y:{s}.3f}".replace("-", "−") for y, s in zip(x, ("", sign, sign), strict=True))
+        return f"{point} [{low}, {high}]"
+
+    start, grpo, echo = v["start"]["success"], v["arms"]["grpo"], v["arms"]["grpo_echo"]
+    assert f"(test {interval(start)})" in section
+    assert f"GRPO + ECHO (λ = {v['lambda_rule']['chosen']:g}, chosen on validation)" in section
+    assert "closing {} % [{}, {}]".format(*(round(100 * g) for g in echo["gap_closed"])) in section
+    assert f"GRPO's held-out change is {interval(grpo['success_vs_start'], '+')}" in section
+    cost = v["echo_minus_grpo"]["success"]
+    assert f"ECHO − GRPO success is {interval(cost)}" in section
+    assert (cost[1] < -0.05) == ("past the −0.05 margin" in section)
+
+
+def test_the_640_world_sql_start_retrained_falls_below_the_band() -> None:
+    """``results-sql/start-retrained.json``: the sql start retrained at the previous recording's start settings (640
+    training worlds, seed 0; that recording is in the git history). Its generic phase is the terminal recording's to
+    the last digit, and after SFT it solves under 20 % of validation where the previous recording's start solved 14 of
+    64: why sql now trains on 12,800 worlds from seed 3. The README's figures are the record's."""
     retrained = json.loads((EXAMPLE / "results-sql" / "start-retrained.json").read_text())
-    sql = json.loads((EXAMPLE / "results-sql" / "report.json").read_text())["start_checkpoint"]
     terminal = json.loads((EXAMPLE / "results" / "report.json").read_text())["start_checkpoint"]
-    assert retrained["start_key"] == json.loads(start_key(DemoConfig.preset("full", env="sql")))
+    previous = DemoConfig.preset("full", env="sql", seed=0, n_train=640)
+    assert retrained["start_key"] == json.loads(start_key(previous))
+    assert retrained["start_key"] != json.loads(start_key(DemoConfig.preset("full", env="sql")))
     losses = retrained["generic_pretraining"]["losses"]
     assert losses == terminal["generic_pretraining"]["losses"]
-    recorded = sql["generic_pretraining"]["losses"]
-    assert losses[0] == recorded[0] and losses[1] != recorded[1]
-    assert retrained["after"]["val"]["policy"]["success"] < 0.2 <= sql["after"]["val"]["policy"]["success"]
-    assert retrained["sft"]["chosen_step"] != sql["sft"]["chosen_step"]
-    assert not (EXAMPLE / "results-sql" / START_NAME).is_file()
+    readme = " ".join((EXAMPLE / "README.md").read_text().split())
+    assert f"(loss 7.5614805 against {losses[1]:.7f})" in readme  # the previous recording's start against it
+    success = retrained["after"]["val"]["policy"]["success"]
+    assert success < 0.2 and f"reach at most {round(success * 64)} of 64 validation worlds" in readme
 
 
 def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed() -> None:
@@ -2251,7 +2293,8 @@ def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed()
         "micro-steps-3200-worlds-25600-seed-1",
     )
     for name, p in starts.items():
-        cfg = DemoConfig.preset("full", env="sql", **settings[name])
+        # settings away from the sql defaults of their time: 640 training worlds, start seed 0
+        cfg = DemoConfig.preset("full", env="sql", **{"seed": 0, "n_train": 640, **settings[name]})
         assert p["start_key"] == json.loads(start_key(cfg))
         in_band = any(SFT_BAND[0] <= c["val_success"] <= SFT_BAND[1] for c in p["sft_checkpoints"])
         assert in_band == (name in in_band_names)
