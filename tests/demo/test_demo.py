@@ -2100,6 +2100,7 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     # seed 3's committed start: the KL probes' reading (every seed above 21; a β above the baseline on every seed)
     seed_3, before = by_start["micro-worlds-12800-seed-3"], starts["micro-worlds-12800-seed-3"]["after"]["val"]
     longer = seed_3.pop("worlds-12800-steps-60-lr-1e-4")  # the seventh plan's, read last
+    wider = seed_3.pop("worlds-12800-prompts-16")  # the ninth plan's, read after it
     # the eighth plan's fresh RL seeds (6-8) are read last; the KL and the seventh plan's readings are on seeds 3-5
     fresh = {n: [r["val_per_world_reward"] for r in p["grpo"][3:]] for n, p in seed_3.items()}
     fresh["longer"] = [r["val_per_world_reward"] for r in longer["grpo"][3:]]
@@ -2165,6 +2166,16 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
         assert all(by_kind(r)[names.index("cancel_rate")] == 12 for r in fresh[n])
     other_fresh = [[sum(r[i] == 1.0 for i in undone) for r in fresh[n]] for n in ("longer", "worlds-12800-defaults")]
     assert other_fresh == [[0, 2, 3], [0, 2, 4]] and "solve 0, 2 and 3 (the defaults 0, 2 and 4) of the 38" in readme
+    # the ninth plan: twice the worlds per step neither ends above the start on each seed nor above the defaults
+    wide = [int(sum(r["val_per_world_reward"])) for r in wider["grpo"]]
+    assert wider["settings"] == {"seed": 3, "n_train": 12800, "rl_prompts": 16} and wide == [14, 22, 19]
+    assert not all(x > 21 for x in wide) and not all(x > b for x, b in zip(wide, base))
+    assert "It ends at 14, 22 and 19 of 64 (mean 0.286): below the start on two seeds" in readme
+    wide_kinds = [by_kind(r["val_per_world_reward"]) for r in wider["grpo"]]
+    assert [k[names.index("cancel_rate")] for k in wide_kinds] == [7, 12, 7]
+    wide_other = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for r in wider["grpo"]]
+    assert wide_other == [2, 1, 3] and "solves 2, 1 and 3 of the 38 worlds" in readme
+    assert "Twice the worlds per step from that start (14, 22 and 19 of 64) does not either" in top
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
