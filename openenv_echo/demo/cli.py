@@ -13,6 +13,7 @@ from .envs import DEMO_ENVS
 
 _FULL, _QUICK = DemoConfig.preset("full"), DemoConfig.preset("quick")
 _SFT_STEPS = ", ".join(f"{e.name} {e.sft_steps}" for e in DEMO_ENVS.values())
+_SEEDS = ", ".join(f"{e.name} {e.seed}" for e in DEMO_ENVS.values())
 _SWEEP = ",".join(format(x, "g") for x in LAMBDAS)
 
 
@@ -30,9 +31,7 @@ def demo(
         "process (built from envs/<env>_env/server/Dockerfile).",
     ),
     seed: int | None = typer.Option(
-        None,
-        "--seed",
-        help="Seed of the start checkpoint; RL seeds are seed, seed+1, ... [the env's: terminal 0, sql 3].",
+        None, "--seed", help=f"Start checkpoint's seed; RL seeds seed, seed+1, ... [{_SEEDS}]."
     ),
     seeds: int | None = typer.Option(None, "--seeds", help="RL seeds per arm, each evaluated on test [1]."),
     sweep_seeds: int | None = typer.Option(
