@@ -2101,6 +2101,7 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     seed_3, before = by_start["micro-worlds-12800-seed-3"], starts["micro-worlds-12800-seed-3"]["after"]["val"]
     longer = seed_3.pop("worlds-12800-steps-60-lr-1e-4")  # the seventh plan's, read last
     wider = seed_3.pop("worlds-12800-prompts-16")  # the ninth plan's, read after it
+    group = seed_3.pop("worlds-12800-group-16")  # the tenth plan's, read last
     # the eighth plan's fresh RL seeds (6-8) are read last; the KL and the seventh plan's readings are on seeds 3-5
     fresh = {n: [r["val_per_world_reward"] for r in p["grpo"][3:]] for n, p in seed_3.items()}
     fresh["longer"] = [r["val_per_world_reward"] for r in longer["grpo"][3:]]
@@ -2176,6 +2177,17 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     wide_other = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for r in wider["grpo"]]
     assert wide_other == [2, 1, 3] and "solves 2, 1 and 3 of the 38 worlds" in readme
     assert "Twice the worlds per step from that start (14, 22 and 19 of 64) does not either" in top
+    # the tenth plan: twice the group ends above the defaults on each seed, not above the start on each
+    grouped = [int(sum(r["val_per_world_reward"])) for r in group["grpo"]]
+    assert group["settings"] == {"seed": 3, "n_train": 12800, "rl_group": 16} and grouped == [18, 23, 22]
+    assert not all(x > 21 for x in grouped) and all(x > b for x, b in zip(grouped, base))
+    assert "It ends at 18, 23 and 22 of 64 (mean 0.328, the start's): above the defaults' 13, 22 and 17" in readme
+    group_kinds = [by_kind(r["val_per_world_reward"]) for r in group["grpo"]]
+    assert [k[names.index("cancel_rate")] for k in group_kinds] == [12, 12, 11]
+    assert group_kinds[0][names.index("slow_shipments")] == 5
+    group_other = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for r in group["grpo"]]
+    assert group_other == [1, 2, 2] and "solves 1, 2 and 2 of the 38 worlds" in readme
+    assert "nor does twice the group (18, 23 and 22)" in top
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
