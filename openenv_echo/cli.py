@@ -220,7 +220,7 @@ def serve(
     ),
     max_json_depth: int | None = typer.Option(None, help=_limit_help("max_json_depth", "Deepest JSON nesting")),
     max_connections: int | None = typer.Option(
-        None, help=_limit_help("max_connections", "Open TCP connections; more get 429")
+        None, help=_limit_help("max_connections", "Open TCP connections, at least --max-sessions; more get 429")
     ),
     header_timeout: float | None = typer.Option(
         None, help=_limit_help("header_timeout_s", "Deadline for complete request headers in s")

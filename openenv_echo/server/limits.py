@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _ENV_PREFIX = "OPENENV_ECHO_"
 _OPENENV_VARIABLES = {"max_sessions": "MAX_CONCURRENT_ENVS"}
 """OpenEnv's names for the same limits, read when the ``OPENENV_ECHO_*`` variable is not set."""
+HTTP_HEADROOM = 64
+"""Connections an unset ``max_connections`` leaves beside ``max_sessions`` WebSockets: HTTP calls, health checks."""
 
 
 class ServerLimits(BaseModel):
@@ -56,7 +59,10 @@ class ServerLimits(BaseModel):
     )
     # connections
     max_connections: int = Field(
-        default=256, ge=1, description="Open TCP connections; more are answered 429 CAPACITY_REACHED and closed."
+        default=256,
+        ge=1,
+        description="Open TCP connections; more are answered 429 CAPACITY_REACHED and closed. At least max_sessions "
+        f"(each session holds one); unset, max_sessions + {HTTP_HEADROOM} where that is more than 256.",
     )
     header_timeout_s: float = Field(
         default=10.0, gt=0, description="Time a connection has to send complete request headers before it is closed."
@@ -64,6 +70,28 @@ class ServerLimits(BaseModel):
     body_timeout_s: float = Field(
         default=10.0, gt=0, description="Time between two chunks of a request body before it gets 408."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _room_for_sessions(cls, data: Any) -> Any:
+        """An unset connection cap grows with the session cap, so that ``max_sessions=512`` alone serves 512 sessions
+        instead of refusing half of them with 429 at the transport."""
+        if not isinstance(data, Mapping) or data.get("max_connections") is not None:
+            return data
+        try:
+            sessions = int(data.get("max_sessions", cls.model_fields["max_sessions"].default))
+        except (TypeError, ValueError):
+            return data  # the field's own validation says what is wrong
+        return {**data, "max_connections": max(cls.model_fields["max_connections"].default, sessions + HTTP_HEADROOM)}
+
+    @model_validator(mode="after")
+    def _connections_hold_sessions(self) -> ServerLimits:
+        if self.max_connections < self.max_sessions:
+            raise ValueError(
+                f"max_connections ({self.max_connections}) is below max_sessions ({self.max_sessions}): each session "
+                "holds one connection, so the sessions past it would be refused with 429"
+            )
+        return self
 
     @classmethod
     def from_env(cls, defaults: Mapping[str, object] | None = None, **overrides: object) -> ServerLimits:

@@ -110,3 +110,31 @@ def test_server_side_tokens_on_request(running_server, bpe_tokenizer) -> None:
                 tokens = tokens.model_copy(update={"ids": tokens.ids[n:], "roles": tokens.roles[n:]})
             assert tokens.ids == []
         assert env.trajectory.steps[0].observation.tokens == r.tokens  # recorded verbatim
+
+
+def test_a_session_cap_above_the_default_connection_cap_serves_every_session(running_server) -> None:
+    """``max_sessions`` alone, above the default connection cap (256): the cap grows with it, so every session
+    connects and steps; 300 sessions once got 429 at the transport past the 256th. A cap set below the sessions is
+    refused when the limits are built, not found out by the 257th client."""
+    import asyncio
+
+    from openenv_echo import AsyncEnvClient
+    from openenv_echo.server import ServerLimits
+
+    n = 300
+    url = running_server("echo", max_sessions=n)
+
+    async def episodes() -> list[str]:
+        clients = [AsyncEnvClient(url) for _ in range(n)]
+        try:
+            await asyncio.gather(*(c.reset() for c in clients))  # every session open at once
+            steps = await asyncio.gather(*(c.step({"message": f"s{i}"}) for i, c in enumerate(clients)))
+            return [s.text for s in steps]
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+
+    texts = asyncio.run(episodes())
+    assert texts == [f"[echo] s{i}\n" for i in range(n)]  # each session answered its own action
+    assert ServerLimits(max_sessions=n).max_connections >= n and ServerLimits().max_connections == 256
+    with pytest.raises(ValueError, match=r"max_connections \(100\) is below max_sessions \(300\)"):
+        ServerLimits(max_sessions=n, max_connections=100)
