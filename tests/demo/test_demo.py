@@ -2059,12 +2059,15 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
     by_start = json.loads((EXAMPLE / "results-sql" / "start-rl-probes.json").read_text())
     assert by_start and set(by_start) <= set(starts)
+    # a record keeps only the settings away from its preset's defaults: since sql's defaults became seed 3's start
+    # settings, a probe from that start records none of them
+    sql_defaults = DemoConfig.preset("full", env="sql").to_dict()
     for name, probes in by_start.items():
         start = starts[name]
         own = start["settings"]
         # a longer run changes its rate with its steps (one setting: the budget at a fixed summed step size)
         extra = [{k: v for k, v in p["settings"].items() if k not in own and k != "rl_steps"} for p in probes.values()]
-        assert all({k: p["settings"][k] for k in own} == own for p in probes.values()), name
+        assert all({k: p["settings"].get(k, sql_defaults[k]) for k in own} == own for p in probes.values()), name
         assert sorted(map(len, extra)) == [0] + [1] * (len(probes) - 1), name
         for p in probes.values():
             assert p["start_val_success"] == start["after"]["val"]["success"], name
@@ -2101,7 +2104,8 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     seed_3, before = by_start["micro-worlds-12800-seed-3"], starts["micro-worlds-12800-seed-3"]["after"]["val"]
     longer = seed_3.pop("worlds-12800-steps-60-lr-1e-4")  # the seventh plan's, read last
     wider = seed_3.pop("worlds-12800-prompts-16")  # the ninth plan's, read after it
-    group = seed_3.pop("worlds-12800-group-16")  # the tenth plan's, read last
+    group = seed_3.pop("worlds-12800-group-16")  # the tenth plan's, read after it
+    rerun = seed_3.pop("worlds-12800-group-16-rerun")  # the eleventh plan's, read last
     # the eighth plan's fresh RL seeds (6-8) are read last; the KL and the seventh plan's readings are on seeds 3-5
     fresh = {n: [r["val_per_world_reward"] for r in p["grpo"][3:]] for n, p in seed_3.items()}
     fresh["longer"] = [r["val_per_world_reward"] for r in longer["grpo"][3:]]
@@ -2187,7 +2191,23 @@ def test_committed_rl_probes_from_start_probes_start_from_that_start_and_change_
     assert group_kinds[0][names.index("slow_shipments")] == 5
     group_other = [sum(r["val_per_world_reward"][i] == 1.0 for i in undone) for r in group["grpo"]]
     assert group_other == [1, 2, 2] and "solves 1, 2 and 2 of the 38 worlds" in readme
-    assert "nor does twice the group (18, 23 and 22)" in top
+    # the eleventh plan: twice the group on fresh RL seeds 6-8 beats neither the defaults nor the start on each; its
+    # rerun of seeds 3-5 (an empty run store) repeats seeds 3 and 4 world for world and ends seed 5 one world lower
+    assert rerun["settings"] == {"rl_group": 16} and rerun["seeds"] == [3, 4, 5, 6, 7, 8]
+    again = [int(sum(r["val_per_world_reward"])) for r in rerun["grpo"]]
+    assert again[3:] == [21, 17, 16] and not all(x > 21 for x in again[3:])
+    assert not all(x > b for x, b in zip(again[3:], base_fresh))
+    assert "It ends at 21, 17 and 16 of 64: neither holds" in readme
+    assert [r["val_per_world_reward"] for r in rerun["grpo"][:2]] == [
+        r["val_per_world_reward"] for r in group["grpo"][:2]
+    ]
+    assert again[:3] == [18, 23, 21] and grouped[2] - again[2] == 1 and "(21 against 22, one" in readme
+    rerun_kinds = [by_kind(r["val_per_world_reward"]) for r in rerun["grpo"]]
+    assert [k[names.index("cancel_rate")] for k in rerun_kinds[3:]] == [12, 7, 8]
+    assert "loses 5 and 4 of the 12 on seeds 7 and 8, where the defaults keep all 12" in readme
+    six = (mean(r["val_success"] for r in rerun["grpo"]), mean(x / 64 for x in base + base_fresh))
+    assert "it averages {:.3f} (the defaults {:.3f}; start 0.328)".format(*six) in readme
+    assert "nor does twice the group (18, 23 and 22; on three fresh RL seeds 21, 17 and 16" in top
 
 
 def test_committed_runs_are_what_the_issue_asks_for() -> None:
