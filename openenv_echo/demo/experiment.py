@@ -226,7 +226,8 @@ def server_sessions(cfg: DemoConfig) -> int:
     return max(EVAL_CHUNK, cfg.rl_prompts * cfg.rl_group) * cfg.workers
 
 
-def _strip(run: dict[str, Any]) -> dict[str, Any]:
+def strip_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A stored run's figures as a report holds them (without its weights and rollouts)."""
     return {k: v for k, v in run.items() if k not in ("states", "rollouts")}
 
 
@@ -738,7 +739,7 @@ def write_report(
     """The report of the arm seeds given (``status.complete`` says whether every planned seed is in), with its
     summary, tables, plot and verdict."""
     report = dict(report)
-    runs = [_strip(r) for r in arm_runs]
+    runs = [strip_run(r) for r in arm_runs]
     chosen = _chosen(selection)
     seeds_done = sorted({r["seed"] for r in runs})
     report["status"] = {
@@ -757,7 +758,7 @@ def write_report(
         }
         for arm in ARMS
     }
-    report["sweep_runs"] = [{k: v for k, v in _strip(r).items() if k != "objective"} for r in sweep_runs]
+    report["sweep_runs"] = [{k: v for k, v in strip_run(r).items() if k != "objective"} for r in sweep_runs]
     report["timings_s"] = {**clock.phases, "total": clock.total(), "cpu_total": clock.cpu()}
     report["load_average"] = clock.load()
     render_run(report, out)

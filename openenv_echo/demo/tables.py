@@ -37,6 +37,11 @@ def start_probes_markers(env: str) -> tuple[str, str]:
     return f"<!-- start-probes-{env}:begin -->", f"<!-- start-probes-{env}:end -->"
 
 
+def second_lambda_markers(env: str) -> tuple[str, str]:
+    """The example README's markers around an env's second-λ table."""
+    return f"<!-- second-lambda-{env}:begin -->", f"<!-- second-lambda-{env}:end -->"
+
+
 def start_rl_probes_markers(env: str) -> tuple[str, str]:
     """The example README's markers around an env's tables of RL probes from its start probes."""
     return f"<!-- start-rl-probes-{env}:begin -->", f"<!-- start-rl-probes-{env}:end -->"
@@ -492,6 +497,40 @@ def lambda_table(report: dict[str, Any]) -> str:
         lines.append(
             f"| {r['lambda']:g}{mark} | {_tci(r['env_ce'])} | {se} | {_share(share)} | {_tci(r['success'])} | "
             f"{_tci(r['mean_reward'])} | {_tci(r['policy_updates'], '.1f')} |"
+        )
+    return "\n".join(lines)
+
+
+def second_lambda_table(report: dict[str, Any], seconds: dict[str, dict[str, Any]]) -> str:
+    """The recording's chosen λ beside GRPO + ECHO at second λs (``summarize.second_lambda`` of each record) on the
+    same test worlds and RL seeds, each against the recording's GRPO and direct-CE runs: the policy cost and the
+    share of the gap at each λ, with the targets about GRPO + ECHO."""
+    chosen = report["arms"]["grpo_echo"]["summary"]
+    rows = [
+        {
+            "lambda": report["lambda_selection"]["chosen"],
+            **{k: chosen[k] for k in ("env_ce", "gap_closed", "success_vs_start")},
+            "echo_minus_grpo": report["comparisons"]["echo_minus_grpo"],
+            "targets": [t for t in report["targets"] if "ECHO" in t["target"]],
+            "mark": " (chosen)",
+        },
+        *sorted(seconds.values(), key=lambda r: r["lambda"]),
+    ]
+    lines = [
+        f"GRPO + ECHO on the {len(report['seeds']['test'])} test worlds × RL seeds {chosen['seeds']}, each λ against "
+        "the recording's GRPO and direct-CE runs (paired bootstrap by world and seed). Targets: below unigram / half "
+        "the gap / the policy cost.",
+        "",
+        "| λ | held-out env CE | share of the gap | ECHO − GRPO env CE | ECHO − GRPO success | success vs start | "
+        "targets met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        d = r["echo_minus_grpo"]
+        met = " / ".join("yes" if t["met"] else "no" for t in r["targets"])
+        lines.append(
+            f"| {r['lambda']:g}{r.get('mark', '')} | {_iv(r['env_ce'])} | {_pct(r['gap_closed'])} | "
+            f"{_iv(d['env_ce'])} | {_iv(d['success'])} | {_iv(r['success_vs_start'])} | {met} |"
         )
     return "\n".join(lines)
 

@@ -107,21 +107,23 @@ def _work(job: Job) -> Job:
 
 def run_jobs(factory: StoreFactory, setup: WorkerSetup, jobs: list[Job], workers: int, bar: Any) -> None:
     """Run ``jobs`` on ``workers`` processes, each job once the job it needs has finished (in list order among the
-    ready ones); progress goes to ``bar``."""
+    ready ones, one per free worker); progress goes to ``bar``. When a job fails, the failure is written to ``bar``
+    at once, no further job starts, and the runs already training finish (so that they are stored for the same
+    command to resume) before the first failure is raised."""
     if not jobs:
         return
     ctx = mp.get_context("spawn")
     progress = ctx.Queue()
     scheduled = {j.key for j in jobs}
     waiting, running, finished = list(jobs), dict[Future[Job], Job](), set[JobKey]()
+    failures: list[BaseException] = []
+    slots = min(workers, len(jobs))
     with ProcessPoolExecutor(
-        max_workers=min(workers, len(jobs)),
-        mp_context=ctx,
-        initializer=_init,
-        initargs=(factory, setup, progress, os.getpid()),
+        max_workers=slots, mp_context=ctx, initializer=_init, initargs=(factory, setup, progress, os.getpid())
     ) as pool:
-        while waiting or running:
-            for job in [j for j in waiting if j.needs is None or j.needs not in scheduled or j.needs in finished]:
+        while running or (waiting and not failures):
+            ready = [j for j in waiting if j.needs is None or j.needs not in scheduled or j.needs in finished]
+            for job in ready[: slots - len(running)] if not failures else []:
                 waiting.remove(job)
                 running[pool.submit(_work, job)] = job
             if not running:
@@ -130,9 +132,29 @@ def run_jobs(factory: StoreFactory, setup: WorkerSetup, jobs: list[Job], workers
             _drain(progress, bar)
             for f in done:
                 job = running.pop(f)
-                f.result()  # a worker's exception is the run's
-                finished.add(job.key)
+                error = f.exception()
+                if error is None:
+                    finished.add(job.key)
+                    continue
+                failures.append(error)
+                bar.write(_failure_line(job, error, list(running.values()), len(waiting)))
     _drain(progress, bar)
+    if failures:
+        raise failures[0]
+
+
+def _describe(job: Job) -> str:
+    return f"{job.arm} λ={job.lam:g} seed {job.seed}{' (test curve)' if job.test else ''}"
+
+
+def _failure_line(job: Job, error: BaseException, running: list[Job], not_started: int) -> str:
+    """What a failed job's user reads at once: the error, the runs it waits for, and what will not start."""
+    line = f"RL run {_describe(job)} failed: {type(error).__name__}: {error}."
+    if running:
+        line += f" Waiting for the runs still training to finish and be stored: {', '.join(map(_describe, running))}."
+    if not_started:
+        line += f" {not_started} run(s) not started."
+    return line
 
 
 def _drain(progress: Any, bar: Any) -> None:

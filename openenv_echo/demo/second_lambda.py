@@ -1,0 +1,95 @@
+r"""GRPO + ECHO at a second λ on a recording's test worlds: the trade-off at a λ its rule did not choose.
+
+A recording's verdict answers at the λ its rule chose on validation. A trainer author also asks what another λ
+costs the policy and buys in held-out env CE; that is a second look at the same test worlds, so it is
+pre-registered (``--plan``: the λ, why, and how its figures will be read, fixed before the run and written into its
+record) and it changes nothing in the recording. It trains GRPO + ECHO at λ on the recording's arm seeds from the
+recording's start (refused if the start's held-out evaluation is not the recording's), evaluates each on test as
+the recording's arms were, and compares them with the recording's own GRPO and direct-CE runs, paired by world and
+seed (``summarize.second_lambda``). The record joins ``second-lambda.json`` beside the report, keyed by λ;
+``python -m openenv_echo.demo.render`` writes its table into the example README.
+
+    python -m openenv_echo.demo.second_lambda --env sql --lam 0.1 --out /tmp/sql-lambda-0.1 \
+        --plan "the grid's smallest λ: does it meet the policy-cost target, at what share of the gap?"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .config import DemoConfig
+from .experiment import RunStore, run_experiment, strip_run
+from .recorded import recording
+from .run import torch_settings
+from .summarize import second_lambda
+from .tables import second_lambda_table
+from .workers import Job
+
+SECOND_LAMBDA_NAME = "second-lambda.json"
+"""GRPO + ECHO at λs other than the recording's choice, on its test worlds (λ → record), beside its report."""
+
+
+def run_second_lambda(report_file: Path, lam: float, out: Path, plan: str, progress: bool = True) -> dict[str, Any]:
+    """Train and evaluate GRPO + ECHO at ``lam`` on the arm seeds of the recording at ``report_file`` (resuming what
+    is stored in ``out``), join its record into ``second-lambda.json`` beside it and return the record."""
+    rec = json.loads(report_file.read_text())
+    chosen = rec["lambda_selection"]["chosen"]
+    if not lam > 0 or lam == chosen:
+        raise ValueError(f"the second λ must be > 0 and not the recording's choice ({chosen:g}), not {lam:g}")
+    if not plan.strip():
+        raise ValueError("a second look at the test worlds needs its plan, written before the run (--plan)")
+    cfg = replace(DemoConfig(**rec["config"]), out=out, progress=progress)
+    registered = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+    def run(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
+        start_test = report["start_checkpoint"]["after"]["test"]
+        if start_test != rec["start_checkpoint"]["after"]["test"]:
+            raise ValueError(f"this run's start is not the recording's ({report_file}): its arms would not pair")
+        jobs = [Job("grpo_echo", lam, s) for s in cfg.rl_seeds]
+        runs.prepare(jobs + [replace(j, test=True) for j in jobs])
+        return {
+            "lambda": lam,
+            "plan": plan.strip(),
+            "registered": registered,
+            "recording": str(report_file),
+            "versions": report["versions"],
+            "timings_s": {"total": runs.clock.total(), "cpu_total": runs.clock.cpu()},
+            "load_average": runs.clock.load(),
+            "seeds": [strip_run(runs.get("grpo_echo", lam, s)) for s in cfg.rl_seeds],
+        }
+
+    with torch_settings(cfg.threads):
+        record = run_experiment(cfg, f"second λ {lam:g}", run)
+    into = report_file.parent / SECOND_LAMBDA_NAME
+    records = json.loads(into.read_text()) if into.is_file() else {}
+    records[f"{lam:g}"] = record
+    into.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m openenv_echo.demo.second_lambda", description=__doc__.split("\n")[0])
+    ap.add_argument("--env", default="terminal", help="whose recording [terminal]")
+    ap.add_argument("--report", type=Path, help="the recording's report.json [the env's committed recording]")
+    ap.add_argument("--lam", type=float, required=True, help="GRPO + ECHO's λ: > 0, not the recording's choice")
+    ap.add_argument("--out", type=Path, required=True, help="where its runs train (resumed if stored there)")
+    ap.add_argument("--plan", required=True, help="the λ, why, and how its figures will be read (fixed before)")
+    args = ap.parse_args(argv)
+    report_file = args.report or recording(args.env) / "report.json"
+    if not report_file.is_file():
+        ap.error(f"no recording at {report_file}")
+    try:
+        record = run_second_lambda(report_file, args.lam, args.out, args.plan)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    report = json.loads(report_file.read_text())
+    print(second_lambda_table(report, {f"{args.lam:g}": second_lambda(report, record)}))
+
+
+if __name__ == "__main__":
+    main()
