@@ -6,9 +6,9 @@ re-renders the committed runs of the repository at ROOT (default: the current di
 ``examples/echo_world_model/results``, ``results-sql`` (with each run's trade-off plot, ``echo-tradeoff.png``, and,
 where it has ``start-probes.json``, its start probes' plot ``start-probes.png``) and ``results-anchored`` (terminal
 with GRPO + ECHO's own world rate and moving anchor), the example README's tables blocks (with each run's RL probes
-table, from its ``rl-probes.json``, its start probes table and the tables of RL probes from those starts, from
-``start-rl-probes.json``) and the top-level README's demo block. Tests check that the
-committed files are exactly its output.
+table, from its ``rl-probes.json``, its second-λ table, from ``second-lambda.json``, its start probes table and the
+tables of RL probes from those starts, from ``start-rl-probes.json``) and the top-level README's demo block. Tests
+check that the committed files are exactly its output.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from .plots import plot_report, plot_start_probes, plot_tradeoff
 from .recorded import RESULTS, RESULTS_ANCHORED, RESULTS_SQL
-from .summarize import summarize, verdict
+from .summarize import second_lambda, summarize, verdict
 from .tables import (
     ANCHORED_BEGIN,
     ANCHORED_END,
@@ -33,6 +33,9 @@ from .tables import (
     probes_table,
     readme_section,
     replace_block,
+    second_lambda_markers,
+    second_lambda_table,
+    start_probes_kinds_table,
     start_probes_markers,
     start_probes_table,
     start_rl_probes_markers,
@@ -50,6 +53,9 @@ START_PROBES_NAME = "start-probes.json"
 """Start checkpoints trained under other start settings (``openenv_echo.demo.probe start``), beside a report."""
 START_PROBES_PLOT = "start-probes.png"
 """Their SFT checkpoints' greedy validation success against SFT step, beside the recorded start's."""
+SECOND_LAMBDA_NAME = "second-lambda.json"
+"""GRPO + ECHO at λs other than the recording's choice, on its test worlds (``openenv_echo.demo.second_lambda``:
+λ → record), beside its report."""
 START_RL_PROBES_NAME = "start-rl-probes.json"
 """RL probes from start probes (``openenv_echo.demo.probe run --from-start``): start probe name → its probes."""
 TRADEOFF_NAME = "echo-tradeoff.png"
@@ -96,11 +102,18 @@ def render_repo(root: Path) -> None:
         if probes:
             text = replace_block(text, probes_table(probes), *probes_markers(report["config"]["env"]))
         plot_tradeoff(tradeoff_points(report, probes), report["config"]["env"], root / d / TRADEOFF_NAME)
+        seconds_file = root / d / SECOND_LAMBDA_NAME
+        if seconds_file.is_file():
+            seconds = {k: second_lambda(report, r) for k, r in json.loads(seconds_file.read_text()).items()}
+            text = replace_block(
+                text, second_lambda_table(report, seconds), *second_lambda_markers(report["config"]["env"])
+            )
         starts_file = root / d / START_PROBES_NAME
         if starts_file.is_file():
             starts = json.loads(starts_file.read_text())
             env = report["config"]["env"]
-            text = replace_block(text, start_probes_table(starts), *start_probes_markers(env))
+            body = "\n\n".join(filter(None, [start_probes_table(starts), start_probes_kinds_table(starts)]))
+            text = replace_block(text, body, *start_probes_markers(env))
             plot_start_probes(starts, report["start_checkpoint"], env, root / d / START_PROBES_PLOT)
             rl_file = root / d / START_RL_PROBES_NAME
             if rl_file.is_file():

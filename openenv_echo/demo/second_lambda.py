@@ -25,13 +25,11 @@ from typing import Any
 from .config import DemoConfig
 from .experiment import RunStore, run_experiment, strip_run
 from .recorded import recording
+from .render import SECOND_LAMBDA_NAME
 from .run import torch_settings
 from .summarize import second_lambda
 from .tables import second_lambda_table
 from .workers import Job
-
-SECOND_LAMBDA_NAME = "second-lambda.json"
-"""GRPO + ECHO at λs other than the recording's choice, on its test worlds (λ → record), beside its report."""
 
 
 def run_second_lambda(report_file: Path, lam: float, out: Path, plan: str, progress: bool = True) -> dict[str, Any]:

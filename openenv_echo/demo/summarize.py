@@ -288,7 +288,7 @@ def second_lambda(report: dict[str, Any], record: dict[str, Any]) -> dict[str, A
     """GRPO + ECHO at a second λ (``record``: its runs on the recording's arm seeds, ``openenv_echo.demo.
     second_lambda``) judged as the recording judges its chosen λ: the recording with that arm's runs swapped for the
     record's, summarized; its GRPO, direct-CE runs and start are the recording's, so every comparison stays paired by
-    world and seed. Returns GRPO + ECHO's held-out figures, ECHO − GRPO and the targets that are about GRPO + ECHO."""
+    world and seed. Returns its plan, GRPO + ECHO's held-out figures, ECHO − GRPO and the targets about GRPO + ECHO."""
     arms = {name: dict(arm) for name, arm in report["arms"].items()}  # summarize writes into each arm
     arms["grpo_echo"].update({"lambda": record["lambda"], "seeds": record["seeds"]})
     other = {**report, "arms": arms}
@@ -296,6 +296,8 @@ def second_lambda(report: dict[str, Any], record: dict[str, Any]) -> dict[str, A
     echo, diff = arms["grpo_echo"]["summary"], other["comparisons"]["echo_minus_grpo"]
     return {
         "lambda": record["lambda"],
+        "plan": record.get("plan"),
+        "registered": record.get("registered"),
         "seeds": echo["seeds"],
         **{k: echo[k] for k in ("env_ce", "gap_closed", "success", "success_vs_start")},
         "echo_minus_grpo": {k: diff[k] for k in ("env_ce", "novel_structural_env_ce", "success")},

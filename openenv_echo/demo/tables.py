@@ -389,6 +389,34 @@ def start_probes_table(probes: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def start_probes_kinds_table(probes: dict[str, dict[str, Any]]) -> str:
+    """Solved validation worlds by task kind per start probe: at the chosen SFT checkpoint, and the most at any of
+    its checkpoints (which kinds a start could do at some step, and which no start ever learned); "" without named
+    kinds."""
+    kinds = {name: kinds_of_val_worlds(p["start_key"]) for name, p in probes.items()}
+    names = list(dict.fromkeys(k for ks in kinds.values() for k in ks))
+    if not names:
+        return ""
+    lines = [
+        "| solved validation worlds by task kind: chosen checkpoint (most at any checkpoint) | "
+        + " | ".join(f"`{k}`" for k in names)
+        + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for name, p in probes.items():
+
+        def solved(per_world: list[float], kind: str, ks: list[str] = kinds[name]) -> int:
+            return sum(r == 1.0 for r, k in zip(per_world, ks, strict=True) if k == kind)
+
+        cells = [
+            f"{solved(p['after']['val']['per_world_reward'], k)} "
+            f"({max(solved(c['val_per_world_reward'], k) for c in p['sft_checkpoints'])}) of {kinds[name].count(k)}"
+            for k in names
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _tci(x: dict[str, Any], fmt: str = ".3f") -> str:
     m = format(x["mean"], fmt)
     return m if x.get("ci95") is None else f"{m} [{format(x['ci95'][0], fmt)}, {format(x['ci95'][1], fmt)}]"
@@ -532,6 +560,10 @@ def second_lambda_table(report: dict[str, Any], seconds: dict[str, dict[str, Any
             f"| {r['lambda']:g}{r.get('mark', '')} | {_iv(r['env_ce'])} | {_pct(r['gap_closed'])} | "
             f"{_iv(d['env_ce'])} | {_iv(d['success'])} | {_iv(r['success_vs_start'])} | {met} |"
         )
+    lines += [
+        "",
+        *(f"λ = {r['lambda']:g}'s plan, fixed before its run ({r['registered']}): {r['plan']}" for r in rows[1:]),
+    ]
     return "\n".join(lines)
 
 

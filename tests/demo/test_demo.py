@@ -247,6 +247,62 @@ def test_a_rerun_resumes_from_the_stored_checkpoints(quick_report: tuple[dict[st
     assert {p.name: p.stat().st_mtime_ns for p in (out / "checkpoints").iterdir()} == stored
 
 
+def test_a_second_lambda_is_judged_on_the_recordings_test_worlds_against_its_own_runs(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """GRPO + ECHO at a λ the rule did not choose trains on the recording's arm seeds from its start (in a copy of
+    its run directory, so only the new λ's runs train), is evaluated on test and joins ``second-lambda.json``; its
+    summary pairs it with the recording's GRPO and direct-CE runs. The recording's choice, λ <= 0, no plan and a
+    start other than the recording's are refused."""
+    import shutil
+
+    from openenv_echo.demo.second_lambda import SECOND_LAMBDA_NAME, main, run_second_lambda
+    from openenv_echo.demo.summarize import second_lambda
+    from openenv_echo.demo.tables import second_lambda_table
+
+    report, out = quick_report
+    shutil.copytree(out, tmp_path / "run")
+    report_file, chosen = tmp_path / "run" / "report.json", report["lambda_selection"]["chosen"]
+    lam = next(x for x in report["config"]["lambdas"] if x > 0 and x != chosen)
+    for bad, plan in ((chosen, "p"), (0.0, "p"), (-1.0, "p"), (lam, "  ")):
+        with pytest.raises(ValueError):
+            run_second_lambda(report_file, bad, tmp_path / "run", plan, progress=False)
+    with pytest.raises(SystemExit, match="not the recording's choice"):
+        main(["--report", str(report_file), "--lam", f"{chosen:g}", "--out", str(tmp_path / "x"), "--plan", "p"])
+    record = run_second_lambda(report_file, lam, tmp_path / "run", "a plan", progress=False)
+    assert json.loads((tmp_path / "run" / SECOND_LAMBDA_NAME).read_text()) == {f"{lam:g}": record}
+    assert record["lambda"] == lam and record["plan"] == "a plan"
+    assert [s["seed"] for s in record["seeds"]] == report["seeds"]["rl"]
+    assert all(s["lambda"] == lam and s["final"]["step"] == report["config"]["rl_steps"] for s in record["seeds"])
+    assert all("states" not in s and "rollouts" not in s for s in record["seeds"])
+    summary = second_lambda(report, record)
+    assert summary["seeds"] == report["seeds"]["rl"] and len(summary["targets"]) == 3
+    assert summary["env_ce"] != report["arms"]["grpo_echo"]["summary"]["env_ce"]  # the new λ's runs, not the chosen's
+    table = second_lambda_table(report, {f"{lam:g}": summary})
+    assert f"| {chosen:g} (chosen) |" in table and f"| {lam:g} |" in table
+    foreign = json.loads(report_file.read_text())
+    foreign["start_checkpoint"]["after"]["test"]["env_ce"]["nats_per_token"] += 1.0
+    report_file.write_text(json.dumps(foreign))
+    with pytest.raises(ValueError, match="start is not the recording's"):
+        run_second_lambda(report_file, lam, tmp_path / "run", "a plan", progress=False)
+
+
+def test_a_second_lambda_at_the_recordings_own_runs_reproduces_its_comparisons() -> None:
+    """Fed the recording's own GRPO + ECHO runs, ``second_lambda`` gives the recording's own figures (the same
+    pairing by world and seed, the same bootstrap), so a second λ's figures are comparable with the chosen λ's."""
+    from openenv_echo.demo.summarize import second_lambda
+
+    report = json.loads((ROOT / "examples/echo_world_model/results-sql/report.json").read_text())
+    before = json.dumps(report, sort_keys=True)
+    echo = report["arms"]["grpo_echo"]
+    same = second_lambda(report, {"lambda": echo["lambda"], "seeds": echo["seeds"]})
+    assert same["echo_minus_grpo"]["success"] == report["comparisons"]["echo_minus_grpo"]["success"]
+    assert same["echo_minus_grpo"]["env_ce"] == report["comparisons"]["echo_minus_grpo"]["env_ce"]
+    assert same["gap_closed"] == echo["summary"]["gap_closed"] and same["env_ce"] == echo["summary"]["env_ce"]
+    assert same["targets"] == [t for t in report["targets"] if "ECHO" in t["target"]]
+    assert json.dumps(report, sort_keys=True) == before  # the recording is read, never written
+
+
 def test_a_start_trained_with_another_tokenizer_is_refused_never_trained_over(
     quick_report: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
@@ -2422,6 +2478,53 @@ def test_the_sql_start_probes_copy_only_on_many_worlds_and_never_on_every_seed()
     after_warmup = max(max(starts[f"tiny-lr3e-3-seed-{s}"]["generic_losses"][5:]) for s in (0, 1))
     assert f"at most {after_warmup:.2f} after step" in readme
     assert (EXAMPLE / "results-sql" / "start-probes.png").is_file()
+
+
+def test_the_sql_starts_learn_kinds_by_seed_and_rl_from_the_one_that_does_the_hard_kinds_does_not_raise() -> None:
+    """The start probes' kinds table and the README's reading of it, from the records: seed 3's start (committed)
+    does 21 of the 26 `slow_shipments` and `cancel_rate` worlds and none of the other three kinds' 38; seed 0's
+    12,800-world start does 8 of those 38; no start solves more than 1 `manager_of` or 3 `city_most_customers` world
+    at any checkpoint; RL from seed 0's start ends below its 17 of 64 on 14 of 15 runs, with 7 to 9 of those 38 and
+    14 of 15 runs at 2 to 4 of its 6 `cancel_rate` worlds."""
+    from openenv_echo.demo.summarize import kinds_of_val_worlds
+    from openenv_echo.demo.tables import start_probes_kinds_table
+
+    starts = json.loads((EXAMPLE / "results-sql" / "start-probes.json").read_text())
+    rl = json.loads((EXAMPLE / "results-sql" / "start-rl-probes.json").read_text())["micro-worlds-12800-seed-0"]
+    hard = {"city_most_customers", "distinct_products_of_customer", "manager_of"}
+    kinds = {n: kinds_of_val_worlds(p["start_key"]) for n, p in starts.items()}
+
+    def solved(name: str, per_world: list[float], of: set[str]) -> int:
+        return sum(r == 1.0 for r, k in zip(per_world, kinds[name], strict=True) if k in of)
+
+    s3, s0 = "micro-worlds-12800-seed-3", "micro-worlds-12800-seed-0"
+    assert [kinds[s3].count(k) for k in sorted(hard)] == [13, 13, 12]
+    assert solved(s3, starts[s3]["after"]["val"]["per_world_reward"], {"slow_shipments", "cancel_rate"}) == 21
+    assert solved(s3, starts[s3]["after"]["val"]["per_world_reward"], hard) == 0
+    assert solved(s0, starts[s0]["after"]["val"]["per_world_reward"], hard) == 8
+    for name, p in starts.items():
+        for c in p["sft_checkpoints"]:
+            assert solved(name, c["val_per_world_reward"], {"manager_of"}) <= 1
+            assert solved(name, c["val_per_world_reward"], {"city_most_customers"}) <= 3
+    runs = [r for probe in rl.values() for r in probe["grpo"]]
+    assert len(rl) == 5 and len(runs) == 15 and round(64 * starts[s0]["after"]["val"]["success"]) == 17
+    assert sorted(round(64 * r["val_success"]) for r in runs)[-2:] == [15, 20]  # 14 below 17, one at 20
+    assert {solved(s0, r["val_per_world_reward"], hard) for r in runs} == {7, 8, 9}
+    cancel = [solved(s0, r["val_per_world_reward"], {"cancel_rate"}) for r in runs]
+    assert solved(s0, starts[s0]["after"]["val"]["per_world_reward"], {"cancel_rate"}) == 6
+    assert sum(2 <= c <= 4 for c in cancel) == 14 and max(cancel) == 6
+    table = start_probes_kinds_table(starts)
+    assert f"| {s3} | 0 (2) of 13 | 9 (9) of 13 | 12 (12) of 13 | 0 (2) of 13 | 0 (0) of 12 |" in table
+    assert table in (EXAMPLE / "README.md").read_text()
+    readme = " ".join((EXAMPLE / "README.md").read_text().split())
+    for claim in (
+        "Seed 3's start does 21 of the 26 `slow_shipments` and `cancel_rate` worlds and none of the other 38",
+        "seed 0's 12,800-world start does 8 of those 38",
+        "No start solved more than 1 of the 12 `manager_of` worlds at any checkpoint, nor more than 3 of the 13",
+        "14 of them below its start's 17 of 64 (one, at temperature 1, at 20)",
+        "keeping 7 to 9 of those kinds' worlds where the start had 8, and 14 of the 15 ending at 2 to 4 of the 6",
+    ):
+        assert claim in readme, claim
 
 
 def test_a_run_without_a_single_update_says_so() -> None:
