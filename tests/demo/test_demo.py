@@ -271,7 +271,7 @@ def test_a_second_lambda_is_judged_on_the_recordings_test_worlds_against_its_own
         main(["--report", str(report_file), "--lam", f"{chosen:g}", "--out", str(tmp_path / "x"), "--plan", "p"])
     record = run_second_lambda(report_file, lam, tmp_path / "run", "a plan", progress=False)
     assert json.loads((tmp_path / "run" / SECOND_LAMBDA_NAME).read_text()) == {f"{lam:g}": record}
-    assert record["lambda"] == lam and record["plan"] == "a plan"
+    assert record["lambda"] == lam and record["plan"] == "a plan" and record["recording"] == str(report_file)
     assert [s["seed"] for s in record["seeds"]] == report["seeds"]["rl"]
     assert all(s["lambda"] == lam and s["final"]["step"] == report["config"]["rl_steps"] for s in record["seeds"])
     assert all("states" not in s and "rollouts" not in s for s in record["seeds"])
