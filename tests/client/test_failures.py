@@ -31,13 +31,19 @@ BAD_SEED = 77
 
 
 def _policy(kill_after: int | None = None, server: ServerProcess | None = None) -> Any:
-    """Echo policy: ``bye`` on the third step; seed 77 sends a bad action on its second; after ``kill_after``
-    steps in all, the server is killed (from the policy, i.e. mid-run) and restarted in a thread."""
-    calls = {"n": 0}
+    """Echo policy: ``bye`` on the third step; seed 77 sends a bad action on its second; once ``kill_after`` steps
+    in all have been asked for and seed 77's episode has ended, the server is killed (from the policy, i.e. mid-run)
+    and restarted in a thread. Waiting for seed 77 keeps the kill from cutting its episode before its bad action,
+    which a loaded machine's scheduling can otherwise do."""
+    calls: dict[str, Any] = {"n": 0, "bad": None, "killed": False}
 
     async def policy(result: StepResult, traj: Trajectory) -> dict[str, Any]:
         calls["n"] += 1
-        if calls["n"] == kill_after and server is not None:
+        if traj.metadata["seed"] == BAD_SEED:
+            calls["bad"] = traj
+        due = kill_after is not None and calls["n"] >= kill_after and calls["bad"] is not None and calls["bad"].ended
+        if server is not None and due and not calls["killed"]:
+            calls["killed"] = True
             server.kill()
             threading.Thread(target=server.start, daemon=True).start()
         await asyncio.sleep(0)
