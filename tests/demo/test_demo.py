@@ -303,6 +303,12 @@ def test_a_second_lambda_at_the_recordings_own_runs_reproduces_its_comparisons()
     assert json.dumps(report, sort_keys=True) == before  # the recording is read, never written
 
 
+def _readme_interval(x: list[float], sign: str = "") -> str:
+    """``[point, lo, hi]`` as the READMEs write it: a Unicode minus, ``sign`` on the bounds."""
+    point, low, high = (f"{y:{s}.3f}".replace("-", "−") for y, s in zip(x, ("", sign, sign), strict=True))
+    return f"{point} [{low}, {high}]"
+
+
 SECOND_LAMBDAS = [  # results dir, λ, RL seeds, plan, solved test worlds per seed, targets met, ECHO − GRPO success
     ("results-sql", 0.1, [3, 4, 5, 6, 7], "Thirteenth", [82, 80, 65, 76, 59], [False, False, True], (-0.05, -0.048)),
     ("results", 1.0, [0, 1, 2, 3, 4], "Fourteenth", [83, 81, 81, 81, 79], [True, False, False], (-0.055, -0.05)),
@@ -336,19 +342,15 @@ def test_each_envs_second_lambda_is_its_planned_run_and_the_readmes_quote_it(
     assert low[0] <= success[1] < low[1] and gap[0] < 0.5
     assert [t["met"] for t in summary["targets"]] == met
     assert [sum(r == 1.0 for r in s["final"]["test"]["policy"]["per_world_reward"]) for s in record["seeds"]] == solved
-
-    def shown(x: float) -> str:
-        return f"{x:+.3f}".replace("-", "−")
-
     readme = " ".join((EXAMPLE / "README.md").read_text().split())
     for claim in (
-        f"ECHO − GRPO success is {shown(success[0])} [{shown(success[1])}, {shown(success[2])}]",
+        f"ECHO − GRPO success is {_readme_interval(success, '+')}",
         f"**It closes {gap[0] * 100:.0f} % [{gap[1] * 100:.0f}, {gap[2] * 100:.0f}] of the gap**",
         f"Per RL seed it solves {', '.join(map(str, solved[:-1]))} and {solved[-1]} of the 256 test worlds",
     ):
         assert claim in readme, claim
     top = " ".join((ROOT / "README.md").read_text().split())
-    assert f"({shown(success[0])} [{shown(success[1])}, {shown(success[2])}])" in top
+    assert f"({_readme_interval(success, '+')})" in top
 
 
 def test_a_start_trained_with_another_tokenizer_is_refused_never_trained_over(
@@ -2385,17 +2387,13 @@ def test_the_sql_sections_reading_is_its_recordings() -> None:
     flat = " ".join((EXAMPLE / "README.md").read_text().split())
     section = flat[flat.index("## The second env: sql") : flat.index("### How sql's settings were reached")]
 
-    def interval(x: list[float], sign: str = "") -> str:  # the README's: a Unicode minus, ``sign`` on the bounds
-        point, low, high = (f"{y:{s}.3f}".replace("-", "−") for y, s in zip(x, ("", sign, sign), strict=True))
-        return f"{point} [{low}, {high}]"
-
     start, grpo, echo = v["start"]["success"], v["arms"]["grpo"], v["arms"]["grpo_echo"]
-    assert f"(test {interval(start)})" in section
+    assert f"(test {_readme_interval(start)})" in section
     assert f"GRPO + ECHO (λ = {v['lambda_rule']['chosen']:g}, chosen on validation)" in section
     assert "closing {} % [{}, {}]".format(*(round(100 * g) for g in echo["gap_closed"])) in section
-    assert f"GRPO's held-out change is {interval(grpo['success_vs_start'], '+')}" in section
+    assert f"GRPO's held-out change is {_readme_interval(grpo['success_vs_start'], '+')}" in section
     cost = v["echo_minus_grpo"]["success"]
-    assert f"ECHO − GRPO success is {interval(cost)}" in section
+    assert f"ECHO − GRPO success is {_readme_interval(cost)}" in section
     assert (cost[1] < -0.05) == ("past the −0.05 margin" in section)
 
 
