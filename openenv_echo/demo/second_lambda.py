@@ -32,16 +32,20 @@ from .tables import second_lambda_table
 from .workers import Job
 
 
-def run_second_lambda(report_file: Path, lam: float, out: Path, plan: str, progress: bool = True) -> dict[str, Any]:
+def run_second_lambda(
+    report_file: Path, lam: float, out: Path, plan: str, progress: bool = True, workers: int | None = None
+) -> dict[str, Any]:
     """Train and evaluate GRPO + ECHO at ``lam`` on the arm seeds of the recording at ``report_file`` (resuming what
-    is stored in ``out``), join its record into ``second-lambda.json`` beside it and return the record."""
+    is stored in ``out``), join its record into ``second-lambda.json`` beside it and return the record. ``workers``:
+    RL runs at once (the recording's when None; a run's numbers do not depend on it)."""
     rec = json.loads(report_file.read_text())
     chosen = rec["lambda_selection"]["chosen"]
     if not lam > 0 or lam == chosen:
         raise ValueError(f"the second λ must be > 0 and not the recording's choice ({chosen:g}), not {lam:g}")
     if not plan.strip():
         raise ValueError("a second look at the test worlds needs its plan, written before the run (--plan)")
-    cfg = replace(DemoConfig(**rec["config"]), out=out, progress=progress)
+    cfg = DemoConfig(**rec["config"])
+    cfg = replace(cfg, out=out, progress=progress, workers=workers or cfg.workers)
     registered = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
     def run(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
@@ -83,12 +87,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lam", type=float, required=True, help="GRPO + ECHO's λ: > 0, not the recording's choice")
     ap.add_argument("--out", type=Path, required=True, help="where its runs train (resumed if stored there)")
     ap.add_argument("--plan", required=True, help="the λ, why, and how its figures will be read (fixed before)")
+    ap.add_argument("--workers", type=int, help="RL runs trained at once, one process each [the recording's]")
     args = ap.parse_args(argv)
     report_file = args.report or recording(args.env) / "report.json"
     if not report_file.is_file():
         ap.error(f"no recording at {report_file}")
     try:
-        record = run_second_lambda(report_file, args.lam, args.out, args.plan)
+        record = run_second_lambda(report_file, args.lam, args.out, args.plan, workers=args.workers)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     report = json.loads(report_file.read_text())
