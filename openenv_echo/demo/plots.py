@@ -143,11 +143,7 @@ def plot_report(report: dict[str, Any], path: Path, dpi: int = 110) -> Path:
         + (f"\nGRPO + ECHO: {own}" if (own := echo_settings(report["config"])) else ""),
         fontsize=10,
     )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return _save(fig, path, dpi)
 
 
 def _err(xs: list[dict[str, Any]]) -> list[list[float]] | None:
@@ -159,11 +155,16 @@ def _err(xs: list[dict[str, Any]]) -> list[list[float]] | None:
 
 def _save_single(fig: Any, ax: Any, path: Path, dpi: int) -> Path:
     """Grid, legend and a deterministic PNG (no software stamp) of a one-panel figure; the figure is closed."""
-    import matplotlib.pyplot as plt
-
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    return _save(fig, path, dpi)
+
+
+def _save(fig: Any, path: Path, dpi: int, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> Path:
+    """A deterministic PNG (no software stamp) of the figure laid out within ``rect``; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout(rect=rect)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, metadata={"Software": None})
     plt.close(fig)
@@ -242,3 +243,68 @@ def plot_start_probes(
         fontsize=9,
     )
     return _save_single(fig, ax, path, dpi)
+
+
+def plot_held_out(points: list[dict[str, Any]], path: Path, dpi: int = 110) -> Path:
+    """Every GRPO + ECHO setting evaluated on test (``tables.held_out_points``), one panel per env: its share of the
+    held-out gap to direct CE against ECHO − GRPO success, each with its 95 % interval. The target region is shaded:
+    a setting meets both halves of the answer when its share is at least half and its whole success bar lies above
+    −0.05."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    envs = list(dict.fromkeys(p["env"] for p in points))
+    terms = list(dict.fromkeys(p["world_term"] for p in points))
+    color = {t: plt.get_cmap("tab10")(1 + 2 * i) for i, t in enumerate(terms)}
+    fig, axes = plt.subplots(1, len(envs), figsize=(6.5 * len(envs), 6.2), squeeze=False, sharey=True)
+    shares = [v for p in points for v in p["gap_closed"]]
+    costs = [v for p in points for v in p["echo_minus_grpo"]]
+    xlim = (min(0.0, *shares) - 0.03, max(0.75, *shares) + 0.03)
+    ylim = (min(-0.1, *costs) - 0.02, max(0.05, *costs) + 0.02)
+    for ax, env in zip(axes[0], envs, strict=True):
+        ax.fill_between([0.5, xlim[1]], -0.05, ylim[1], color="#2ca02c", alpha=0.12)
+        ax.axvline(0.5, color="black", ls="--", lw=1)
+        ax.axhline(-0.05, color=COLORS["grpo"], ls="--", lw=1)
+        ax.axhline(0.0, color=COLORS["grpo"], lw=1)
+        for p in (p for p in points if p["env"] == env):
+            x, y = p["gap_closed"], p["echo_minus_grpo"]
+            ax.errorbar(
+                x[0],
+                y[0],
+                xerr=[[x[0] - x[1]], [x[2] - x[0]]],
+                yerr=[[y[0] - y[1]], [y[2] - y[0]]],
+                marker="o" if p["chosen"] else "D",
+                ms=7,
+                capsize=3,
+                ls="",
+                color=color[p["world_term"]],
+            )
+            ax.annotate(f"λ = {p['lambda']:g}", (x[0], y[0]), fontsize=8, xytext=(6, 4), textcoords="offset points")
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*ylim)
+        ax.set_title(env, fontsize=10)
+        ax.set_xlabel("share of the held-out gap from the start to direct CE (world model)", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("ECHO − GRPO held-out success (policy cost)", fontsize=9)
+    handles = [
+        Patch(color="#2ca02c", alpha=0.12, label="the target region"),
+        Line2D([], [], color="black", ls="--", lw=1, label="half the gap"),
+        Line2D([], [], color=COLORS["grpo"], ls="--", lw=1, label="−0.05, the policy-cost margin"),
+        Line2D([], [], color=COLORS["grpo"], lw=1, label="GRPO's own success"),
+        Line2D([], [], color="black", marker="o", ls="", label="λ chosen by the rule on validation"),
+        Line2D([], [], color="black", marker="D", ls="", label="a second look, planned before its run"),
+        *(Line2D([], [], color=c, marker="s", ls="", label=t) for t, c in color.items()),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    sizes = " or ".join(sorted({f"{p['test_worlds']} worlds × {p['rl_seeds']} RL seeds" for p in points}))
+    fig.suptitle(
+        f"GRPO + ECHO on held-out worlds: every setting run on test ({sizes}), paired by world and seed with its "
+        "recording's own GRPO,\n95 % bootstrap intervals. Both halves of the answer are met where a point lies "
+        "right of half the gap and its whole success bar above −0.05.",
+        fontsize=9,
+    )
+    return _save(fig, path, dpi, rect=(0, 0.17, 1, 1))

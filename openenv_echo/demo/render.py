@@ -7,8 +7,9 @@ re-renders the committed runs of the repository at ROOT (default: the current di
 where it has ``start-probes.json``, its start probes' plot ``start-probes.png``) and ``results-anchored`` (terminal
 with GRPO + ECHO's own world rate and moving anchor), the example README's tables blocks (with each run's RL probes
 table, from its ``rl-probes.json``, its second-λ table, from ``second-lambda.json``, its start probes table and the
-tables of RL probes from those starts, from ``start-rl-probes.json``) and the top-level README's demo block. Tests
-check that the committed files are exactly its output.
+tables of RL probes from those starts, from ``start-rl-probes.json``), the answer on held-out worlds (every GRPO +
+ECHO setting run on test, both envs: a table and ``results/echo-held-out.png``) and the top-level README's demo
+block. Tests check that the committed files are exactly its output.
 """
 
 from __future__ import annotations
@@ -18,16 +19,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .plots import plot_report, plot_start_probes, plot_tradeoff
+from .plots import plot_held_out, plot_report, plot_start_probes, plot_tradeoff
 from .recorded import RESULTS, RESULTS_ANCHORED, RESULTS_SQL
 from .summarize import second_lambda, summarize, verdict
 from .tables import (
     ANCHORED_BEGIN,
     ANCHORED_END,
+    HELD_OUT_BEGIN,
+    HELD_OUT_END,
     README_BEGIN,
     README_END,
     SQL_BEGIN,
     SQL_END,
+    held_out_points,
+    held_out_table,
     leans_on,
     probes_markers,
     probes_table,
@@ -60,6 +65,9 @@ START_RL_PROBES_NAME = "start-rl-probes.json"
 """RL probes from start probes (``openenv_echo.demo.probe run --from-start``): start probe name → its probes."""
 TRADEOFF_NAME = "echo-tradeoff.png"
 """Each GRPO + ECHO setting's share of the validation gap against its validation success (λ sweep and probes)."""
+HELD_OUT_PLOT = "echo-held-out.png"
+"""Every GRPO + ECHO setting run on test, both envs (chosen λs and second looks): share of the held-out gap against
+ECHO − GRPO success, beside the terminal recording's report."""
 ONE_SEED_NAME = "report-one-seed.json"
 """The default run's report (one seed; λ and the start from the recording), kept beside the recording for its wall time."""
 EXAMPLE_README = Path("examples/echo_world_model/README.md")
@@ -94,7 +102,15 @@ def render_repo(root: Path) -> None:
         text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)
     if RESULTS_ANCHORED in reports:
         text = replace_block(text, summary_markdown(reports[RESULTS_ANCHORED]), ANCHORED_BEGIN, ANCHORED_END)
+    held_out = []
     for d, report in reports.items():
+        seconds_file = root / d / SECOND_LAMBDA_NAME
+        seconds = {}
+        if seconds_file.is_file():
+            seconds = {k: second_lambda(report, r) for k, r in json.loads(seconds_file.read_text()).items()}
+            name = f"{report['config']['env']}{'-anchored' if d == RESULTS_ANCHORED else ''}"
+            text = replace_block(text, second_lambda_table(report, seconds), *second_lambda_markers(name))
+        held_out.append((report, seconds))
         if d == RESULTS_ANCHORED:  # one setting's recording: its λ points are not the trade-off plot's one-AdamW sweep
             continue
         probes_file = root / d / PROBES_NAME
@@ -102,12 +118,6 @@ def render_repo(root: Path) -> None:
         if probes:
             text = replace_block(text, probes_table(probes), *probes_markers(report["config"]["env"]))
         plot_tradeoff(tradeoff_points(report, probes), report["config"]["env"], root / d / TRADEOFF_NAME)
-        seconds_file = root / d / SECOND_LAMBDA_NAME
-        if seconds_file.is_file():
-            seconds = {k: second_lambda(report, r) for k, r in json.loads(seconds_file.read_text()).items()}
-            text = replace_block(
-                text, second_lambda_table(report, seconds), *second_lambda_markers(report["config"]["env"])
-            )
         starts_file = root / d / START_PROBES_NAME
         if starts_file.is_file():
             starts = json.loads(starts_file.read_text())
@@ -119,6 +129,9 @@ def render_repo(root: Path) -> None:
             if rl_file.is_file():
                 tables = start_rl_probes_tables(starts, json.loads(rl_file.read_text()))
                 text = replace_block(text, tables, *start_rl_probes_markers(env))
+    points = held_out_points(sorted(held_out, key=lambda r: r[0]["config"]["env"] != "terminal"))
+    text = replace_block(text, held_out_table(points), HELD_OUT_BEGIN, HELD_OUT_END)
+    plot_held_out(points, root / RESULTS / HELD_OUT_PLOT)
     readme.write_text(text)
     top = root / TOP_README
     body = readme_section(main, one_seed, reports.get(RESULTS_SQL), reports.get(RESULTS_ANCHORED))

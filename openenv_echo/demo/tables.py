@@ -25,6 +25,7 @@ BEGIN, END = "<!-- demo-tables:begin -->", "<!-- demo-tables:end -->"
 README_BEGIN, README_END = "<!-- demo-readme:begin -->", "<!-- demo-readme:end -->"
 SQL_BEGIN, SQL_END = "<!-- demo-tables-sql:begin -->", "<!-- demo-tables-sql:end -->"
 ANCHORED_BEGIN, ANCHORED_END = "<!-- demo-tables-anchored:begin -->", "<!-- demo-tables-anchored:end -->"
+HELD_OUT_BEGIN, HELD_OUT_END = "<!-- held-out-tradeoff:begin -->", "<!-- held-out-tradeoff:end -->"
 
 
 def probes_markers(env: str) -> tuple[str, str]:
@@ -564,6 +565,65 @@ def second_lambda_table(report: dict[str, Any], seconds: dict[str, dict[str, Any
         "",
         *(f"λ = {r['lambda']:g}'s plan, fixed before its run ({r['registered']}): {r['plan']}" for r in rows[1:]),
     ]
+    return "\n".join(lines)
+
+
+def held_out_points(recordings: list[tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> list[dict[str, Any]]:
+    """Every GRPO + ECHO setting evaluated on a recording's test worlds, one point each: ``recordings`` pairs each
+    report with its second λs (``summarize.second_lambda`` of each record, by λ). A point is the chosen λ's or a
+    second look's held-out env CE, share of the gap to direct CE and ECHO − GRPO success (``[point, lo, hi]``, paired
+    by world and seed against the recording's own GRPO), with the unigram line and the three targets about GRPO +
+    ECHO (below unigram, half the gap, the policy cost) met or not."""
+    points = []
+    for report, seconds in recordings:
+        chosen = report["arms"]["grpo_echo"]["summary"]
+        rows = [
+            {
+                "lambda": report["lambda_selection"]["chosen"],
+                "chosen": True,
+                **{k: chosen[k] for k in ("env_ce", "gap_closed")},
+                "echo_minus_grpo": report["comparisons"]["echo_minus_grpo"]["success"],
+                "targets": [t for t in report["targets"] if "ECHO" in t["target"]],
+            },
+            *(
+                {
+                    "chosen": False,
+                    **{k: s[k] for k in ("lambda", "env_ce", "gap_closed", "targets")},
+                    "echo_minus_grpo": s["echo_minus_grpo"]["success"],
+                }
+                for s in seconds.values()
+            ),
+        ]
+        for r in sorted(rows, key=lambda r: r["lambda"]):
+            points.append(
+                {
+                    "env": report["config"]["env"],
+                    "world_term": echo_settings(report["config"]) or "one AdamW with the policy term",
+                    "unigram": report["baselines"]["unigram"],
+                    "test_worlds": len(report["seeds"]["test"]),
+                    "rl_seeds": len(chosen["seeds"]),
+                    **{k: r[k] for k in ("lambda", "chosen", "env_ce", "gap_closed", "echo_minus_grpo")},
+                    "met": [t["met"] for t in r["targets"]],
+                }
+            )
+    return points
+
+
+def held_out_table(points: list[dict[str, Any]]) -> str:
+    """``held_out_points`` as the example README's answer table: what each setting bought and cost on test."""
+    lines = [
+        "| env | GRPO + ECHO's world term | λ | λ from | held-out env CE (unigram) | share of the gap to direct CE | "
+        "ECHO − GRPO success | below unigram / half the gap / policy cost |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        met = " / ".join("**yes**" if m else "no" for m in p["met"])
+        lines.append(
+            f"| {p['env']} | {p['world_term']} | {p['lambda']:g} | "
+            f"{'the rule, on validation' if p['chosen'] else 'a second look, planned before its run'} | "
+            f"{_iv(p['env_ce'])} ({p['unigram']:.3f}) | {_pct(p['gap_closed'])} | {_iv(p['echo_minus_grpo'], '+.3f')} | "
+            f"{met} |"
+        )
     return "\n".join(lines)
 
 

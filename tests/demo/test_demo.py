@@ -312,6 +312,7 @@ def _readme_interval(x: list[float], sign: str = "") -> str:
 SECOND_LAMBDAS = [  # results dir, λ, RL seeds, plan, solved test worlds per seed, targets met, ECHO − GRPO success
     ("results-sql", 0.1, [3, 4, 5, 6, 7], "Thirteenth", [82, 80, 65, 76, 59], [False, False, True], (-0.05, -0.048)),
     ("results", 1.0, [0, 1, 2, 3, 4], "Fourteenth", [83, 81, 81, 81, 79], [True, False, False], (-0.055, -0.05)),
+    ("results-anchored", 1.0, [0, 1, 2, 3, 4], "Fifteenth", [83, 80, 85, 82, 76], [True, False, False], (-0.06, -0.05)),
 ]
 
 
@@ -319,10 +320,11 @@ SECOND_LAMBDAS = [  # results dir, λ, RL seeds, plan, solved test worlds per se
 def test_each_envs_second_lambda_is_its_planned_run_and_the_readmes_quote_it(
     results: str, lam: float, seeds: list[int], plan: str, solved: list[int], met: list[bool], low: tuple[float, float]
 ) -> None:
-    """The committed second λs (sql's thirteenth plan, λ = 0.1; terminal's fourteenth, λ = 1): GRPO + ECHO on the
-    recording's RL seeds at its final step on its 256 test worlds, with its plan, against the recording named
-    relative to the repository. Judged from the record, sql's λ = 0.1 meets the policy-cost target (by 0.002) and
-    terminal's λ = 1 misses it (by 0.004); neither closes half the gap; the READMEs quote those figures."""
+    """The committed second λs (sql's thirteenth plan, λ = 0.1; terminal's fourteenth, λ = 1; the anchored
+    recording's fifteenth, λ = 1): GRPO + ECHO on the recording's RL seeds at its final step on its 256 test worlds,
+    with its plan, against the recording named relative to the repository. Judged from the record, sql's λ = 0.1
+    meets the policy-cost target (by 0.002), terminal's λ = 1 misses it (by 0.004) and so does the anchored λ = 1
+    (by 0.007); none closes half the gap; the READMEs quote those figures."""
     from openenv_echo.demo.render import SECOND_LAMBDA_NAME
     from openenv_echo.demo.summarize import second_lambda
 
@@ -2012,10 +2014,54 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
         assert (tmp_path / rel / "echo-tradeoff.png").stat().st_size > 10_000 and (
             ROOT / rel / "echo-tradeoff.png"
         ).is_file()
+    held_out = tmp_path / RESULTS / "echo-held-out.png"  # every setting run on test, both envs
+    assert held_out.stat().st_size > 10_000 and (ROOT / RESULTS / "echo-held-out.png").is_file()
     for rel in [r for r in recorded if (ROOT / r / "start-probes.json").is_file()]:  # the start probes' plot
         assert (tmp_path / rel / "start-probes.png").stat().st_size > 10_000 and (
             ROOT / rel / "start-probes.png"
         ).is_file()
+
+
+def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_own_figures(tmp_path: Path) -> None:
+    """``held_out_points``: one point per recording's chosen λ and per second look on its test worlds (terminal,
+    anchored terminal, sql), each with the figures its recording or ``summarize.second_lambda`` gives; its targets
+    are re-derived here from those figures (below unigram, half the gap, the success interval's lower end ≥ −0.05).
+    The example README's answer table lists every point, and the figure draws them."""
+    from openenv_echo.demo.plots import plot_held_out
+    from openenv_echo.demo.render import RESULTS, RESULTS_ANCHORED, RESULTS_SQL, SECOND_LAMBDA_NAME
+    from openenv_echo.demo.summarize import second_lambda
+    from openenv_echo.demo.tables import HELD_OUT_BEGIN, HELD_OUT_END, held_out_points, held_out_table
+
+    recordings, expected = [], []
+    for rel in (RESULTS, RESULTS_ANCHORED, RESULTS_SQL):
+        report = json.loads((ROOT / rel / "report.json").read_text())
+        records = json.loads((ROOT / rel / SECOND_LAMBDA_NAME).read_text())
+        seconds = {k: second_lambda(report, r) for k, r in records.items()}
+        recordings.append((report, seconds))
+        echo, diff = report["arms"]["grpo_echo"]["summary"], report["comparisons"]["echo_minus_grpo"]
+        rows = [(report["lambda_selection"]["chosen"], True, echo["env_ce"], echo["gap_closed"], diff["success"])]
+        rows += [
+            (s["lambda"], False, s["env_ce"], s["gap_closed"], s["echo_minus_grpo"]["success"])
+            for s in seconds.values()
+        ]
+        for lam, chosen, env_ce, gap, cost in sorted(rows):
+            met = [env_ce[0] < report["baselines"]["unigram"], gap[0] >= 0.5, cost[1] >= -0.05]
+            expected.append((report["config"]["env"], lam, chosen, env_ce, gap, cost, met))
+    points = held_out_points(recordings)
+    got = [
+        (p["env"], p["lambda"], p["chosen"], p["env_ce"], p["gap_closed"], p["echo_minus_grpo"], p["met"])
+        for p in points
+    ]
+    assert got == expected and len(points) >= 6
+    assert {p["world_term"] for p in points} == {
+        "one AdamW with the policy term",
+        "world term on its own AdamW at 0.001, action-KL anchor β = 3 moving with the policy term",
+    }
+    readme = (EXAMPLE / "README.md").read_text()
+    table = readme.split(HELD_OUT_BEGIN)[1].split(HELD_OUT_END)[0].strip()
+    assert table == held_out_table(points) and len(table.splitlines()) == 2 + len(points)
+    assert plot_held_out(points, tmp_path / "held-out.png").stat().st_size > 10_000
+    assert plot_held_out(points[:2], tmp_path / "one-env.png").stat().st_size > 10_000  # one env: one panel
 
 
 def test_the_tradeoff_points_are_the_lambda_tables_and_the_probes_figures_at_the_runs_budget() -> None:
