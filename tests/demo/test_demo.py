@@ -253,7 +253,7 @@ def test_a_second_lambda_is_judged_on_the_recordings_test_worlds_against_its_own
     """GRPO + ECHO at a λ the rule did not choose trains on the recording's arm seeds from its start (in a copy of
     its run directory, so only the new λ's runs train), is evaluated on test and joins ``second-lambda.json``; its
     summary pairs it with the recording's GRPO and direct-CE runs. The recording's choice, λ <= 0, no plan and a
-    start other than the recording's are refused."""
+    start other than the recording's are refused. ``workers`` sets how many runs train at once, not the runs."""
     import shutil
 
     from openenv_echo.demo.second_lambda import SECOND_LAMBDA_NAME, main, run_second_lambda
@@ -269,7 +269,8 @@ def test_a_second_lambda_is_judged_on_the_recordings_test_worlds_against_its_own
             run_second_lambda(report_file, bad, tmp_path / "run", plan, progress=False)
     with pytest.raises(SystemExit, match="not the recording's choice"):
         main(["--report", str(report_file), "--lam", f"{chosen:g}", "--out", str(tmp_path / "x"), "--plan", "p"])
-    record = run_second_lambda(report_file, lam, tmp_path / "run", "a plan", progress=False)
+    record = run_second_lambda(report_file, lam, tmp_path / "run", "a plan", progress=False, workers=1)
+    assert record["versions"]["workers"] == 1 != report["config"]["workers"]  # run-only: the same runs
     assert json.loads((tmp_path / "run" / SECOND_LAMBDA_NAME).read_text()) == {f"{lam:g}": record}
     assert record["lambda"] == lam and record["plan"] == "a plan" and record["recording"] == str(report_file)
     assert [s["seed"] for s in record["seeds"]] == report["seeds"]["rl"]
