@@ -530,21 +530,28 @@ def lambda_table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _lambda_rows(report: dict[str, Any], seconds: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recording's chosen λ (marked ``chosen``) in the shape of ``summarize.second_lambda``, then its second λs
+    in λ order."""
+    chosen = report["arms"]["grpo_echo"]["summary"]
+    return [
+        {
+            "lambda": report["lambda_selection"]["chosen"],
+            "chosen": True,
+            **{k: chosen[k] for k in ("env_ce", "gap_closed", "success_vs_start")},
+            "echo_minus_grpo": report["comparisons"]["echo_minus_grpo"],
+            "targets": [t for t in report["targets"] if "ECHO" in t["target"]],
+        },
+        *sorted(seconds.values(), key=lambda r: r["lambda"]),
+    ]
+
+
 def second_lambda_table(report: dict[str, Any], seconds: dict[str, dict[str, Any]]) -> str:
     """The recording's chosen λ beside GRPO + ECHO at second λs (``summarize.second_lambda`` of each record) on the
     same test worlds and RL seeds, each against the recording's GRPO and direct-CE runs: the policy cost and the
     share of the gap at each λ, with the targets about GRPO + ECHO."""
     chosen = report["arms"]["grpo_echo"]["summary"]
-    rows = [
-        {
-            "lambda": report["lambda_selection"]["chosen"],
-            **{k: chosen[k] for k in ("env_ce", "gap_closed", "success_vs_start")},
-            "echo_minus_grpo": report["comparisons"]["echo_minus_grpo"],
-            "targets": [t for t in report["targets"] if "ECHO" in t["target"]],
-            "mark": " (chosen)",
-        },
-        *sorted(seconds.values(), key=lambda r: r["lambda"]),
-    ]
+    rows = _lambda_rows(report, seconds)
     lines = [
         f"GRPO + ECHO on the {len(report['seeds']['test'])} test worlds × RL seeds {chosen['seeds']}, each λ against "
         "the recording's GRPO and direct-CE runs (paired bootstrap by world and seed). Targets: below unigram / half "
@@ -558,7 +565,7 @@ def second_lambda_table(report: dict[str, Any], seconds: dict[str, dict[str, Any
         d = r["echo_minus_grpo"]
         met = " / ".join("yes" if t["met"] else "no" for t in r["targets"])
         lines.append(
-            f"| {r['lambda']:g}{r.get('mark', '')} | {_iv(r['env_ce'])} | {_pct(r['gap_closed'])} | "
+            f"| {r['lambda']:g}{' (chosen)' if r.get('chosen') else ''} | {_iv(r['env_ce'])} | {_pct(r['gap_closed'])} | "
             f"{_iv(d['env_ce'])} | {_iv(d['success'])} | {_iv(r['success_vs_start'])} | {met} |"
         )
     lines += [
@@ -576,33 +583,18 @@ def held_out_points(recordings: list[tuple[dict[str, Any], dict[str, dict[str, A
     ECHO (below unigram, half the gap, the policy cost) met or not."""
     points = []
     for report, seconds in recordings:
-        chosen = report["arms"]["grpo_echo"]["summary"]
-        rows = [
-            {
-                "lambda": report["lambda_selection"]["chosen"],
-                "chosen": True,
-                **{k: chosen[k] for k in ("env_ce", "gap_closed")},
-                "echo_minus_grpo": report["comparisons"]["echo_minus_grpo"]["success"],
-                "targets": [t for t in report["targets"] if "ECHO" in t["target"]],
-            },
-            *(
-                {
-                    "chosen": False,
-                    **{k: s[k] for k in ("lambda", "env_ce", "gap_closed", "targets")},
-                    "echo_minus_grpo": s["echo_minus_grpo"]["success"],
-                }
-                for s in seconds.values()
-            ),
-        ]
-        for r in sorted(rows, key=lambda r: r["lambda"]):
+        for r in sorted(_lambda_rows(report, seconds), key=lambda r: r["lambda"]):
             points.append(
                 {
                     "env": report["config"]["env"],
                     "world_term": echo_settings(report["config"]) or "one AdamW with the policy term",
                     "unigram": report["baselines"]["unigram"],
                     "test_worlds": len(report["seeds"]["test"]),
-                    "rl_seeds": len(chosen["seeds"]),
-                    **{k: r[k] for k in ("lambda", "chosen", "env_ce", "gap_closed", "echo_minus_grpo")},
+                    "rl_seeds": len(report["arms"]["grpo_echo"]["summary"]["seeds"]),
+                    "lambda": r["lambda"],
+                    "chosen": r.get("chosen", False),
+                    **{k: r[k] for k in ("env_ce", "gap_closed")},
+                    "echo_minus_grpo": r["echo_minus_grpo"]["success"],
                     "met": [t["met"] for t in r["targets"]],
                 }
             )
