@@ -8,8 +8,9 @@ where it has ``start-probes.json``, its start probes' plot ``start-probes.png``)
 with GRPO + ECHO's own world rate and moving anchor), the example README's tables blocks (with each run's RL probes
 table, from its ``rl-probes.json``, its second-λ table, from ``second-lambda.json``, its start probes table and the
 tables of RL probes from those starts, from ``start-rl-probes.json``), the answer on held-out worlds (every GRPO +
-ECHO setting run on test, both envs: a table and ``results/echo-held-out.png``) and the top-level README's demo
-block. Tests check that the committed files are exactly its output.
+ECHO setting run on test, both envs: a table and ``results/echo-held-out.png``, and the tables of what each
+setting's and each env's GRPO success interval is made of and what a larger recording would make of it) and the
+top-level README's demo block. Tests check that the committed files are exactly its output.
 """
 
 from __future__ import annotations
@@ -25,12 +26,18 @@ from .summarize import second_lambda, summarize, verdict
 from .tables import (
     ANCHORED_BEGIN,
     ANCHORED_END,
+    DESIGN_BEGIN,
+    DESIGN_END,
+    GRPO_DESIGN_BEGIN,
+    GRPO_DESIGN_END,
     HELD_OUT_BEGIN,
     HELD_OUT_END,
     README_BEGIN,
     README_END,
     SQL_BEGIN,
     SQL_END,
+    grpo_design_table,
+    held_out_design_table,
     held_out_points,
     held_out_table,
     leans_on,
@@ -131,6 +138,8 @@ def render_repo(root: Path) -> None:
                 text = replace_block(text, tables, *start_rl_probes_markers(env))
     points = held_out_points(sorted(held_out, key=lambda r: r[0]["config"]["env"] != "terminal"))
     text = replace_block(text, held_out_table(points), HELD_OUT_BEGIN, HELD_OUT_END)
+    text = replace_block(text, held_out_design_table(points), DESIGN_BEGIN, DESIGN_END)
+    text = replace_block(text, grpo_design_table([r for r, _ in held_out]), GRPO_DESIGN_BEGIN, GRPO_DESIGN_END)
     plot_held_out(points, root / RESULTS / HELD_OUT_PLOT)
     readme.write_text(text)
     top = root / TOP_README

@@ -7,6 +7,9 @@
   evaluation on the same worlds, so it enters with the world draw only. Env CE is a ratio (nats over tokens of the
   drawn worlds), success a mean over the drawn (seed, world) cells: replays of one world are never counted as
   independent episodes. ``bootstrap_se`` is the same bootstrap's standard error (the λ rule's, on validation worlds).
+  ``draw`` sizes each replicate's draws as multiples of the observed worlds and seeds: 0 holds that source at the
+  observed units (the interval without its variance), 4 draws four times as many (a recording that size, if the
+  figures held: a planning figure, not a result).
 * ``mean_ci``: Student-t 95% intervals over seeds (validation figures of the λ sweep).
 
 Every interval is ``[low, high]``; with a single seed there is no spread to estimate, so ``ci95`` is ``None``.
@@ -97,13 +100,17 @@ class Cells:
 
 
 def bootstrap(
-    fn: Callable[[dict[str, Any]], Any], cells: dict[str, Cells], replicates: int = BOOTSTRAP_REPLICATES
+    fn: Callable[[dict[str, Any]], Any],
+    cells: dict[str, Cells],
+    replicates: int = BOOTSTRAP_REPLICATES,
+    draw: tuple[float, float] = (1, 1),
 ) -> list[float]:
     """``[point, low, high]`` of ``fn(figures)`` (``figures``: name -> figure of each ``Cells``; ``fn`` must work
     on floats and elementwise on arrays, e.g. ``lambda f: f["echo"] - f["grpo"]``), with a 95% percentile interval
     from the paired worlds × seeds bootstrap: every figure sees the same world and seed draws. Figures with several
-    seeds must share them (same count, same order); one-evaluation figures (the start) see the world draw only."""
-    point, reps = _replicates(fn, cells, replicates)
+    seeds must share them (same count, same order); one-evaluation figures (the start) see the world draw only.
+    ``draw``: (worlds, seeds), each draw's size as a multiple of the observed count, 0 for no draw (module doc)."""
+    point, reps = _replicates(fn, cells, replicates, draw)
     lo, hi = np.nanpercentile(reps, [2.5, 97.5])
     return [point, float(lo), float(hi)]
 
@@ -112,11 +119,21 @@ def bootstrap_se(
     fn: Callable[[dict[str, Any]], Any], cells: dict[str, Cells], replicates: int = BOOTSTRAP_REPLICATES
 ) -> float:
     """The standard error of ``fn(figures)`` under the same worlds × seeds bootstrap as ``bootstrap``."""
-    return float(np.nanstd(_replicates(fn, cells, replicates)[1], ddof=1))
+    return float(np.nanstd(_replicates(fn, cells, replicates, (1, 1))[1], ddof=1))
+
+
+def _draws(rng: np.random.Generator, n: int, multiple: float, replicates: int) -> np.ndarray:
+    """(B, n) counts of each observed unit in each replicate: ``multiple`` × n draws with replacement, or every unit
+    once when ``multiple`` is 0."""
+    if multiple == 0:
+        return np.ones((replicates, n))
+    if round(n * multiple) < 1:
+        raise ValueError(f"a draw's multiple must be 0 or draw at least one unit, not {multiple:g} of {n}")
+    return rng.multinomial(round(n * multiple), np.full(n, 1 / n), size=replicates).astype(np.float64)
 
 
 def _replicates(
-    fn: Callable[[dict[str, Any]], Any], cells: dict[str, Cells], replicates: int
+    fn: Callable[[dict[str, Any]], Any], cells: dict[str, Cells], replicates: int, draw: tuple[float, float]
 ) -> tuple[float, np.ndarray]:
     """The point figure and its (B,) bootstrap replicates."""
     worlds = {c.num.shape[1] for c in cells.values()}
@@ -125,8 +142,7 @@ def _replicates(
         raise ValueError("paired figures need the same worlds and the same seeds")
     w, s = worlds.pop(), (seeds.pop() if seeds else 1)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    world_w = rng.multinomial(w, np.full(w, 1 / w), size=replicates).astype(np.float64)
-    seed_w = rng.multinomial(s, np.full(s, 1 / s), size=replicates).astype(np.float64)
+    world_w, seed_w = _draws(rng, w, draw[0], replicates), _draws(rng, s, draw[1], replicates)
     point = float(fn({k: c.point() for k, c in cells.items()}))
     with np.errstate(divide="ignore", invalid="ignore"):
         reps = np.asarray(fn({k: c.replicates(seed_w, world_w) for k, c in cells.items()}), dtype=np.float64)

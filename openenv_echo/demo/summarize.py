@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import Seeds
+from .config import SPLITS, Seeds
 from .envs import DEMO_ENVS
 from .stats import Cells, bootstrap, bootstrap_se, mean_ci
 
@@ -34,6 +34,11 @@ CE_PARTS = {
 }
 """Held-out env CE figures: env_output tokens (the headline, what ECHO trains on), warning tokens, env_output tokens
 on lines never seen verbatim in training, and on lines whose structure was never seen in training."""
+SUCCESS_DESIGNS: tuple[tuple[float | None, float], ...] = ((1, 0), (0, 1), (None, 1), (1, 2), (None, 2))
+"""(test worlds, RL seeds) draws of a success difference's bootstrap besides the recording's own (1, 1), as multiples
+of the recorded counts (``stats.bootstrap``'s ``draw``): the world draw alone and the seed draw alone (each source's
+part of the interval), then every world of the test split (None), twice the seeds and both: what a recording that
+size would make of the same figures."""
 
 
 def _val(run: dict[str, Any]) -> dict[str, Any]:
@@ -250,12 +255,28 @@ def summarize(report: dict[str, Any]) -> None:
         },
         "direct_ce_drop": _diff(s_ce, d_ce),
         "direct_ce_flattening": flattening(arms["direct_ce"], arms["direct_ce"]["summary"]["rl_steps"]),
+        "success_design": {
+            "echo_minus_grpo": success_design(cells(report, echo, "success"), cells(report, grpo, "success")),
+            "grpo_vs_start": success_design(cells(report, grpo, "success"), cells(report, start, "success")),
+        },
         "start": {fig: _one(cells(report, start, fig)) for fig in (*CE_PARTS, "success", "mean_reward")},
         "success_by_kind": success_by_kind(report),
         "note": "[point, 2.5 %, 97.5 %] of a percentile bootstrap over test worlds × RL seeds, paired by world and "
         "seed; the start is one evaluation on the same worlds (world draws only); negative env CE = better",
     }
     report["targets"] = targets(report)
+
+
+def success_design(a: Cells, b: Cells) -> list[dict[str, Any]]:
+    """Success ``a − b`` (ECHO − GRPO: the policy cost; GRPO − the start: what RL buys) under each of
+    ``SUCCESS_DESIGNS``' draws: where its interval's width comes from, and how far a larger recording would narrow
+    it if the point held (a planning figure, not a result)."""
+    every = len(SPLITS["test"]) / a.num.shape[1]
+    draws = [(every if w is None else w, s) for w, s in SUCCESS_DESIGNS]
+    return [
+        {"draw": [w, s], "success": bootstrap(lambda f: f["a"] - f["b"], {"a": a, "b": b}, draw=(w, s))}
+        for w, s in draws
+    ]
 
 
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -301,6 +322,7 @@ def second_lambda(report: dict[str, Any], record: dict[str, Any]) -> dict[str, A
         "seeds": echo["seeds"],
         **{k: echo[k] for k in ("env_ce", "gap_closed", "success", "success_vs_start")},
         "echo_minus_grpo": {k: diff[k] for k in ("env_ce", "novel_structural_env_ce", "success")},
+        "success_design": other["comparisons"]["success_design"]["echo_minus_grpo"],
         "targets": [t for t in other["targets"] if "ECHO" in t["target"]],
     }
 

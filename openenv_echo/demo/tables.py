@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -19,13 +20,15 @@ from typing import Any
 from .config import SFT_BAND
 from .ngram import REFERENCES
 from .stats import gap_closed
-from .summarize import kinds_of_val_worlds
+from .summarize import SUCCESS_MARGIN, kinds_of_val_worlds
 
 BEGIN, END = "<!-- demo-tables:begin -->", "<!-- demo-tables:end -->"
 README_BEGIN, README_END = "<!-- demo-readme:begin -->", "<!-- demo-readme:end -->"
 SQL_BEGIN, SQL_END = "<!-- demo-tables-sql:begin -->", "<!-- demo-tables-sql:end -->"
 ANCHORED_BEGIN, ANCHORED_END = "<!-- demo-tables-anchored:begin -->", "<!-- demo-tables-anchored:end -->"
 HELD_OUT_BEGIN, HELD_OUT_END = "<!-- held-out-tradeoff:begin -->", "<!-- held-out-tradeoff:end -->"
+DESIGN_BEGIN, DESIGN_END = "<!-- held-out-design:begin -->", "<!-- held-out-design:end -->"
+GRPO_DESIGN_BEGIN, GRPO_DESIGN_END = "<!-- held-out-design-grpo:begin -->", "<!-- held-out-design-grpo:end -->"
 
 
 def probes_markers(env: str) -> tuple[str, str]:
@@ -540,6 +543,7 @@ def _lambda_rows(report: dict[str, Any], seconds: dict[str, dict[str, Any]]) -> 
             "chosen": True,
             **{k: chosen[k] for k in ("env_ce", "gap_closed", "success_vs_start")},
             "echo_minus_grpo": report["comparisons"]["echo_minus_grpo"],
+            "success_design": report["comparisons"]["success_design"]["echo_minus_grpo"],
             "targets": [t for t in report["targets"] if "ECHO" in t["target"]],
         },
         *sorted(seconds.values(), key=lambda r: r["lambda"]),
@@ -595,6 +599,7 @@ def held_out_points(recordings: list[tuple[dict[str, Any], dict[str, dict[str, A
                     "chosen": r.get("chosen", False),
                     **{k: r[k] for k in ("env_ce", "gap_closed")},
                     "echo_minus_grpo": r["echo_minus_grpo"]["success"],
+                    "success_design": r["success_design"],
                     "met": [t["met"] for t in r["targets"]],
                 }
             )
@@ -617,6 +622,78 @@ def held_out_table(points: list[dict[str, Any]]) -> str:
             f"{met} |"
         )
     return "\n".join(lines)
+
+
+def _draw_label(draw: list[float], worlds: int, seeds: int) -> str:
+    w, s = draw
+    if s == 0:
+        return "the world draw alone"
+    if w == 0:
+        return "the seed draw alone"
+    return f"{round(w * worlds)} worlds × {round(s * seeds)} seeds"
+
+
+def _design_table(
+    head: list[str],
+    rows: list[tuple[list[str], list[float], list[dict[str, Any]]]],
+    size: tuple[int, int],
+    clears: Callable[[float], bool],
+) -> str:
+    """Rows of ``head`` cells, a recorded success difference and its ``summarize.success_design``, as a table with
+    a column per draw; an interval whose lower end ``clears`` the target the difference is read against is bold."""
+    worlds, seeds = size
+    labels = [_draw_label(d["draw"], worlds, seeds) for d in rows[0][2]]
+
+    def cell(x: list[float]) -> str:
+        text = f"[{x[1] + 0.0:+.3f}, {x[2] + 0.0:+.3f}]"
+        return f"**{text}**" if clears(x[1]) else text
+
+    lines = [
+        f"| {' | '.join(head[:-1])} | {head[-1]}, {worlds} worlds × {seeds} seeds (recorded) | "
+        + " | ".join(labels)
+        + " |",
+        "|" + "---|" * (len(head) + len(labels)),
+    ]
+    for cells_, recorded, design in rows:
+        lines.append(
+            f"| {' | '.join(cells_)} | {_iv(recorded, '+.3f')} | "
+            + " | ".join(cell(d["success"]) for d in design)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def _one_size(sizes: set[tuple[int, int]]) -> tuple[int, int]:
+    if len(sizes) != 1:
+        raise ValueError("the design table's columns need one recording size")
+    return sizes.pop()
+
+
+def held_out_design_table(points: list[dict[str, Any]]) -> str:
+    """Each held-out point's ECHO − GRPO success interval as recorded, with each source's part of its width (the
+    world draw alone, the seed draw alone) and what larger recordings would make of the same figures
+    (``summarize.success_design``); an interval whose lower end clears the policy-cost margin is bold."""
+    size = _one_size({(p["test_worlds"], p["rl_seeds"]) for p in points})
+    rows = [
+        ([p["env"], p["world_term"], f"{p['lambda']:g}"], p["echo_minus_grpo"], p["success_design"]) for p in points
+    ]
+    return _design_table(
+        ["env", "GRPO + ECHO's world term", "λ", "ECHO − GRPO success"], rows, size, lambda lo: lo >= -SUCCESS_MARGIN
+    )
+
+
+def grpo_design_table(reports: list[dict[str, Any]]) -> str:
+    """GRPO's held-out success change from the start, per env (its first recording's GRPO runs), as recorded and
+    under each draw of ``summarize.success_design``; an interval above 0 (RL raised success) is bold."""
+    first: dict[str, dict[str, Any]] = {}
+    for r in reports:
+        first.setdefault(r["config"]["env"], r)
+    size = _one_size({(len(r["seeds"]["test"]), len(r["arms"]["grpo"]["summary"]["seeds"])) for r in first.values()})
+    rows = [
+        ([env], r["arms"]["grpo"]["summary"]["success_vs_start"], r["comparisons"]["success_design"]["grpo_vs_start"])
+        for env, r in first.items()
+    ]
+    return _design_table(["env", "GRPO − start success"], rows, size, lambda lo: lo > 0)
 
 
 def timing_line(report: dict[str, Any]) -> str:

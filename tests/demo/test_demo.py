@@ -1963,6 +1963,34 @@ def test_bootstrap_resamples_worlds_and_seeds_and_keeps_pairs() -> None:
         bootstrap(lambda f: f["a"] - f["b"], {"a": Cells.of([1.0, 0.0]), "b": Cells.of([1.0])})
 
 
+def test_bootstrap_draws_hold_a_source_or_scale_it() -> None:
+    """``draw``: 0 holds a source at its observed units, so a spread that only that source has leaves no width;
+    k times the draws narrows a source's width by about √k; (1, 1) is the headline bootstrap itself."""
+    import numpy as np
+
+    from openenv_echo.demo.stats import Cells, bootstrap
+
+    rng = np.random.default_rng(2)
+    worlds = (rng.random(400) < 0.3).astype(float)
+    by_world = Cells.of(np.stack([worlds] * 5))  # worlds differ, seeds do not
+    by_seed = Cells.of(np.stack([worlds * 0 + k / 10 for k in range(5)]))  # seeds differ, worlds do not
+    mixed = Cells.of(np.stack([worlds + k / 10 for k in range(5)]))
+
+    def width(c: Cells, draw: tuple[float, float]) -> float:
+        _, lo, hi = bootstrap(lambda f: f["a"], {"a": c}, draw=draw)
+        return hi - lo
+
+    assert width(by_world, (0, 1)) == pytest.approx(0.0, abs=1e-12) and width(by_world, (1, 0)) > 0.05
+    assert width(by_seed, (1, 0)) == pytest.approx(0.0, abs=1e-12) and width(by_seed, (0, 1)) > 0.1
+    assert bootstrap(lambda f: f["a"], {"a": mixed}, draw=(0, 0)) == pytest.approx([mixed.point()] * 3)
+    assert width(by_world, (4, 1)) / width(by_world, (1, 1)) == pytest.approx(0.5, rel=0.15)
+    assert width(by_seed, (1, 4)) / width(by_seed, (1, 1)) == pytest.approx(0.5, rel=0.2)
+    assert bootstrap(lambda f: f["a"], {"a": mixed}, draw=(1, 1)) == bootstrap(lambda f: f["a"], {"a": mixed})
+    for bad in ((-1, 1), (1, 0.01)):  # a negative multiple; one that draws no seed
+        with pytest.raises(ValueError, match="at least one unit"):
+            bootstrap(lambda f: f["a"], {"a": mixed}, draw=bad)
+
+
 def test_gap_share_is_a_paired_ratio_of_drops() -> None:
     from openenv_echo.demo.stats import Cells
     from openenv_echo.demo.summarize import gap_share
@@ -2028,10 +2056,22 @@ def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_o
     anchored terminal, sql), each with the figures its recording or ``summarize.second_lambda`` gives; its targets
     are re-derived here from those figures (below unigram, half the gap, the success interval's lower end ≥ −0.05).
     The example README's answer table lists every point, and the figure draws them."""
+    from openenv_echo.demo.config import SPLITS
     from openenv_echo.demo.plots import plot_held_out
     from openenv_echo.demo.render import RESULTS, RESULTS_ANCHORED, RESULTS_SQL, SECOND_LAMBDA_NAME
-    from openenv_echo.demo.summarize import second_lambda
-    from openenv_echo.demo.tables import HELD_OUT_BEGIN, HELD_OUT_END, held_out_points, held_out_table
+    from openenv_echo.demo.summarize import SUCCESS_DESIGNS, second_lambda
+    from openenv_echo.demo.tables import (
+        DESIGN_BEGIN,
+        DESIGN_END,
+        GRPO_DESIGN_BEGIN,
+        GRPO_DESIGN_END,
+        HELD_OUT_BEGIN,
+        HELD_OUT_END,
+        grpo_design_table,
+        held_out_design_table,
+        held_out_points,
+        held_out_table,
+    )
 
     recordings, expected = [], []
     for rel in (RESULTS, RESULTS_ANCHORED, RESULTS_SQL):
@@ -2063,6 +2103,31 @@ def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_o
     assert table == held_out_table(points) and len(table.splitlines()) == 2 + len(points)
     assert plot_held_out(points, tmp_path / "held-out.png").stat().st_size > 10_000
     assert plot_held_out(points[:2], tmp_path / "one-env.png").stat().st_size > 10_000  # one env: one panel
+    # what a larger recording could decide: each point's own success bootstrap, under each draw of SUCCESS_DESIGNS
+    for p in points:
+        design = p["success_design"]
+        every = len(SPLITS["test"]) / p["test_worlds"]  # None: every world of the test split
+        assert [tuple(d["draw"]) for d in design] == [(every if w is None else w, s) for w, s in SUCCESS_DESIGNS]
+        assert all(d["success"][0] == pytest.approx(p["echo_minus_grpo"][0]) for d in design)
+        recorded, largest = p["echo_minus_grpo"][2] - p["echo_minus_grpo"][1], design[-1]["success"]
+        assert largest[2] - largest[1] < recorded  # 4× the worlds and 2× the seeds: narrower
+    table = readme.split(DESIGN_BEGIN)[1].split(DESIGN_END)[0].strip()
+    assert table == held_out_design_table(points) and len(table.splitlines()) == 2 + len(points)
+    assert f"{len(SPLITS['test'])} worlds × 10 seeds" in table.splitlines()[0]
+    with pytest.raises(ValueError, match="one recording size"):
+        held_out_design_table([points[0], {**points[1], "rl_seeds": 3}])
+    # the same for the RL target, per env from its first recording (the anchored one shares terminal's GRPO runs)
+    reports = [r for r, _ in recordings]
+    by_env = {r["config"]["env"]: r["comparisons"]["success_design"]["grpo_vs_start"] for r in reversed(reports)}
+    assert reports[1]["comparisons"]["success_design"]["grpo_vs_start"] == by_env["terminal"]
+    for r in reports:
+        grpo = r["arms"]["grpo"]["summary"]["success_vs_start"]
+        assert r["comparisons"]["success_design"]["grpo_vs_start"][0]["success"][0] == pytest.approx(grpo[0])
+    table = readme.split(GRPO_DESIGN_BEGIN)[1].split(GRPO_DESIGN_END)[0].strip()
+    assert table == grpo_design_table(reports) and [row.split(" | ")[0] for row in table.splitlines()[2:]] == [
+        "| terminal",
+        "| sql",
+    ]
 
 
 def test_the_tradeoff_points_are_the_lambda_tables_and_the_probes_figures_at_the_runs_budget() -> None:
