@@ -2055,7 +2055,8 @@ def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_o
     """``held_out_points``: one point per recording's chosen λ and per second look on its test worlds (terminal,
     anchored terminal, sql), each with the figures its recording or ``summarize.second_lambda`` gives; its targets
     are re-derived here from those figures (below unigram, half the gap, the success interval's lower end ≥ −0.05).
-    The example README's answer table lists every point, and the figure draws them."""
+    The example README's answer table lists every point, and the figure draws them. Its design tables are each
+    point's ECHO − GRPO success and each env's GRPO − start success under ``SUCCESS_DESIGNS``' draws."""
     from openenv_echo.demo.config import SPLITS
     from openenv_echo.demo.plots import plot_held_out
     from openenv_echo.demo.render import RESULTS, RESULTS_ANCHORED, RESULTS_SQL, SECOND_LAMBDA_NAME
@@ -2110,7 +2111,7 @@ def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_o
         assert [tuple(d["draw"]) for d in design] == [(every if w is None else w, s) for w, s in SUCCESS_DESIGNS]
         assert all(d["success"][0] == pytest.approx(p["echo_minus_grpo"][0]) for d in design)
         recorded, largest = p["echo_minus_grpo"][2] - p["echo_minus_grpo"][1], design[-1]["success"]
-        assert largest[2] - largest[1] < recorded  # 4× the worlds and 2× the seeds: narrower
+        assert largest[2] - largest[1] < recorded  # every world of the test split and 2× the seeds: narrower
     table = readme.split(DESIGN_BEGIN)[1].split(DESIGN_END)[0].strip()
     assert table == held_out_design_table(points) and len(table.splitlines()) == 2 + len(points)
     assert f"{len(SPLITS['test'])} worlds × 10 seeds" in table.splitlines()[0]
