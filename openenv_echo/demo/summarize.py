@@ -139,8 +139,8 @@ def start_of(report: dict[str, Any]) -> dict[str, Any]:
     return test
 
 
-def _diff(a: Cells, b: Cells) -> list[float]:
-    return bootstrap(lambda f: f["a"] - f["b"], {"a": a, "b": b})
+def _diff(a: Cells, b: Cells, draw: tuple[float, float] = (1, 1)) -> list[float]:
+    return bootstrap(lambda f: f["a"] - f["b"], {"a": a, "b": b}, draw=draw)
 
 
 def _one(a: Cells) -> list[float]:
@@ -273,10 +273,7 @@ def success_design(a: Cells, b: Cells) -> list[dict[str, Any]]:
     it if the point held (a planning figure, not a result)."""
     every = len(SPLITS["test"]) / a.num.shape[1]
     draws = [(every if w is None else w, s) for w, s in SUCCESS_DESIGNS]
-    return [
-        {"draw": [w, s], "success": bootstrap(lambda f: f["a"] - f["b"], {"a": a, "b": b}, draw=(w, s))}
-        for w, s in draws
-    ]
+    return [{"draw": [w, s], "success": _diff(a, b, draw=(w, s))} for w, s in draws]
 
 
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
