@@ -504,6 +504,11 @@ def start_and_references(
     start = load_stored(start_file, start_key(cfg))
     if start is not None:
         check_start_tokenizer(start_file, start, fingerprint)
+        if "test" not in start:  # carried from a recording on fewer test worlds (``whole_split``): evaluated here
+            model.load_state_dict(start["state"])
+            start["test"] = ev.split(model, "test")
+            save_stored(start_file, start_key(cfg), start)
+            clock.lap("start_eval")
     else:
         recorded, why = (None, "train_start is set") if cfg.train_start else recorded_start(cfg, fingerprint)
         start = recorded or train_start(cfg, model, tok, generic, data.train_seqs, ev, clock)

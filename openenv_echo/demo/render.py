@@ -22,7 +22,7 @@ from typing import Any
 
 from .plots import plot_held_out, plot_report, plot_start_probes, plot_tradeoff
 from .recorded import RESULTS, RESULTS_ANCHORED, RESULTS_SQL
-from .summarize import second_lambda, summarize, verdict
+from .summarize import second_lambda, summarize, verdict, whole_split
 from .tables import (
     ANCHORED_BEGIN,
     ANCHORED_END,
@@ -55,6 +55,8 @@ from .tables import (
     summary_markdown,
     timing_line,
     tradeoff_points,
+    whole_split_markers,
+    whole_split_table,
 )
 
 PLOT_NAME = "echo_world_model.png"
@@ -68,6 +70,9 @@ START_PROBES_PLOT = "start-probes.png"
 SECOND_LAMBDA_NAME = "second-lambda.json"
 """GRPO + ECHO at λs other than the recording's choice, on its test worlds (``openenv_echo.demo.second_lambda``:
 λ → record), beside its report."""
+WHOLE_SPLIT_NAME = "whole-split.json"
+"""The three arms at pre-registered λs on the test split's first worlds beyond the recording's
+(``openenv_echo.demo.whole_split``: λ → record), beside its report."""
 START_RL_PROBES_NAME = "start-rl-probes.json"
 """RL probes from start probes (``openenv_echo.demo.probe run --from-start``): start probe name → its probes."""
 TRADEOFF_NAME = "echo-tradeoff.png"
@@ -115,9 +120,12 @@ def render_repo(root: Path) -> None:
         seconds = {}
         if seconds_file.is_file():
             seconds = {k: second_lambda(report, r) for k, r in json.loads(seconds_file.read_text()).items()}
-            name = f"{report['config']['env']}{'-anchored' if d == RESULTS_ANCHORED else ''}"
-            text = replace_block(text, second_lambda_table(report, seconds), *second_lambda_markers(name))
+            text = replace_block(text, second_lambda_table(report, seconds), *second_lambda_markers(_name(d, report)))
         held_out.append((report, seconds))
+        whole_file = root / d / WHOLE_SPLIT_NAME
+        if whole_file.is_file():
+            wholes = {k: whole_split(report, r) for k, r in json.loads(whole_file.read_text()).items()}
+            text = replace_block(text, whole_split_table(wholes), *whole_split_markers(_name(d, report)))
         if d == RESULTS_ANCHORED:  # one setting's recording: its λ points are not the trade-off plot's one-AdamW sweep
             continue
         probes_file = root / d / PROBES_NAME
@@ -145,6 +153,11 @@ def render_repo(root: Path) -> None:
     top = root / TOP_README
     body = readme_section(main, one_seed, reports.get(RESULTS_SQL), reports.get(RESULTS_ANCHORED))
     top.write_text(replace_block(top.read_text(), body, README_BEGIN, README_END))
+
+
+def _name(d: Path, report: dict[str, Any]) -> str:
+    """A recording's name in the example README's markers: its env's, ``-anchored`` for the anchored one."""
+    return f"{report['config']['env']}{'-anchored' if d == RESULTS_ANCHORED else ''}"
 
 
 def summarize_copy(report: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .config import DemoConfig
 from .experiment import RunStore, run_experiment, strip_run
-from .recorded import REPO, recording
+from .recorded import recording, shown
 from .render import SECOND_LAMBDA_NAME
 from .run import torch_settings
 from .summarize import second_lambda
@@ -58,7 +58,7 @@ def run_second_lambda(
             "lambda": lam,
             "plan": plan.strip(),
             "registered": registered,
-            "recording": _shown(report_file),
+            "recording": shown(report_file),
             "versions": report["versions"],
             "timings_s": {"total": runs.clock.total(), "cpu_total": runs.clock.cpu()},
             "load_average": runs.clock.load(),
@@ -72,12 +72,6 @@ def run_second_lambda(
     records[f"{lam:g}"] = record
     into.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
     return record
-
-
-def _shown(path: Path) -> str:
-    """``path`` as a record names it: relative to the repository where it lies in it (no machine's paths)."""
-    full = path.resolve()
-    return str(full.relative_to(REPO)) if full.is_relative_to(REPO) else str(path)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -351,3 +351,68 @@ def verdict(report: dict[str, Any]) -> dict[str, Any]:
             "success": diff["success"],
         },
     }
+
+
+WHOLE_SPLIT_TARGETS = ("GRPO raises", "GRPO + ECHO closes", "ECHO − GRPO success")
+"""The targets a whole-split record decides (by how their targets' text begins): RL's gain, half the gap and the
+policy cost, each read from figures drawn world by world."""
+
+
+def whole_split(report: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """A whole-split record (``openenv_echo.demo.whole_split``: the three arms at a pre-registered λ on the
+    recording's RL seeds, evaluated with the start on the test split's first worlds) judged as the recording judges
+    its own arms: the recording with its test worlds, references, start evaluation and arms swapped for the record's,
+    summarized on every world of the record (``every``) and, apart, on the worlds past the recording's own, which no
+    look had seen when the plan was fixed (``fresh``). Returns the plan, both looks and how far the start's evaluation
+    and each retrained arm's are from the recording's on the recording's worlds."""
+    worlds, seen = len(record["test_seeds"]), record["recorded_test_worlds"]
+    return {
+        "lambda": record["lambda"],
+        "plan": record["plan"],
+        "registered": record["registered"],
+        "seeds": [r["seed"] for r in record["arms"]["grpo"]],
+        "agreement": record["agreement"],
+        "every": _look(report, record, slice(0, worlds)),
+        "fresh": _look(report, record, slice(seen, worlds)),
+    }
+
+
+def _look(report: dict[str, Any], record: dict[str, Any], keep: slice) -> dict[str, Any]:
+    """``whole_split``'s figures on the record's test worlds ``keep``."""
+
+    def on(test: dict[str, Any]) -> dict[str, Any]:
+        nats = {k: v[keep] for k, v in test["env_ce"]["per_world_nats"].items()}
+        out = {**test, "env_ce": {**test["env_ce"], "per_world_nats": nats}}
+        if "policy" in test:
+            out["policy"] = {**test["policy"], "per_world_reward": test["policy"]["per_world_reward"][keep]}
+        return out
+
+    def run(r: dict[str, Any]) -> dict[str, Any]:
+        curve = [{**p, "test": on(p["test"])} for p in r["test_curve"]]
+        return {**r, "final": {**r["final"], "test": on(r["final"]["test"])}, "test_curve": curve}
+
+    arms = {name: {**arm, "seeds": [run(r) for r in record["arms"][name]]} for name, arm in report["arms"].items()}
+    arms["grpo_echo"]["lambda"] = record["lambda"]
+    tokens = {k: v[keep] for k, v in record["test_env_ce_set"]["per_world_tokens"].items()}
+    sets = {**report["data"]["env_ce_sets"], "test": {**record["test_env_ce_set"], "per_world_tokens": tokens}}
+    start = report["start_checkpoint"]
+    look = {
+        **report,
+        "arms": arms,
+        "seeds": {**report["seeds"], "test": record["test_seeds"][keep]},
+        "baselines": record["baselines"],
+        "data": {**report["data"], "env_ce_sets": sets},
+        "start_checkpoint": {**start, "after": {**start["after"], "test": on(record["start"])}},
+    }
+    summarize(look)
+    a, c = {k: v["summary"] for k, v in arms.items()}, look["comparisons"]
+    return {
+        "worlds": len(look["seeds"]["test"]),
+        "start": {k: c["start"][k] for k in ("env_ce", "success")},
+        "arms": {
+            name: {k: a[name][k] for k in ("env_ce", "success", "success_vs_start", "gap_closed") if k in a[name]}
+            for name in arms
+        },
+        "echo_minus_grpo": {k: c["echo_minus_grpo"][k] for k in ("env_ce", "novel_structural_env_ce", "success")},
+        "targets": [t for t in look["targets"] if t["target"].startswith(WHOLE_SPLIT_TARGETS)],
+    }

@@ -46,6 +46,11 @@ def second_lambda_markers(env: str) -> tuple[str, str]:
     return f"<!-- second-lambda-{env}:begin -->", f"<!-- second-lambda-{env}:end -->"
 
 
+def whole_split_markers(env: str) -> tuple[str, str]:
+    """The example README's markers around a recording's whole-split table."""
+    return f"<!-- whole-split-{env}:begin -->", f"<!-- whole-split-{env}:end -->"
+
+
 def start_rl_probes_markers(env: str) -> tuple[str, str]:
     """The example README's markers around an env's tables of RL probes from its start probes."""
     return f"<!-- start-rl-probes-{env}:begin -->", f"<!-- start-rl-probes-{env}:end -->"
@@ -577,6 +582,46 @@ def second_lambda_table(report: dict[str, Any], seconds: dict[str, dict[str, Any
         *(f"λ = {r['lambda']:g}'s plan, fixed before its run ({r['registered']}): {r['plan']}" for r in rows[1:]),
     ]
     return "\n".join(lines)
+
+
+ARM_LABELS_SHORT = {"grpo": "GRPO", "grpo_echo": "GRPO + ECHO", "direct_ce": "direct CE"}
+
+
+def _same(agreements: list[dict[str, Any]]) -> str:
+    same, cells = (sum(a[k] for a in agreements) for k in ("same_reward", "worlds"))
+    return f"{same} of {cells} ({max(a['max_nats_difference'] for a in agreements):.2g} nats)"
+
+
+def whole_split_table(records: dict[str, dict[str, Any]]) -> str:
+    """Whole-split records (``summarize.whole_split`` of each, by λ): per λ, its figures on every world of the record
+    and on the worlds no look had seen when its plan was fixed, the targets it decides, how far the start's and the
+    retrained runs' results are from the recording's on the recording's worlds, and its plan."""
+    lines = [
+        "| λ | test worlds | start success | GRPO − start success | GRPO + ECHO env CE | share of the gap | "
+        "ECHO − GRPO success | RL gain / half the gap / policy cost |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    notes = []
+    for r in sorted(records.values(), key=lambda r: r["lambda"]):
+        for name, look in (("every", r["every"]), ("unseen", r["fresh"])):
+            a = look["arms"]
+            met = " / ".join("**yes**" if t["met"] else "no" for t in look["targets"])
+            lines.append(
+                f"| {r['lambda']:g} | {look['worlds']} ({name}) | {_iv(look['start']['success'])} | "
+                f"{_iv(a['grpo']['success_vs_start'], '+.3f')} | {_iv(a['grpo_echo']['env_ce'])} | "
+                f"{_pct(a['grpo_echo']['gap_closed'])} | {_iv(look['echo_minus_grpo']['success'], '+.3f')} | {met} |"
+            )
+        agree = r["agreement"]
+        same = "; ".join(
+            f"{ARM_LABELS_SHORT.get(name, name)}, {_same(a if isinstance(a, list) else [a])}"
+            for name, a in agree.items()
+        )
+        notes.append(
+            f"λ = {r['lambda']:g}, RL seeds {r['seeds']}. On the recording's {agree['start']['worlds']} test worlds, "
+            f"the same reward as the recording's (world × seed cells; the largest per-world env CE difference): "
+            f"{same}. Its plan, fixed before its run ({r['registered']}): {r['plan']}"
+        )
+    return "\n".join([*lines, "", *notes])
 
 
 def held_out_points(recordings: list[tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> list[dict[str, Any]]:

@@ -288,6 +288,93 @@ def test_a_second_lambda_is_judged_on_the_recordings_test_worlds_against_its_own
         run_second_lambda(report_file, lam, tmp_path / "run", "a plan", progress=False)
 
 
+def test_a_whole_split_look_retrains_every_arm_and_judges_every_world_and_the_unseen_ones_apart(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """The three arms at a pre-registered λ on the recording's RL seeds from its start, evaluated with the start on
+    more of the test split than the recording used: the start is carried from the recording; on the machine that made
+    the recording, it and every retrained arm give the recording's own results on its worlds, world by world, and a
+    difference is counted, not hidden; the summary judges every world, and the worlds past the recording's apart; a
+    second call resumes. A λ <= 0, no more worlds than the recording's or more than the split's, and an empty plan
+    are refused."""
+    import shutil
+
+    from openenv_echo.demo.render import WHOLE_SPLIT_NAME
+    from openenv_echo.demo.summarize import whole_split
+    from openenv_echo.demo.tables import whole_split_table
+    from openenv_echo.demo.whole_split import main, run_whole_split
+
+    report, out = quick_report
+    shutil.copytree(out, tmp_path / "rec")
+    report_file, chosen = tmp_path / "rec" / "report.json", report["lambda_selection"]["chosen"]
+    seen = len(report["seeds"]["test"])
+    for lam, worlds, plan in ((0.0, seen + 2, "p"), (-1.0, seen + 2, "p"), (1.0, seen, "p"), (1.0, 1001, "p")):
+        with pytest.raises(ValueError):
+            run_whole_split(report_file, lam, tmp_path / "x", plan, worlds, progress=False)
+    with pytest.raises(ValueError, match="plan"):
+        run_whole_split(report_file, 1.0, tmp_path / "x", "  ", seen + 2, progress=False)
+    with pytest.raises(SystemExit, match="more than the recording's"):
+        main(["--report", str(report_file), "--lam", "1", "--out", str(tmp_path / "x"), "--plan", "p",
+              "--test-worlds", str(seen)])  # fmt: skip
+    record = run_whole_split(report_file, chosen, tmp_path / "whole", "a plan", seen + 2, progress=False, workers=1)
+    assert json.loads((tmp_path / "rec" / WHOLE_SPLIT_NAME).read_text()) == {f"{chosen:g}": record}
+    assert record["test_seeds"] == list(TASK_SPLITS["test"][: seen + 2]) and record["recorded_test_worlds"] == seen
+    assert record["plan"] == "a plan" and record["recording"] == str(report_file)
+    start = load_stored(tmp_path / "whole" / "checkpoints" / "start.pt", start_key(DemoConfig(**{
+        **report["config"], "n_test": seen + 2})))  # fmt: skip
+    assert start is not None and start["source"].startswith(f"the start of {report_file}")
+    assert len(record["start"]["policy"]["per_world_reward"]) == seen + 2
+    for arm, runs in record["arms"].items():
+        assert [r["seed"] for r in runs] == report["seeds"]["rl"]
+        assert all(len(r["final"]["test"]["policy"]["per_world_reward"]) == seen + 2 for r in runs)
+        assert all("states" not in r and "rollouts" not in r for r in runs)
+        assert all(r["lambda"] == {"grpo": 0.0, "grpo_echo": chosen, "direct_ce": None}[arm] for r in runs)
+    seeds = len(report["seeds"]["rl"])
+    same = {"worlds": seen, "same_reward": seen, "max_nats_difference": 0.0}
+    assert record["agreement"] == {"start": same, **{arm: [same] * seeds for arm in ("grpo", "direct_ce", "grpo_echo")}}
+    summary = whole_split(report, record)
+    every, fresh = summary["every"], summary["fresh"]
+    assert (every["worlds"], fresh["worlds"]) == (seen + 2, 2)
+    unseen = [1.0 if r >= 1.0 else 0.0 for r in record["start"]["policy"]["per_world_reward"][seen:]]
+    assert fresh["start"]["success"][0] == pytest.approx(sum(unseen) / 2)
+    assert [t["target"][:10] for t in every["targets"]] == ["GRPO raise", "GRPO + ECH", "ECHO − GRP"]
+    table = whole_split_table({f"{chosen:g}": summary})
+    assert f"| {chosen:g} | {seen + 2} (every) |" in table and f"| {chosen:g} | 2 (unseen) |" in table
+    assert f"start, {seen} of {seen} (0 nats); GRPO, {seen * seeds} of {seen * seeds} (0 nats)" in table
+    assert "Its plan, fixed before its run" in table and "a plan" in table
+    changed = json.loads(report_file.read_text())  # a recording made where floats round otherwise: told, not hidden
+    changed["start_checkpoint"]["after"]["test"]["policy"]["per_world_reward"][0] += 0.5
+    changed["start_checkpoint"]["after"]["test"]["env_ce"]["per_world_nats"]["env_output"][1] += 0.25
+    report_file.write_text(json.dumps(changed))
+    again = run_whole_split(report_file, chosen, tmp_path / "whole", "a plan", seen + 2, progress=False, workers=1)
+    assert again["agreement"]["start"] == {
+        "worlds": seen,
+        "same_reward": seen - 1,
+        "max_nats_difference": pytest.approx(0.25),
+    }
+    assert again["arms"] == record["arms"]  # resumed from the run directory: nothing trained again
+
+
+def test_the_whole_split_plan_is_committed_and_the_readme_runs_it() -> None:
+    """The sixteenth plan (GRPO + ECHO at λ = 3 with the anchored world term, every arm on all 1000 test worlds) is
+    committed beside the anchored recording, and the example README's command runs the tool with that file as its
+    plan; a record made by it carries the plan word for word, λ = 3, the recording's RL seeds and every test world."""
+    from openenv_echo.demo.render import WHOLE_SPLIT_NAME
+
+    plan_file = EXAMPLE / "results-anchored" / "whole-split-plan.md"
+    plan = " ".join(plan_file.read_text().split())
+    assert plan.startswith("Sixteenth plan, fixed before its run") and "λ = 3" in plan and "Reading:" in plan
+    readme = " ".join((EXAMPLE / "README.md").read_text().split())
+    assert '--lam 3 \\ --workers 2 --out out/whole-split-3 --plan "$(cat examples/echo_world_model/results-anchored/' \
+        'whole-split-plan.md)"' in readme  # fmt: skip
+    report = json.loads((EXAMPLE / "results-anchored" / "report.json").read_text())
+    records_file = EXAMPLE / "results-anchored" / WHOLE_SPLIT_NAME
+    for record in (json.loads(records_file.read_text()) if records_file.is_file() else {}).values():
+        assert record["plan"] == plan and record["lambda"] == 3.0
+        assert record["test_seeds"] == list(TASK_SPLITS["test"]) and record["recorded_test_worlds"] == 256
+        assert all([r["seed"] for r in runs] == report["seeds"]["rl"] for runs in record["arms"].values())
+
+
 def test_a_second_lambda_at_the_recordings_own_runs_reproduces_its_comparisons() -> None:
     """Fed the recording's own GRPO + ECHO runs, ``second_lambda`` gives the recording's own figures (the same
     pairing by world and seed, the same bootstrap), so a second λ's figures are comparable with the chosen λ's."""
