@@ -29,12 +29,6 @@ START_NAME = "start.pt"
 """The recorded start checkpoint, beside its recording's report (the recording's ``checkpoints/start.pt``)."""
 
 
-def shown(path: Path) -> str:
-    """``path`` as a record names it: relative to the repository where it lies in it (no machine's paths)."""
-    full = path.resolve()
-    return str(full.relative_to(REPO)) if full.is_relative_to(REPO) else str(path)
-
-
 def recording(env: str) -> Path:
     """The directory of ``env``'s recording (its report may be absent)."""
     return REPO / RECORDINGS[env]

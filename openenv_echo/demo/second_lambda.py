@@ -15,7 +15,6 @@ seed (``summarize.second_lambda``). The record joins ``second-lambda.json`` besi
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import replace
@@ -24,7 +23,7 @@ from typing import Any
 
 from .config import DemoConfig
 from .experiment import RunStore, run_experiment, strip_run
-from .recorded import recording, shown
+from .looks import join_record, look_parser, recording_report, shown
 from .render import SECOND_LAMBDA_NAME
 from .run import torch_settings
 from .summarize import second_lambda
@@ -67,25 +66,14 @@ def run_second_lambda(
 
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"second λ {lam:g}", run)
-    into = report_file.parent / SECOND_LAMBDA_NAME
-    records = json.loads(into.read_text()) if into.is_file() else {}
-    records[f"{lam:g}"] = record
-    into.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
+    join_record(report_file.parent / SECOND_LAMBDA_NAME, lam, record)
     return record
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m openenv_echo.demo.second_lambda", description=__doc__.split("\n")[0])
-    ap.add_argument("--env", default="terminal", help="whose recording [terminal]")
-    ap.add_argument("--report", type=Path, help="the recording's report.json [the env's committed recording]")
-    ap.add_argument("--lam", type=float, required=True, help="GRPO + ECHO's λ: > 0, not the recording's choice")
-    ap.add_argument("--out", type=Path, required=True, help="where its runs train (resumed if stored there)")
-    ap.add_argument("--plan", required=True, help="the λ, why, and how its figures will be read (fixed before)")
-    ap.add_argument("--workers", type=int, help="RL runs trained at once, one process each [the recording's]")
+    ap = look_parser("openenv_echo.demo.second_lambda", __doc__, "GRPO + ECHO's λ: > 0, not the recording's choice")
     args = ap.parse_args(argv)
-    report_file = args.report or recording(args.env) / "report.json"
-    if not report_file.is_file():
-        ap.error(f"no recording at {report_file}")
+    report_file = recording_report(ap, args)
     try:
         record = run_second_lambda(report_file, args.lam, args.out, args.plan, workers=args.workers)
     except ValueError as e:

@@ -19,7 +19,6 @@ start as the recording's are). It joins ``whole-split.json`` beside the report, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +29,8 @@ from typing import Any
 from .checkpoints import load_stored, save_stored, start_key
 from .config import ARMS, SPLITS, DemoConfig
 from .experiment import RunStore, run_experiment, strip_run
-from .recorded import START_NAME, recording, shown
+from .looks import join_record, look_parser, recording_report, shown
+from .recorded import START_NAME, recording
 from .render import SECOND_LAMBDA_NAME, WHOLE_SPLIT_NAME
 from .run import torch_settings
 from .summarize import whole_split
@@ -97,10 +97,7 @@ def run_whole_split(
 
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"whole split λ {lam:g}", run)
-    into = report_file.parent / WHOLE_SPLIT_NAME
-    records = json.loads(into.read_text()) if into.is_file() else {}
-    records[f"{lam:g}"] = record
-    into.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
+    join_record(report_file.parent / WHOLE_SPLIT_NAME, lam, record)
     return record
 
 
@@ -157,18 +154,10 @@ def agreement(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m openenv_echo.demo.whole_split", description=__doc__.split("\n")[0])
-    ap.add_argument("--env", default="terminal", help="whose recording [terminal]")
-    ap.add_argument("--report", type=Path, help="the recording's report.json [the env's committed recording]")
-    ap.add_argument("--lam", type=float, required=True, help="GRPO + ECHO's λ (> 0), fixed before the run")
-    ap.add_argument("--out", type=Path, required=True, help="where its runs train (resumed if stored there)")
-    ap.add_argument("--plan", required=True, help="the λ, why, and how its figures will be read (fixed before)")
+    ap = look_parser("openenv_echo.demo.whole_split", __doc__, "GRPO + ECHO's λ (> 0), fixed before the run")
     ap.add_argument("--test-worlds", type=int, help="the test split's first this many worlds [every one]")
-    ap.add_argument("--workers", type=int, help="RL runs trained at once, one process each [the recording's]")
     args = ap.parse_args(argv)
-    report_file = args.report or recording(args.env) / "report.json"
-    if not report_file.is_file():
-        ap.error(f"no recording at {report_file}")
+    report_file = recording_report(ap, args)
     try:
         record = run_whole_split(report_file, args.lam, args.out, args.plan, args.test_worlds, workers=args.workers)
     except ValueError as e:
