@@ -375,6 +375,46 @@ def test_the_whole_split_plan_is_committed_and_the_readme_runs_it() -> None:
         assert all([r["seed"] for r in runs] == report["seeds"]["rl"] for runs in record["arms"].values())
 
 
+def test_the_whole_split_recording_is_its_plan_and_the_readmes_quote_it() -> None:
+    """The sixteenth plan's record: the three arms (GRPO + ECHO at λ = 3 with the anchored world term) trained again
+    on the anchored recording's RL seeds from its start, and they and the start evaluated at the final RL step on all
+    1000 test worlds, against the recording named relative to the repository. Judged on the 744 worlds no look had
+    seen, as the plan reads it, it meets RL's gain, half the gap and the policy cost; on all 1000, the 256 the plan
+    was chosen on among them, the policy cost's lower end misses the margin (−0.051). The READMEs quote the figures
+    on the 744, and the retrained runs are the recording's own, world by world, on its 256 worlds."""
+    from openenv_echo.demo.render import WHOLE_SPLIT_NAME
+    from openenv_echo.demo.summarize import whole_split
+
+    report = json.loads((EXAMPLE / "results-anchored" / "report.json").read_text())
+    records = json.loads((EXAMPLE / "results-anchored" / WHOLE_SPLIT_NAME).read_text())
+    assert list(records) == ["3"]
+    record = records["3"]
+    assert record["recording"] == "examples/echo_world_model/results-anchored/report.json"
+    for runs in record["arms"].values():
+        for r in runs:
+            assert r["final"]["step"] == report["config"]["rl_steps"]
+            assert len(r["final"]["test"]["policy"]["per_world_reward"]) == len(TASK_SPLITS["test"]) == 1000
+    summary = whole_split(report, record)
+    every, unseen = summary["every"], summary["fresh"]
+    assert (every["worlds"], unseen["worlds"]) == (1000, 744)
+    assert [t["met"] for t in unseen["targets"]] == [True, True, True]
+    assert [t["met"] for t in every["targets"]] == [True, True, False]
+    cost, gap = unseen["echo_minus_grpo"]["success"], unseen["arms"]["grpo_echo"]["gap_closed"]
+    gain = unseen["arms"]["grpo"]["success_vs_start"]
+    claims = (
+        f"ECHO − GRPO success {_readme_interval(cost, '+')}",
+        f"closes {gap[0] * 100:.0f} % [{gap[1] * 100:.0f}, {gap[2] * 100:.0f}] of the gap",
+        f"GRPO − start success +{_readme_interval(gain, '+')}",
+    )
+    readme = " ".join((EXAMPLE / "README.md").read_text().split())
+    top = " ".join((ROOT / "README.md").read_text().split())
+    for claim in claims:
+        assert claim in readme and claim in top, claim
+    assert every["echo_minus_grpo"]["success"][1] == pytest.approx(-0.051, abs=5e-4)
+    same = {"worlds": 256, "same_reward": 256, "max_nats_difference": 0.0}
+    assert record["agreement"] == {"start": same, "grpo": [same] * 5, "direct_ce": [same] * 5}
+
+
 def test_a_second_lambda_at_the_recordings_own_runs_reproduces_its_comparisons() -> None:
     """Fed the recording's own GRPO + ECHO runs, ``second_lambda`` gives the recording's own figures (the same
     pairing by world and seed, the same bootstrap), so a second λ's figures are comparable with the chosen λ's."""
