@@ -1,6 +1,6 @@
 """What every later look at a recording's test worlds shares (``second_lambda``, ``whole_split``): its command line
-(the recording, the λ fixed before the run, where its runs train, its plan) and its record, joined by λ into a file
-beside the recording's report."""
+(the recording, the λ fixed before the run, where its runs train, its plan) and its record, joined by λ (and budget)
+into a file beside the recording's report."""
 
 from __future__ import annotations
 
@@ -33,10 +33,11 @@ def recording_report(ap: argparse.ArgumentParser, args: argparse.Namespace) -> P
     return f
 
 
-def join_record(into: Path, lam: float, record: dict[str, Any]) -> None:
-    """Write ``record`` into the file ``into`` (beside the recording's report) under its λ, keeping the others."""
+def join_record(into: Path, key: str, record: dict[str, Any]) -> None:
+    """Write ``record`` into the file ``into`` (beside the recording's report) under ``key`` (its λ, and its budget
+    where that is not the recording's), keeping the others."""
     records = json.loads(into.read_text()) if into.is_file() else {}
-    records[f"{lam:g}"] = record
+    records[key] = record
     into.write_text(json.dumps(records, indent=1, ensure_ascii=False) + "\n")
 
 

@@ -39,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import RUN_ONLY_FIELDS, START_FIELDS, ForeignStart, load_stored, start_key
+from .checkpoints import ARM_FIELDS, RUN_ONLY_FIELDS, START_FIELDS, ForeignStart, load_stored, start_key
 from .config import DemoConfig
 from .experiment import RunStore, run_experiment
 from .render import PROBES_NAME
@@ -70,14 +70,25 @@ def _late(run: dict[str, Any], key: str) -> float | None:
     return sum(rows) / len(rows) if rows else None
 
 
-def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float | None = None) -> dict[str, Any]:
-    """A probe's figures, from its stored runs: per seed, GRPO's final validation success (and per world), its
+def probe_record(
+    cfg: DemoConfig,
+    runs: RunStore,
+    direct_ce: bool,
+    echo: float | None = None,
+    against: tuple[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A probe's figures, from its stored runs (GRPO's and direct CE's copied from the probe ``against``, (name,
+    record), where given: ``reference_probe``): per seed, GRPO's final validation success (and per world), its
     validation env CE, groups with reward variance per step and sampled reward on its training worlds at its first
     step (the start's: ``train_reward_first``) and over the second half of its steps (``train_reward_late``; GRPO +
     ECHO's too, with its logged action KL to the start where anchored; GRPO's logged KL penalty, ``ref_kl_late``,
     under ``rl_kl``); direct CE's validation curve and flattening; GRPO + ECHO's final validation env CE and success,
     and its share of the start → direct CE validation gap."""
     seeds = cfg.sweep_rl_seeds
+    if against is not None:
+        name, ref = against
+        kept = {k: ref[k] for k in ("seeds", "rl_steps", "start_val_success", "grpo", "direct_ce")}
+        return _with_echo({"settings": changed(cfg), "against": name, **kept}, runs, seeds, echo)
     grpo = [runs.get("grpo", 0.0, s) for s in seeds]
     record: dict[str, Any] = {
         "settings": changed(cfg),
@@ -101,11 +112,15 @@ def probe_record(cfg: DemoConfig, runs: RunStore, direct_ce: bool, echo: float |
     }
     if direct_ce:
         record["direct_ce"] = flattening({"seeds": [runs.get("direct_ce", 1.0, s) for s in seeds]}, cfg.rl_steps)
+    return _with_echo(record, runs, seeds, echo)
+
+
+def _with_echo(record: dict[str, Any], runs: RunStore, seeds: list[int], echo: float | None) -> dict[str, Any]:
     if echo is not None:
         rs = [runs.get("grpo_echo", echo, s) for s in seeds]
         start_ce = float(rs[0]["evals"][0]["val_env_ce"]["nats_per_token"])
         ce = sum(map(_final_ce, rs)) / len(rs)
-        direct = None if not direct_ce else record["direct_ce"]["validation_curve"][-1]["env_ce"]
+        direct = record["direct_ce"]["validation_curve"][-1]["env_ce"] if "direct_ce" in record else None
         record["grpo_echo"] = {
             "lambda": echo,
             "runs": [
@@ -131,12 +146,17 @@ def run_probe(
     direct_ce: bool = False,
     echo: float | None = None,
     from_start: tuple[Path, str] | None = None,
+    against: str | None = None,
 ) -> dict[str, Any]:
     """Train the probe's runs (resuming what is stored) and write its record into ``start_dir/rl-probes.json``;
     where ``from_start`` is ``(FILE, START)``, also into the start RL probes file FILE under the start probe START
-    (the start in ``start_dir`` is that start probe's)."""
+    (the start in ``start_dir`` is that start probe's). ``against``: GRPO + ECHO alone, read against the GRPO and
+    direct CE of that probe in ``start_dir/rl-probes.json`` (``reference_probe``)."""
     if echo is not None and not echo > 0:
         raise ValueError(f"the probe's GRPO + ECHO λ must be > 0, not {echo:g}")
+    if against is not None and direct_ce:
+        raise ValueError(f"a probe against {against!r} reads its direct CE from there (no --direct-ce)")
+    ref = None if against is None else (against, reference_probe(start_dir / PROBES_NAME, against, cfg, echo))
     start_file = start_dir / "checkpoints" / "start.pt"
     if load_stored(start_file, start_key(cfg)) is None:
         raise SystemExit(f"{start_file}: no start checkpoint trained under these settings (run the demo there first)")
@@ -148,9 +168,10 @@ def run_probe(
 
     def plan(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
         seeds = cfg.sweep_rl_seeds
-        jobs = [Job("grpo", 0.0, s) for s in seeds] + [Job("grpo_echo", echo, s) for s in seeds if echo is not None]
+        jobs = [Job("grpo", 0.0, s) for s in seeds if ref is None]
+        jobs += [Job("grpo_echo", echo, s) for s in seeds if echo is not None]
         runs.prepare(jobs + [Job("direct_ce", 1.0, s) for s in seeds if direct_ce])  # after its seed's GRPO run
-        return probe_record(cfg, runs, direct_ce, echo)
+        return probe_record(cfg, runs, direct_ce, echo, ref)
 
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"probe {name}", plan)
@@ -158,6 +179,33 @@ def run_probe(
     if from_start is not None:
         join_record(from_start[0], name, record, start=from_start[1])
     return record
+
+
+def reference_probe(probes_file: Path, name: str, cfg: DemoConfig, echo: float | None) -> dict[str, Any]:
+    """The probe ``name`` whose GRPO and direct CE runs a GRPO + ECHO probe under ``cfg`` would train again: GRPO and
+    direct CE never read the world term's settings (``ARM_FIELDS["grpo_echo"]``), so the same start, seeds, steps and
+    other settings make the same runs (a retrained run reproduces a stored one bit for bit; example README). Refused
+    otherwise."""
+    probes = json.loads(probes_file.read_text()) if probes_file.is_file() else {}
+    if name not in probes:
+        raise ValueError(f"{probes_file}: no probe {name!r} to read GRPO and direct CE from")
+    ref = probes[name]
+
+    def policy_settings(settings: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in settings.items() if k not in ARM_FIELDS["grpo_echo"]}
+
+    why = [
+        *(["it needs --echo"] if echo is None else []),
+        *([] if "direct_ce" in ref else [f"{name!r} ran no direct CE"]),
+        *([] if ref["seeds"] == cfg.sweep_rl_seeds else [f"{name!r} ran RL seeds {ref['seeds']}"]),
+        *([] if ref["rl_steps"] == cfg.rl_steps else [f"{name!r} ran {ref['rl_steps']} steps"]),
+        *([] if "against" not in ref else [f"{name!r} read its own GRPO from {ref['against']!r}"]),
+    ]
+    if policy_settings(ref["settings"]) != policy_settings(changed(cfg)):
+        why.append(f"{name!r} set {ref['settings']} and this probe {changed(cfg)} outside the world term")
+    if why:
+        raise ValueError(f"a probe against {name!r}: " + "; ".join(why))
+    return dict(ref)
 
 
 def join_record(probes_file: Path, name: str, record: dict[str, Any], start: str | None = None) -> None:
@@ -238,6 +286,12 @@ def main(argv: list[str] | None = None) -> None:
         metavar=("FILE", "START"),
         help="also join the record into the start RL probes FILE under START, the start probe --start trained",
     )
+    run.add_argument(
+        "--against",
+        metavar="PROBE",
+        help="GRPO + ECHO (--echo) alone, read against the GRPO and direct CE runs of PROBE in START's probes file "
+        "(same settings outside the world term's, seeds and steps: the runs this probe would train again)",
+    )
     start = sub.add_parser("start", parents=[common], help="train a start checkpoint alone and record it")
     start.add_argument("--out", type=Path, required=True, help="where the start trains (resumed if stored there)")
     start.add_argument("--into", type=Path, required=True, help="the start probes file the record joins")
@@ -276,9 +330,11 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(str(e))
     from_start = None if args.from_start is None else (Path(args.from_start[0]), args.from_start[1])
     try:
-        record = run_probe(cfg, args.name, args.start, args.direct_ce, args.echo, from_start)
+        record = run_probe(cfg, args.name, args.start, args.direct_ce, args.echo, from_start, args.against)
     except ForeignStart as e:
         raise SystemExit(str(e)) from None
+    except ValueError as e:
+        ap.error(str(e))
     print(probes_table({args.name: record}))
 
 

@@ -66,7 +66,7 @@ def run_second_lambda(
 
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"second λ {lam:g}", run)
-    join_record(report_file.parent / SECOND_LAMBDA_NAME, lam, record)
+    join_record(report_file.parent / SECOND_LAMBDA_NAME, f"{lam:g}", record)
     return record
 
 

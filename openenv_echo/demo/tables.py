@@ -310,11 +310,17 @@ def probes_table(probes: dict[str, dict[str, Any]]) -> str:
             f"({'' if d['flattened'] else 'not '}flat)"
         )
         lines.append(
-            f"| {name} | {_setting(p['settings'])} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} | {succ} "
+            f"| {name} | {_setting(p['settings'])}{_against(p)} | {', '.join(map(str, p['seeds']))} | {p['rl_steps']} "
+            f"| {succ} "
             f"(mean {avg:.3f}; start {p['start_val_success']:.3f}) | {var:.1f} | {flat} |"
             + (f" {_probe_echo(p)} |" if echo else "")
         )
     return "\n".join(lines)
+
+
+def _against(p: dict[str, Any]) -> str:
+    """Where a probe's GRPO and direct CE columns come from when it trained GRPO + ECHO alone (``probe --against``)."""
+    return f" (GRPO + ECHO alone; GRPO and direct CE are the runs of `{p['against']}`)" if "against" in p else ""
 
 
 def _defaults_first(probes: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
@@ -593,21 +599,21 @@ def _same(agreements: list[dict[str, Any]]) -> str:
 
 
 def whole_split_table(records: dict[str, dict[str, Any]]) -> str:
-    """Whole-split records (``summarize.whole_split`` of each, by λ): per λ, its figures on every world of the record
-    and on the worlds no look had seen when its plan was fixed, the targets it decides, how far the start's and the
-    retrained runs' results are from the recording's on the recording's worlds, and its plan."""
+    """Whole-split records (``summarize.whole_split`` of each, by λ and budget): per record, its figures on every
+    world of the record and on the worlds no look had seen when its plan was fixed, the targets it decides, how far the
+    start's and the retrained runs' results are from the recording's on the recording's worlds, and its plan."""
     lines = [
-        "| λ | test worlds | start success | GRPO − start success | GRPO + ECHO env CE | share of the gap | "
-        "ECHO − GRPO success | RL gain / half the gap / policy cost |",
-        "|---|---|---|---|---|---|---|---|",
+        "| λ | RL steps | test worlds | start success | GRPO − start success | GRPO + ECHO env CE | share of the gap | "
+        "ECHO − GRPO success | RL gain / below the unigram / half the gap / direct CE flat / policy cost |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
-    for r in sorted(records.values(), key=lambda r: r["lambda"]):
+    for r in sorted(records.values(), key=lambda r: (r["lambda"], r["rl_steps"])):
         for name, look in (("every", r["every"]), ("unseen", r["fresh"])):
             a = look["arms"]
             met = " / ".join("**yes**" if t["met"] else "no" for t in look["targets"])
             lines.append(
-                f"| {r['lambda']:g} | {look['worlds']} ({name}) | {_iv(look['start']['success'])} | "
+                f"| {r['lambda']:g} | {r['rl_steps']} | {look['worlds']} ({name}) | {_iv(look['start']['success'])} | "
                 f"{_iv(a['grpo']['success_vs_start'], '+.3f')} | {_iv(a['grpo_echo']['env_ce'])} | "
                 f"{_pct(a['grpo_echo']['gap_closed'])} | {_iv(look['echo_minus_grpo']['success'], '+.3f')} | {met} |"
             )
@@ -617,8 +623,9 @@ def whole_split_table(records: dict[str, dict[str, Any]]) -> str:
             for name, a in agree.items()
         )
         notes.append(
-            f"λ = {r['lambda']:g}, RL seeds {r['seeds']}. On the recording's {agree['start']['worlds']} test worlds, "
-            f"the same reward as the recording's (world × seed cells; the largest per-world env CE difference): "
+            f"λ = {r['lambda']:g}, {r['rl_steps']} RL steps, RL seeds {r['seeds']}. On the recording's "
+            f"{agree['start']['worlds']} test worlds, the same reward as the recording's (world × seed cells; the "
+            "largest per-world env CE difference): "
             f"{same}. Its plan, fixed before its run ({r['registered']}): {r['plan']}"
         )
     return "\n".join([*lines, "", *notes])

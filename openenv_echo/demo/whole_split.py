@@ -4,14 +4,16 @@ design tables leave open.
 A recording's held-out figures come from its test worlds (256 of the split's 1000); ``summarize.success_design``
 says what every world of the split would make of them if they held. This records it. It trains GRPO, GRPO + ECHO
 at λ (with the recording's world-term settings) and direct CE on the recording's RL seeds from the recording's start,
-and evaluates them and the start on the first ``test_worlds`` worlds of the split (default: all of them). A λ fixed
+for the recording's RL steps or ``--rl-steps`` (a budget where the recording's reference had not flattened), and
+evaluates them and the start on the first ``test_worlds`` worlds of the split (default: all of them). A λ fixed
 after the recording's figures were seen is a new look at its test worlds, so the look is pre-registered (``--plan``:
 the λ, why, and how its figures will be read, fixed before the run and written into its record), and the worlds past
 the recording's own, which no look has seen, are summarized apart (``summarize.whole_split``). The start is the
 recording's weights; the record says how far its evaluation, and each retrained run's (where the recording has that
-run), is from the recording's on the recording's worlds (none on the machine that made the recording; a CPU with
-other vector kernels rounds floats otherwise, and retrained runs then are other agents, paired with each other and the
-start as the recording's are). It joins ``whole-split.json`` beside the report, keyed by λ.
+run: at its budget), is from the recording's on the recording's worlds (none on the machine that made the recording;
+a CPU with other vector kernels rounds floats otherwise, and retrained runs then are other agents, paired with each
+other and the start as the recording's are). It joins ``whole-split.json`` beside the report, keyed by λ (and by its
+RL steps where they are not the recording's).
 
     python -m openenv_echo.demo.whole_split --report examples/echo_world_model/results-anchored/report.json \
         --lam 3 --out /tmp/whole-split-3 --plan "..."
@@ -46,11 +48,13 @@ def run_whole_split(
     test_worlds: int | None = None,
     progress: bool = True,
     workers: int | None = None,
+    rl_steps: int | None = None,
 ) -> dict[str, Any]:
-    """Train the three arms (GRPO + ECHO at ``lam``) on the RL seeds of the recording at ``report_file`` from its
-    start (resuming what is stored in ``out``), evaluate them and the start on the first ``test_worlds`` test worlds
-    (None: every one), join the record into ``whole-split.json`` beside the report and return it. ``workers``: RL
-    runs at once (the recording's when None; a run's numbers do not depend on it)."""
+    """Train the three arms (GRPO + ECHO at ``lam``) for ``rl_steps`` RL steps (None: the recording's) on the RL
+    seeds of the recording at ``report_file`` from its start (resuming what is stored in ``out``), evaluate them and
+    the start on the first ``test_worlds`` test worlds (None: every one), join the record into ``whole-split.json``
+    beside the report (``record_key``) and return it. ``workers``: RL runs at once (the recording's when None; a
+    run's numbers do not depend on it)."""
     rec = json.loads(report_file.read_text())
     recorded_worlds = len(rec["seeds"]["test"])
     worlds = len(SPLITS["test"]) if test_worlds is None else test_worlds
@@ -64,10 +68,16 @@ def run_whole_split(
     if not plan.strip():
         raise ValueError("a look at the recording's test worlds needs its plan, written before the run (--plan)")
     recorded_cfg = DemoConfig(**rec["config"])
-    cfg = replace(recorded_cfg, n_test=worlds, out=out, progress=progress, workers=workers or recorded_cfg.workers)
+    steps = recorded_cfg.rl_steps if rl_steps is None else rl_steps
+    if steps < 1:
+        raise ValueError(f"RL steps must be at least 1, not {steps}")
+    cfg = replace(
+        recorded_cfg, n_test=worlds, rl_steps=steps, out=out, progress=progress, workers=workers or recorded_cfg.workers
+    )
     registered = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     carry_start(report_file, recorded_cfg, cfg)
-    recorded = _recorded_runs(report_file, rec, lam).items()
+    # the recording's own runs, where this look trains them again (at the recording's budget only)
+    recorded = _recorded_runs(report_file, rec, lam).items() if steps == recorded_cfg.rl_steps else []
 
     def run(report: dict[str, Any], cfg: DemoConfig, runs: RunStore, console: Any, out: Path) -> dict[str, Any]:
         start_test = report["start_checkpoint"]["after"]["test"]
@@ -97,8 +107,13 @@ def run_whole_split(
 
     with torch_settings(cfg.threads):
         record = run_experiment(cfg, f"whole split λ {lam:g}", run)
-    join_record(report_file.parent / WHOLE_SPLIT_NAME, lam, record)
+    join_record(report_file.parent / WHOLE_SPLIT_NAME, record_key(lam, steps, recorded_cfg.rl_steps), record)
     return record
+
+
+def record_key(lam: float, rl_steps: int, recorded_steps: int) -> str:
+    """A record's key in ``whole-split.json``: its λ, with its RL steps where they are not the recording's."""
+    return f"{lam:g}" if rl_steps == recorded_steps else f"{lam:g}, {rl_steps} steps"
 
 
 def carry_start(report_file: Path, recorded_cfg: DemoConfig, cfg: DemoConfig) -> None:
@@ -156,13 +171,16 @@ def agreement(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     ap = look_parser("openenv_echo.demo.whole_split", __doc__, "GRPO + ECHO's λ (> 0), fixed before the run")
     ap.add_argument("--test-worlds", type=int, help="the test split's first this many worlds [every one]")
+    ap.add_argument("--rl-steps", type=int, help="RL steps of every arm [the recording's]")
     args = ap.parse_args(argv)
     report_file = recording_report(ap, args)
     try:
-        record = run_whole_split(report_file, args.lam, args.out, args.plan, args.test_worlds, workers=args.workers)
+        record = run_whole_split(
+            report_file, args.lam, args.out, args.plan, args.test_worlds, workers=args.workers, rl_steps=args.rl_steps
+        )
     except ValueError as e:
         raise SystemExit(str(e)) from None
-    print(whole_split_table({f"{args.lam:g}": whole_split(json.loads(report_file.read_text()), record)}))
+    print(whole_split_table({"look": whole_split(json.loads(report_file.read_text()), record)}))
 
 
 if __name__ == "__main__":

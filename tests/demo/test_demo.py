@@ -295,12 +295,13 @@ def test_a_whole_split_look_retrains_every_arm_and_judges_every_world_and_the_un
     more of the test split than the recording used: the start is carried from the recording; on the machine that made
     the recording, it and every retrained arm give the recording's own results on its worlds, world by world, and a
     difference is counted, not hidden; the summary judges every world, and the worlds past the recording's apart; a
-    second call resumes. A λ <= 0, no more worlds than the recording's or more than the split's, and an empty plan
-    are refused."""
+    second call resumes; at a budget of its own (``rl_steps``) it joins beside the first, judges direct CE's
+    flattening at that budget and compares only the start with the recording. A λ <= 0, no more worlds than the
+    recording's or more than the split's, no RL steps and an empty plan are refused."""
     import shutil
 
     from openenv_echo.demo.render import WHOLE_SPLIT_NAME
-    from openenv_echo.demo.summarize import whole_split
+    from openenv_echo.demo.summarize import flattening, whole_split
     from openenv_echo.demo.tables import whole_split_table
     from openenv_echo.demo.whole_split import main, run_whole_split
 
@@ -337,9 +338,14 @@ def test_a_whole_split_look_retrains_every_arm_and_judges_every_world_and_the_un
     assert (every["worlds"], fresh["worlds"]) == (seen + 2, 2)
     unseen = [1.0 if r >= 1.0 else 0.0 for r in record["start"]["policy"]["per_world_reward"][seen:]]
     assert fresh["start"]["success"][0] == pytest.approx(sum(unseen) / 2)
-    assert [t["target"][:10] for t in every["targets"]] == ["GRPO raise", "GRPO + ECH", "ECHO − GRP"]
+    assert [t["target"][:10] for t in every["targets"]] == [
+        "GRPO raise", "GRPO + ECH", "GRPO + ECH", "direct CE'", "ECHO − GRP"]  # fmt: skip
+    steps = report["config"]["rl_steps"]
+    assert summary["rl_steps"] == steps
     table = whole_split_table({f"{chosen:g}": summary})
-    assert f"| {chosen:g} | {seen + 2} (every) |" in table and f"| {chosen:g} | 2 (unseen) |" in table
+    assert (
+        f"| {chosen:g} | {steps} | {seen + 2} (every) |" in table and f"| {chosen:g} | {steps} | 2 (unseen) |" in table
+    )
     assert f"start, {seen} of {seen} (0 nats); GRPO, {seen * seeds} of {seen * seeds} (0 nats)" in table
     assert "Its plan, fixed before its run" in table and "a plan" in table
     changed = json.loads(report_file.read_text())  # a recording made where floats round otherwise: told, not hidden
@@ -353,26 +359,62 @@ def test_a_whole_split_look_retrains_every_arm_and_judges_every_world_and_the_un
         "max_nats_difference": pytest.approx(0.25),
     }
     assert again["arms"] == record["arms"]  # resumed from the run directory: nothing trained again
+    # at a budget of its own: every arm trained that long, joined beside the first under λ and its steps; the start is
+    # still the recording's, the arms are not the recording's runs, and direct CE's flattening is read at that budget
+    with pytest.raises(ValueError, match="RL steps"):
+        run_whole_split(report_file, chosen, tmp_path / "x", "p", seen + 2, progress=False, rl_steps=0)
+    longer = run_whole_split(
+        report_file,
+        chosen,
+        tmp_path / "longer",
+        "a longer plan",
+        seen + 2,
+        progress=False,
+        workers=1,
+        rl_steps=steps + 1,
+    )
+    records = json.loads((tmp_path / "rec" / WHOLE_SPLIT_NAME).read_text())
+    assert list(records) == [f"{chosen:g}", f"{chosen:g}, {steps + 1} steps"] and records[f"{chosen:g}"] == again
+    assert all(len(r["train"]) == r["final"]["step"] == steps + 1 for runs in longer["arms"].values() for r in runs)
+    assert list(longer["agreement"]) == ["start"]
+    long_summary = whole_split(json.loads(report_file.read_text()), longer)
+    flat = next(t for t in long_summary["every"]["targets"] if t["target"].startswith("direct CE's curve"))
+    curve = [e["step"] for e in longer["arms"]["direct_ce"][0]["evals"]]
+    assert long_summary["rl_steps"] == steps + 1 and curve[-1] == steps + 1
+    assert flat["met"] == flattening({"seeds": longer["arms"]["direct_ce"]}, steps + 1)["flattened"]
+    both = whole_split_table({"a": summary, "b": long_summary}).splitlines()
+    assert both[2].startswith(f"| {chosen:g} | {steps} |") and both[4].startswith(f"| {chosen:g} | {steps + 1} |")
+    assert f"λ = {chosen:g}, {steps + 1} RL steps" in both[-1] and "a longer plan" in both[-1]
 
 
-def test_the_whole_split_plan_is_committed_and_the_readme_runs_it() -> None:
-    """The sixteenth plan (GRPO + ECHO at λ = 3 with the anchored world term, every arm on all 1000 test worlds) is
-    committed beside the anchored recording, and the example README's command runs the tool with that file as its
-    plan; a record made by it carries the plan word for word, λ = 3, the recording's RL seeds and every test world."""
+def test_the_whole_split_plans_are_committed_and_the_readme_runs_them() -> None:
+    """The sixteenth plan (GRPO + ECHO at λ = 3 with the anchored world term, every arm on all 1000 test worlds) and
+    the seventeenth (the same at 40 RL steps, where direct CE flattens on validation) are committed beside the
+    anchored recording, and the example README's commands run the tool with each file as its plan; a record made by
+    one carries its plan word for word under its key (λ, and the steps where not the recording's), λ = 3, the
+    recording's RL seeds, the plan's steps and every test world."""
     from openenv_echo.demo.render import WHOLE_SPLIT_NAME
 
-    plan_file = EXAMPLE / "results-anchored" / "whole-split-plan.md"
-    plan = " ".join(plan_file.read_text().split())
-    assert plan.startswith("Sixteenth plan, fixed before its run") and "λ = 3" in plan and "Reading:" in plan
     readme = " ".join((EXAMPLE / "README.md").read_text().split())
-    assert '--lam 3 \\ --workers 2 --out out/whole-split-3 --plan "$(cat examples/echo_world_model/results-anchored/' \
-        'whole-split-plan.md)"' in readme  # fmt: skip
+    plans = {}
+    for key, name, first, command in (
+        ("3", "whole-split-plan.md", "Sixteenth plan", "--lam 3 \\ --workers 2 --out out/whole-split-3 --plan"),
+        ("3, 40 steps", "forty-steps-plan.md", "Seventeenth plan",
+         "--lam 3 \\ --rl-steps 40 --workers 2 --out out/whole-split-3-40 \\ --plan"),
+    ):  # fmt: skip
+        plans[key] = " ".join((EXAMPLE / "results-anchored" / name).read_text().split())
+        assert plans[key].startswith(f"{first}, fixed before its run") and "λ = 3" in plans[key]
+        assert "Reading:" in plans[key]
+        assert f'{command} "$(cat examples/echo_world_model/results-anchored/{name})"' in readme, name
+    assert "40 RL steps" in plans["3, 40 steps"] and "flattened" in plans["3, 40 steps"]
     report = json.loads((EXAMPLE / "results-anchored" / "report.json").read_text())
     records_file = EXAMPLE / "results-anchored" / WHOLE_SPLIT_NAME
-    for record in (json.loads(records_file.read_text()) if records_file.is_file() else {}).values():
-        assert record["plan"] == plan and record["lambda"] == 3.0
+    for key, record in (json.loads(records_file.read_text()) if records_file.is_file() else {}).items():
+        assert record["plan"] == plans[key] and record["lambda"] == 3.0
         assert record["test_seeds"] == list(TASK_SPLITS["test"]) and record["recorded_test_worlds"] == 256
         assert all([r["seed"] for r in runs] == report["seeds"]["rl"] for runs in record["arms"].values())
+        steps = 40 if key.endswith("40 steps") else report["config"]["rl_steps"]
+        assert all(r["final"]["step"] == steps for runs in record["arms"].values() for r in runs)
 
 
 def test_the_whole_split_recording_is_its_plan_and_the_readmes_quote_it() -> None:
@@ -397,8 +439,9 @@ def test_the_whole_split_recording_is_its_plan_and_the_readmes_quote_it() -> Non
     summary = whole_split(report, record)
     every, unseen = summary["every"], summary["fresh"]
     assert (every["worlds"], unseen["worlds"]) == (1000, 744)
-    assert [t["met"] for t in unseen["targets"]] == [True, True, True]
-    assert [t["met"] for t in every["targets"]] == [True, True, False]
+    # RL's gain, the unigram line, half the gap, direct CE's flattening (not at 20 steps), the policy cost
+    assert [t["met"] for t in unseen["targets"]] == [True, True, True, False, True]
+    assert [t["met"] for t in every["targets"]] == [True, True, True, False, False]
     cost, gap = unseen["echo_minus_grpo"]["success"], unseen["arms"]["grpo_echo"]["gap_closed"]
     gain = unseen["arms"]["grpo"]["success_vs_start"]
     claims = (
@@ -844,6 +887,59 @@ def test_a_probe_reruns_the_demos_grpo_run_on_validation_only(
     held = json.loads((start / "rl-probes.json").read_text())["held"]
     assert held["settings"] == {"rl_kl": 0.5} and held["grpo"][0]["ref_kl_late"] >= 0
     assert "ref_kl_late" not in same["grpo"][0]
+
+
+def test_a_probe_against_another_trains_grpo_echo_alone_and_reads_that_probes_grpo_and_direct_ce(
+    quick_report: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    """``probe run --against PROBE``: GRPO + ECHO alone, its GRPO and direct CE copied from PROBE, whose runs they
+    are (GRPO and direct CE never read the world term's settings): at PROBE's own λ and settings it reproduces
+    PROBE's GRPO + ECHO; with a world-term setting changed it trains only GRPO + ECHO runs; a reference without
+    direct CE, with other policy settings, steps or seeds, a missing one, or --direct-ce beside it is refused with a
+    usage error and nothing recorded."""
+    import shutil
+
+    from openenv_echo.demo.experiment import run_name
+    from openenv_echo.demo.probe import main as probe
+
+    _, out = quick_report
+    start = tmp_path / "run"
+    (start / "checkpoints").mkdir(parents=True)
+    shutil.copy(out / "checkpoints" / "start.pt", start / "checkpoints" / "start.pt")
+    common = ["run", "--quick", "--start", str(start), "--seeds", "1"]
+    probe([*common, "--name", "defaults", "--direct-ce", "--echo", "0.1"])
+    probe([*common, "--name", "hot", "--set", "temperature=2.0"])
+    probe([*common, "--name", "again", "--against", "defaults", "--echo", "0.1"])
+    probe([*common, "--name", "anchored", "--against", "defaults", "--echo", "0.1", "--set", "echo_action_kl=1.0"])
+    probes = json.loads((start / "rl-probes.json").read_text())
+    defaults, again, anchored = probes["defaults"], probes["again"], probes["anchored"]
+    assert again == {**defaults, "against": "defaults"}  # the same GRPO + ECHO runs, trained alone
+    assert anchored["settings"] == {"echo_action_kl": 1.0} and anchored["against"] == "defaults"
+    assert {k: anchored[k] for k in ("grpo", "direct_ce", "seeds", "rl_steps")} == {
+        k: defaults[k] for k in ("grpo", "direct_ce", "seeds", "rl_steps")
+    }
+    assert anchored["grpo_echo"]["runs"][0]["action_kl_late"] is not None  # the anchored world term ran
+    assert anchored["grpo_echo"]["val_env_ce"] != defaults["grpo_echo"]["val_env_ce"]
+    trained = [f.name for f in (start / "probes" / "anchored" / "checkpoints").glob("run-*.pt")]
+    assert trained == [f"{run_name('grpo_echo', 0.1, 0)}.pt"]  # no GRPO or direct CE run of its own
+    for bad in (
+        ["--against", "hot", "--echo", "0.1"],  # no direct CE
+        ["--against", "defaults", "--echo", "0.1", "--set", "temperature=2.0"],  # a policy setting
+        ["--against", "defaults", "--echo", "0.1", "--set", "rl_steps=1"],
+        ["--against", "defaults", "--echo", "0.1", "--seeds", "2"],
+        ["--against", "nowhere", "--echo", "0.1"],
+        ["--against", "defaults"],  # no λ
+        ["--against", "defaults", "--echo", "0.1", "--direct-ce"],
+        ["--against", "anchored", "--echo", "0.1"],  # itself read against another
+    ):
+        with pytest.raises(SystemExit) as e:
+            probe([*common, "--name", "bad", *bad])
+        assert e.value.code == 2, bad
+    assert list(json.loads((start / "rl-probes.json").read_text())) == ["defaults", "hot", "again", "anchored"]
+    from openenv_echo.demo.tables import probes_table
+
+    row = next(r for r in probes_table(probes).splitlines() if r.startswith("| anchored |"))
+    assert "`echo_action_kl` = 1.0 (GRPO + ECHO alone; GRPO and direct CE are the runs of `defaults`) | 0 | 2 |" in row
 
 
 def test_cli_quick_output_says_it_is_a_smoke_test(quick_report: tuple[dict[str, Any], Path]) -> None:
@@ -2339,7 +2435,9 @@ def test_success_by_kind_partitions_the_test_worlds_and_adds_up_to_the_overall_f
 def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_each() -> None:
     """Each committed run's RL probes (sql's settings, both envs' direct-CE rates): each from its recording's start,
     each one setting away from the defaults (or the action-KL anchor, what it holds to and the world term's optimizer,
-    normalization, gradient surgery, rollouts and steps, on a committed world-rate probe), and the rerun of the
+    normalization, gradient surgery, rollouts and steps, on a committed world-rate probe, and at the budget probe's
+    steps); one that trained GRPO + ECHO alone holds its reference's GRPO and direct CE, whose settings it shares
+    outside the world term's; and the rerun of the
     defaults is the recorded sweep's λ = 0 runs, world for world (and, where it ran direct CE, the recorded direct
     CE's validation curve). Sql's are from the previous sql recording's start (14 of 64 validation worlds; that
     recording, with which they were checked so, is in the git history), so only terminal's are checked against the
@@ -2358,6 +2456,12 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
         singles = [p["settings"] for p in probes.values() if len(p["settings"]) == 1]
         anchored = [p["settings"] for p in probes.values() if len(p["settings"]) > 1]
         assert sorted(len(p["settings"]) for p in probes.values() if len(p["settings"]) < 2) == [0] + [1] * len(singles)
+        for alone in [p for p in probes.values() if "against" in p]:  # GRPO + ECHO alone: its reference's runs
+            ref = probes[alone["against"]]
+            assert {k: alone[k] for k in ("seeds", "rl_steps", "grpo", "direct_ce")} == {
+                k: ref[k] for k in ("seeds", "rl_steps", "grpo", "direct_ce")
+            }
+            assert {k: v for k, v in alone["settings"].items() if not k.startswith("echo_")} == ref["settings"]
         for settings in anchored:
             rest = {
                 k: v
@@ -2373,7 +2477,10 @@ def test_committed_probes_start_from_the_recorded_start_and_change_one_setting_e
                     "echo_world_steps",
                 )
             }
-            assert len(rest) == 1 and "echo_action_kl" in settings and rest in singles, settings
+            # the anchored world term at another budget: the budget probe's setting and the world-rate probe's
+            budget = {k: v for k, v in rest.items() if k == "rl_steps"}
+            world = {k: v for k, v in rest.items() if k != "rl_steps"}
+            assert "echo_action_kl" in settings and world in singles and (not budget or budget in singles), settings
         if previous:
             continue
         recorded = {
