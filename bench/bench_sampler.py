@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 import torch
+from _ratio import ratio_verdict
 from transformers import Cache, DynamicCache
 
 from openenv_echo.demo.kvcache import ReservedLayer
@@ -101,13 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         f"batch {b}, {past} cached positions, chunk {chunk}, {args.decode} decode steps, {args.rounds} rounds "
         "(median CPU seconds of one turn; logits bit-identical in every round)"
     )
-    for name, t in med.items():
-        print(f"  {name:9s} {t:7.3f} s  ({t / med['dynamic']:.2f}x)")
-    ratio = med["reserved"] / med["dynamic"]
-    ok = ratio <= TARGET
-    print(f"target: reserved / dynamic = {ratio:.2f} (<= {TARGET}) -> {'MET' if ok else 'NOT MET'}")
-    print(f"load average at the end {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    return 0 if ok else 1
+    return ratio_verdict(med, "reserved", "dynamic", TARGET)
 
 
 if __name__ == "__main__":

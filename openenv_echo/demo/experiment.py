@@ -44,7 +44,7 @@ from .optim import make_optimizer, make_world_optimizer
 from .policy import build_policy
 from .recorded import recorded_selection, recorded_start
 from .render import render_run
-from .rollout import PolicyRunner, env_server, expert_episodes, messages
+from .rollout import SAMPLER, PolicyRunner, env_server, expert_episodes, messages
 from .summarize import choose_lambda
 from .train import arm_config, pack_chunks, pretrain_generic, rl_step, sft_actions
 from .workers import Job, QueueBar, WorkerSetup, run_jobs
@@ -352,6 +352,7 @@ def report_head(cfg: DemoConfig, command: str | None) -> dict[str, Any]:
             "cpu": cpu_name(),
             "torch_threads": cfg.threads,
             "workers": cfg.workers,
+            "sampler": SAMPLER,
         },
         "rl": {
             "reward": "the env's own (no shaping)",

@@ -36,6 +36,24 @@ class ReservedLayer(DynamicLayer):  # type: ignore[no-untyped-call]  # transform
         self._k, self._v = (x.new_zeros((b, h, self.capacity, d)) for x in like)
         return self._set(n)
 
+    def row(self, i: int, length: int) -> ReservedLayer:
+        """A layer over row ``i`` of this batch's buffers, its first ``length`` positions taken as cached: the
+        positions a forward pass of that row alone adds are written into this batch's buffers."""
+        assert self._k is not None and self._v is not None
+        layer = ReservedLayer(self.capacity)
+        layer._k, layer._v = self._k[i : i + 1], self._v[i : i + 1]
+        layer._set(length)
+        return layer
+
+    def copy_row(self, src: int, dst: int) -> None:
+        """Copy row ``src``'s buffered positions into row ``dst`` (an episode whose positions are ``src``'s)."""
+        assert self._k is not None and self._v is not None
+        self._k[dst], self._v[dst] = self._k[src], self._v[src]
+
+    def fill(self, length: int) -> None:
+        """Take the buffers' first ``length`` positions as cached (after rows were written through ``row``)."""
+        self._set(length)
+
     def _set(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         assert self._k is not None and self._v is not None
         self.length = n

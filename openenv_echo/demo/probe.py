@@ -43,6 +43,7 @@ from .checkpoints import ARM_FIELDS, RUN_ONLY_FIELDS, START_FIELDS, ForeignStart
 from .config import DemoConfig
 from .experiment import RunStore, run_experiment
 from .render import PROBES_NAME
+from .rollout import SAMPLER
 from .run import torch_settings
 from .stats import gap_closed
 from .summarize import flattening
@@ -87,11 +88,12 @@ def probe_record(
     seeds = cfg.sweep_rl_seeds
     if against is not None:
         name, ref = against
-        kept = {k: ref[k] for k in ("seeds", "rl_steps", "start_val_success", "grpo", "direct_ce")}
+        kept = {k: ref[k] for k in ("sampler", "seeds", "rl_steps", "start_val_success", "grpo", "direct_ce")}
         return _with_echo({"settings": changed(cfg), "against": name, **kept}, runs, seeds, echo)
     grpo = [runs.get("grpo", 0.0, s) for s in seeds]
     record: dict[str, Any] = {
         "settings": changed(cfg),
+        "sampler": SAMPLER,
         "seeds": seeds,
         "rl_steps": cfg.rl_steps,
         "start_val_success": runs.start["val"]["policy"]["success"],
@@ -184,8 +186,8 @@ def run_probe(
 def reference_probe(probes_file: Path, name: str, cfg: DemoConfig, echo: float | None) -> dict[str, Any]:
     """The probe ``name`` whose GRPO and direct CE runs a GRPO + ECHO probe under ``cfg`` would train again: GRPO and
     direct CE never read the world term's settings (``ARM_FIELDS["grpo_echo"]``), so the same start, seeds, steps and
-    other settings make the same runs (a retrained run reproduces a stored one bit for bit; example README). Refused
-    otherwise."""
+    other settings make the same runs (a retrained run reproduces a stored one bit for bit on the same machine and
+    sampler revision, ``rollout.SAMPLER``; example README). Refused otherwise."""
     probes = json.loads(probes_file.read_text()) if probes_file.is_file() else {}
     if name not in probes:
         raise ValueError(f"{probes_file}: no probe {name!r} to read GRPO and direct CE from")
@@ -200,12 +202,23 @@ def reference_probe(probes_file: Path, name: str, cfg: DemoConfig, echo: float |
         *([] if ref["seeds"] == cfg.sweep_rl_seeds else [f"{name!r} ran RL seeds {ref['seeds']}"]),
         *([] if ref["rl_steps"] == cfg.rl_steps else [f"{name!r} ran {ref['rl_steps']} steps"]),
         *([] if "against" not in ref else [f"{name!r} read its own GRPO from {ref['against']!r}"]),
+        *(
+            []
+            if ref.get("sampler") == SAMPLER
+            else [f"{name!r} was sampled by the {sampled_by(ref)}, not the {SAMPLER}"]
+        ),
     ]
     if policy_settings(ref["settings"]) != policy_settings(changed(cfg)):
         why.append(f"{name!r} set {ref['settings']} and this probe {changed(cfg)} outside the world term")
     if why:
         raise ValueError(f"a probe against {name!r}: " + "; ".join(why))
     return dict(ref)
+
+
+def sampled_by(probe: dict[str, Any]) -> str:
+    """The sampler revision that sampled a probe's runs (``rollout.SAMPLER``; a probe made before it was recorded,
+    the padded prefill's)."""
+    return str(probe.get("sampler", "padded prefill"))
 
 
 def join_record(probes_file: Path, name: str, record: dict[str, Any], start: str | None = None) -> None:

@@ -9,7 +9,9 @@ role-tagged observations (token-in-token-out, never re-tokenized).
 The sampler keeps a per-episode KV cache across turns: the next prompt is always the previous prompt + the sampled
 ids + the TITO delta (RFC 0003 §6), so each turn only the new ids are run through the model. A turn's batch cache is
 reserved once, for its cached positions, the new ids and the action cap (``kvcache.ReservedLayer``), so decoding
-writes in place instead of copying the cache at every token. At the end, the ids the model was actually fed are
+writes in place instead of copying the cache at every token. The new ids are run episode by episode at their place
+in that batch layout (``prefill``), so that the pads a padded batch would compute for the shorter chunks never are;
+the sampled tokens are then decoded for the whole batch at once. At the end, the ids the model was actually fed are
 checked against the assembled sequence.
 """
 
@@ -28,6 +30,11 @@ from ..tokenization import TitoBuilder, TokenizedTrajectory
 from ..trajectory import Trajectory
 from .envs import DemoEnv
 from .kvcache import ReservedLayer
+
+SAMPLER = "per-episode prefill"
+"""The sampler's revision, recorded with every run it samples (``report["versions"]``, probe records): runs of
+another revision (before it, ``"padded prefill"``) round floats otherwise, so a probe pairs its runs with a probe's
+of the same revision only."""
 
 STEP_TIMEOUT_S, RESET_TIMEOUT_S = 60.0, 120.0
 """Step and reset wall-time limits of the demo's server: generous, because the demo is run on shared, loaded CPUs
@@ -250,38 +257,41 @@ class PolicyRunner:
         b = len(live)
         past = max((e.kv[0][0].shape[1] if e.kv else 0) for e in live)
         chunk = max(len(e.pending) for e in live)
-        # the batch cache: each episode's cached positions right-aligned, holes (mask 0) on the left
+        # the batch cache: each episode's cached positions right-aligned, holes (mask 0) on the left, then its new
+        # ids right-aligned in the chunk (pads, mask 0, before them)
         valid = torch.zeros((b, past + chunk), dtype=torch.long)
         config: Any = model.config  # the HF model's config (typed as a plain Module here)
-        layers: list[Any] = [
-            ReservedLayer(past + chunk + self.max_action_tokens) for _ in range(config.num_hidden_layers)
-        ]
-        if past:
-            ref = next(e.kv for e in live if e.kv)
-            for li, layer in enumerate(layers):
-                h, _, d = ref[li][0].shape
-                k, v = layer.reserve(ref[li], (b, h, past, d))
-                for i, e in enumerate(live):
-                    if e.kv:
-                        n = e.kv[li][0].shape[1]
-                        k[i, :, past - n :] = e.kv[li][0]
-                        v[i, :, past - n :] = e.kv[li][1]
+        head: torch.nn.Module = model.get_output_embeddings()  # type: ignore[operator]  # the LM head
+        shape = (
+            b,
+            config.num_key_value_heads,
+            past,
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads,
+        )
+        like = next(model.parameters())  # the cache's dtype and device
+        layers: list[Any] = []
+        for li in range(config.num_hidden_layers):
+            layer = ReservedLayer(past + chunk + self.max_action_tokens)
+            k, v = layer.reserve((like, like), shape)
             for i, e in enumerate(live):
                 if e.kv:
-                    valid[i, past - e.kv[0][0].shape[1] : past] = 1
-        cache = Cache(layers=layers)
-        ids = torch.full((b, chunk), self.pad_id, dtype=torch.long)
-        pos = torch.zeros((b, chunk), dtype=torch.long)
+                    n = e.kv[li][0].shape[1]
+                    k[i, :, past - n :] = e.kv[li][0]
+                    v[i, :, past - n :] = e.kv[li][1]
+            layers.append(layer)
         for i, e in enumerate(live):
-            n = len(e.pending)
-            ids[i, chunk - n :] = torch.tensor(e.pending, dtype=torch.long)
-            pos[i, chunk - n :] = torch.arange(e.pos, e.pos + n)
-            valid[i, past + chunk - n :] = 1
+            if e.kv:
+                valid[i, past - e.kv[0][0].shape[1] : past] = 1
+            valid[i, past + chunk - len(e.pending) :] = 1
+        last = prefill(model, layers, valid, [e.pending for e in live], [e.pos for e in live], [not e.kv for e in live])
+        logits = head(last[:, None, :])[:, -1, :]  # the batch's head in one product, as a batched pass has it
+        for e in live:
             e.fed.extend(e.pending)
             e.pending = []
             e.action = []
-        out = model(input_ids=ids, attention_mask=valid, position_ids=pos, past_key_values=cache, use_cache=True)
-        cache, logits = out.past_key_values, out.logits[:, -1, :]
+        for layer in layers:
+            layer.fill(past + chunk)
+        cache = Cache(layers=layers)
         generating = torch.ones(b, dtype=torch.bool)
         stops = torch.tensor(sorted(self.stop_ids), dtype=torch.long)
         for _ in range(self.max_action_tokens):
@@ -316,7 +326,53 @@ class PolicyRunner:
         mask = valid.bool()
         for i, e in enumerate(live):
             keep = torch.nonzero(mask[i]).flatten()
-            e.kv = [
-                (layer.keys[i].index_select(1, keep), layer.values[i].index_select(1, keep)) for layer in cache.layers
-            ]
+            e.kv = [(layer.keys[i].index_select(1, keep), layer.values[i].index_select(1, keep)) for layer in layers]
             assert e.kv[0][0].shape[1] == len(e.fed), "KV cache and fed ids disagree"
+
+
+def prefill(
+    model: torch.nn.Module,
+    layers: list[ReservedLayer],
+    valid: torch.Tensor,
+    pending: list[list[int]],
+    first: list[int],
+    fresh: list[bool],
+) -> torch.Tensor:
+    """Run each episode's ``pending`` ids (at positions from ``first``) through ``model``'s decoder at its place in
+    the batch layout (``valid``: its cached positions and its new ids right-aligned in the chunk), writing their keys
+    and values into the batch cache ``layers``; returns the (B, D) final hidden states of each episode's last id.
+    ``fresh``: the episode has no cached positions.
+
+    One episode at a time, so that the pads that right-align the shorter chunks are never computed (on the demo's
+    skewed observation lengths, most of a padded batch), at the batch layout's positions and masks. It is the padded
+    batch's computation; its matrix products have fewer rows, and at some shapes those round the last bit otherwise
+    (``bench/bench_prefill.py`` checks the demo's shapes). Fresh episodes with the same ids (a GRPO group's first
+    turn) are run once."""
+    from transformers import Cache
+
+    width = valid.shape[1]
+    keys = torch.arange(width)
+    dtype = next(model.parameters()).dtype
+    last: list[torch.Tensor] = []
+    ran: dict[tuple[int, ...], int] = {}  # a fresh episode's ids -> the row that ran them
+    for i, (ids, pos) in enumerate(zip(pending, first, strict=True)):
+        n = len(ids)
+        twin = ran.get(tuple(ids)) if fresh[i] else None
+        if twin is not None:
+            for layer in layers:
+                layer.copy_row(twin, i)
+            last.append(last[twin])
+            continue
+        seen = valid[i].bool() & (keys[None, :] <= torch.arange(width - n, width)[:, None])
+        mask = torch.zeros((1, 1, n, width), dtype=dtype).masked_fill_(~seen, float("-inf"))
+        out = model.base_model(  # type: ignore[operator]  # a transformers CausalLM's decoder stack
+            input_ids=torch.tensor([ids], dtype=torch.long),
+            attention_mask=mask,
+            position_ids=torch.arange(pos, pos + n)[None, :],
+            past_key_values=Cache(layers=[layer.row(i, width - n) for layer in layers]),
+            use_cache=True,
+        )
+        last.append(out.last_hidden_state[0, -1])
+        if fresh[i]:
+            ran[tuple(ids)] = i
+    return torch.stack(last)

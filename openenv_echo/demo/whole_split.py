@@ -10,9 +10,9 @@ after the recording's figures were seen is a new look at its test worlds, so the
 the λ, why, and how its figures will be read, fixed before the run and written into its record), and the worlds past
 the recording's own, which no look has seen, are summarized apart (``summarize.whole_split``). The start is the
 recording's weights; the record says how far its evaluation, and each retrained run's (where the recording has that
-run: at its budget), is from the recording's on the recording's worlds (none on the machine that made the recording;
-a CPU with other vector kernels rounds floats otherwise, and retrained runs then are other agents, paired with each
-other and the start as the recording's are). It joins ``whole-split.json`` beside the report, keyed by λ (and by its
+run: at its budget), is from the recording's on the recording's worlds (none on the machine and sampler revision that
+made the recording; a CPU with other vector kernels, or another sampler revision, rounds floats otherwise, and
+retrained runs then are other agents, paired with each other and the start as the recording's are). It joins ``whole-split.json`` beside the report, keyed by λ (and by its
 RL steps where they are not the recording's).
 
     python -m openenv_echo.demo.whole_split --report examples/echo_world_model/results-anchored/report.json \

@@ -895,12 +895,13 @@ def test_a_probe_against_another_trains_grpo_echo_alone_and_reads_that_probes_gr
     """``probe run --against PROBE``: GRPO + ECHO alone, its GRPO and direct CE copied from PROBE, whose runs they
     are (GRPO and direct CE never read the world term's settings): at PROBE's own λ and settings it reproduces
     PROBE's GRPO + ECHO; with a world-term setting changed it trains only GRPO + ECHO runs; a reference without
-    direct CE, with other policy settings, steps or seeds, a missing one, or --direct-ce beside it is refused with a
-    usage error and nothing recorded."""
+    direct CE, with other policy settings, steps or seeds, sampled by another revision of the sampler, a missing one,
+    or --direct-ce beside it is refused with a usage error and nothing recorded."""
     import shutil
 
     from openenv_echo.demo.experiment import run_name
     from openenv_echo.demo.probe import main as probe
+    from openenv_echo.demo.rollout import SAMPLER
 
     _, out = quick_report
     start = tmp_path / "run"
@@ -922,7 +923,11 @@ def test_a_probe_against_another_trains_grpo_echo_alone_and_reads_that_probes_gr
     assert anchored["grpo_echo"]["val_env_ce"] != defaults["grpo_echo"]["val_env_ce"]
     trained = [f.name for f in (start / "probes" / "anchored" / "checkpoints").glob("run-*.pt")]
     assert trained == [f"{run_name('grpo_echo', 0.1, 0)}.pt"]  # no GRPO or direct CE run of its own
+    assert defaults["sampler"] == SAMPLER
+    probes["padded"] = {k: v for k, v in defaults.items() if k != "sampler"}  # a probe made before the sampler's
+    (start / "rl-probes.json").write_text(json.dumps(probes))  # revision was recorded: another sampler's runs
     for bad in (
+        ["--against", "padded", "--echo", "0.1"],  # sampled by another revision of the sampler
         ["--against", "hot", "--echo", "0.1"],  # no direct CE
         ["--against", "defaults", "--echo", "0.1", "--set", "temperature=2.0"],  # a policy setting
         ["--against", "defaults", "--echo", "0.1", "--set", "rl_steps=1"],
@@ -935,7 +940,13 @@ def test_a_probe_against_another_trains_grpo_echo_alone_and_reads_that_probes_gr
         with pytest.raises(SystemExit) as e:
             probe([*common, "--name", "bad", *bad])
         assert e.value.code == 2, bad
-    assert list(json.loads((start / "rl-probes.json").read_text())) == ["defaults", "hot", "again", "anchored"]
+    assert list(json.loads((start / "rl-probes.json").read_text())) == [
+        "defaults",
+        "hot",
+        "again",
+        "anchored",
+        "padded",
+    ]
     from openenv_echo.demo.tables import probes_table
 
     row = next(r for r in probes_table(probes).splitlines() if r.startswith("| anchored |"))
@@ -1092,6 +1103,76 @@ def test_reserved_kv_cache_gives_the_dynamic_caches_values_bit_for_bit() -> None
     full = reserved[0]
     with pytest.raises(ValueError, match="outgrew its reserved cache"):
         full.update(full.keys[:, :, :1], full.values[:, :, :1])
+
+
+def test_prefill_episode_by_episode_is_the_padded_batchs_computation() -> None:
+    """The sampler's prefill (``rollout.prefill``: each episode alone at its place in the batch layout, twin fresh
+    episodes once) gives the logits, keys and values of one padded batch, and decoding on after it does too (the
+    pads it never computed are masked either way): equal up to the last bits that matrix products with fewer rows
+    round otherwise (``bench/bench_prefill.py`` reports how often at the demo's shapes). Twins get identical rows."""
+    from transformers import Cache
+
+    from openenv_echo.demo.kvcache import ReservedLayer
+    from openenv_echo.demo.model import build_scratch_model
+    from openenv_echo.demo.rollout import prefill
+    from openenv_echo.demo.run import torch_settings
+    from openenv_echo.tokenization import build_tokenizer
+
+    tok = build_tokenizer("qwen")
+    model = build_scratch_model("micro", tok, max_positions=256, seed=2).eval()
+    gen = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, len(tok), (9,), generator=gen).tolist()
+    cached = [20, 12, 0, 0]  # two episodes with cached positions, then a GRPO group's two fresh twins
+    pending = [torch.randint(0, len(tok), (n,), generator=gen).tolist() for n in (3, 24)] + [prompt, prompt]
+    b, past, chunk, steps = len(cached), max(cached), max(map(len, pending)), 3
+    valid = torch.zeros((b, past + chunk), dtype=torch.long)
+    ids = torch.zeros((b, chunk), dtype=torch.long)
+    pos = torch.zeros((b, chunk), dtype=torch.long)
+    for i, (c, p) in enumerate(zip(cached, pending, strict=True)):
+        valid[i, past - c : past] = 1
+        valid[i, past + chunk - len(p) :] = 1
+        ids[i, chunk - len(p) :] = torch.tensor(p)
+        pos[i, chunk - len(p) :] = torch.arange(c, c + len(p))
+    shape = (b, 4, past, 32)
+    kv = [(torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)) for _ in range(2)]
+
+    def cache() -> list[ReservedLayer]:
+        layers = []
+        for k, v in kv:
+            layer = ReservedLayer(past + chunk + steps)
+            rk, rv = layer.reserve((k, v), shape)
+            rk[:], rv[:] = k, v
+            layers.append(layer)
+        return layers
+
+    padded, rows = cache(), cache()
+    with torch.no_grad(), torch_settings(1):
+        out = model(input_ids=ids, attention_mask=valid, position_ids=pos, past_key_values=Cache(layers=padded))
+        last = prefill(model, rows, valid, pending, cached, [c == 0 for c in cached])
+        for layer in rows:
+            layer.fill(past + chunk)
+        logits = {"padded": [out.logits[:, -1]], "rows": [model.get_output_embeddings()(last[:, None])[:, -1]]}
+        keep = valid.bool()
+        for a, r in zip(padded, rows, strict=True):
+            torch.testing.assert_close(r.keys.transpose(1, 2)[keep], a.keys.transpose(1, 2)[keep], rtol=0, atol=1e-5)
+            torch.testing.assert_close(
+                r.values.transpose(1, 2)[keep], a.values.transpose(1, 2)[keep], rtol=0, atol=1e-5
+            )
+        for name, layers in (("padded", padded), ("rows", rows)):
+            m, x, at = (
+                valid,
+                logits[name][0].argmax(-1, keepdim=True),
+                torch.tensor(cached) + torch.tensor([len(p) for p in pending]),
+            )
+            for _ in range(steps):
+                m = torch.cat([m, torch.ones((b, 1), dtype=torch.long)], dim=1)
+                o = model(input_ids=x, attention_mask=m, position_ids=at[:, None], past_key_values=Cache(layers=layers))
+                logits[name].append(o.logits[:, -1])
+                x, at = o.logits[:, -1].argmax(-1, keepdim=True), at + 1
+    for a, r in zip(logits["padded"], logits["rows"], strict=True):
+        torch.testing.assert_close(r, a, rtol=0, atol=1e-5)
+        assert torch.equal(r.argmax(-1), a.argmax(-1))
+    assert torch.equal(logits["rows"][0][2], logits["rows"][0][3])  # the twins, run once
 
 
 def _two_rollouts() -> tuple[Any, torch.nn.Module, list[Any]]:
