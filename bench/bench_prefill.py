@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = model(input_ids=ids, attention_mask=valid, position_ids=pos, past_key_values=Cache(layers=layers))
                 logits = out.logits[:, -1, :]
             else:
-                last = prefill(model, layers, valid, pending, cached, [c == 0 for c in cached])
+                last = prefill(model, layers, valid, pending, cached)
                 logits = model.get_output_embeddings()(last[:, None, :])[:, -1, :]
                 for layer in layers:
                     layer.fill(past + chunk)

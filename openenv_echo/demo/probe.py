@@ -205,7 +205,7 @@ def reference_probe(probes_file: Path, name: str, cfg: DemoConfig, echo: float |
         *(
             []
             if ref.get("sampler") == SAMPLER
-            else [f"{name!r} was sampled by the {sampled_by(ref)}, not the {SAMPLER}"]
+            else [f"{name!r} was sampled by the {ref.get('sampler', 'padded prefill')}, not the {SAMPLER}"]
         ),
     ]
     if policy_settings(ref["settings"]) != policy_settings(changed(cfg)):
@@ -213,12 +213,6 @@ def reference_probe(probes_file: Path, name: str, cfg: DemoConfig, echo: float |
     if why:
         raise ValueError(f"a probe against {name!r}: " + "; ".join(why))
     return dict(ref)
-
-
-def sampled_by(probe: dict[str, Any]) -> str:
-    """The sampler revision that sampled a probe's runs (``rollout.SAMPLER``; a probe made before it was recorded,
-    the padded prefill's)."""
-    return str(probe.get("sampler", "padded prefill"))
 
 
 def join_record(probes_file: Path, name: str, record: dict[str, Any], start: str | None = None) -> None:

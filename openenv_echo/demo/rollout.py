@@ -283,7 +283,7 @@ class PolicyRunner:
             if e.kv:
                 valid[i, past - e.kv[0][0].shape[1] : past] = 1
             valid[i, past + chunk - len(e.pending) :] = 1
-        last = prefill(model, layers, valid, [e.pending for e in live], [e.pos for e in live], [not e.kv for e in live])
+        last = prefill(model, layers, valid, [e.pending for e in live], [e.pos for e in live])
         logits = head(last[:, None, :])[:, -1, :]  # the batch's head in one product, as a batched pass has it
         for e in live:
             e.fed.extend(e.pending)
@@ -336,18 +336,16 @@ def prefill(
     valid: torch.Tensor,
     pending: list[list[int]],
     first: list[int],
-    fresh: list[bool],
 ) -> torch.Tensor:
     """Run each episode's ``pending`` ids (at positions from ``first``) through ``model``'s decoder at its place in
     the batch layout (``valid``: its cached positions and its new ids right-aligned in the chunk), writing their keys
     and values into the batch cache ``layers``; returns the (B, D) final hidden states of each episode's last id.
-    ``fresh``: the episode has no cached positions.
 
     One episode at a time, so that the pads that right-align the shorter chunks are never computed (on the demo's
     skewed observation lengths, most of a padded batch), at the batch layout's positions and masks. It is the padded
     batch's computation; its matrix products have fewer rows, and at some shapes those round the last bit otherwise
     (``bench/bench_prefill.py`` checks the demo's shapes). Fresh episodes with the same ids (a GRPO group's first
-    turn) are run once."""
+    turn: nothing cached, so first position 0) are run once."""
     from transformers import Cache
 
     width = valid.shape[1]
@@ -356,8 +354,8 @@ def prefill(
     last: list[torch.Tensor] = []
     ran: dict[tuple[int, ...], int] = {}  # a fresh episode's ids -> the row that ran them
     for i, (ids, pos) in enumerate(zip(pending, first, strict=True)):
-        n = len(ids)
-        twin = ran.get(tuple(ids)) if fresh[i] else None
+        n, key = len(ids), tuple(ids)
+        twin = ran.get(key) if pos == 0 else None
         if twin is not None:
             for layer in layers:
                 layer.copy_row(twin, i)
@@ -373,6 +371,6 @@ def prefill(
             use_cache=True,
         )
         last.append(out.last_hidden_state[0, -1])
-        if fresh[i]:
-            ran[tuple(ids)] = i
+        if pos == 0:
+            ran[key] = i
     return torch.stack(last)

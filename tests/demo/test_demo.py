@@ -1148,7 +1148,7 @@ def test_prefill_episode_by_episode_is_the_padded_batchs_computation() -> None:
     padded, rows = cache(), cache()
     with torch.no_grad(), torch_settings(1):
         out = model(input_ids=ids, attention_mask=valid, position_ids=pos, past_key_values=Cache(layers=padded))
-        last = prefill(model, rows, valid, pending, cached, [c == 0 for c in cached])
+        last = prefill(model, rows, valid, pending, cached)
         for layer in rows:
             layer.fill(past + chunk)
         logits = {"padded": [out.logits[:, -1]], "rows": [model.get_output_embeddings()(last[:, None])[:, -1]]}
