@@ -48,10 +48,13 @@ def start_key(cfg: DemoConfig) -> str:
     return json.dumps({k: d[k] for k in START_FIELDS} | {"n_test": d["n_test"]}, sort_keys=True)
 
 
-RUN_ONLY_FIELDS = ("out", "progress", "threads", "workers", "n_seeds", "sweep_seeds", "lambdas", "train_start")
+RUN_ONLY_FIELDS = (
+    "out", "progress", "threads", "workers", "n_seeds", "sweep_seeds", "lambdas", "train_start", "test_curve"
+)  # fmt: skip
 """Settings that change where a run's output goes, how it is shown, how it is spread over threads and workers, how
-many seeds and which λ are planned and whether the start is trained or loaded, never what a stored run holds (a run
-at λ is the same run under any grid that holds λ, so a wider grid trains only its new λ)."""
+many seeds and which λ are planned, whether the start is trained or loaded and at which steps a run is evaluated on
+test (a stored run's test curve is checked against that instead), never what a run trains (a run at λ is the same run
+under any grid that holds λ, so a wider grid trains only its new λ)."""
 
 
 ARM_FIELDS = {

@@ -163,6 +163,9 @@ class DemoConfig:
     lambdas: tuple[float, ...] = LAMBDAS
     advantage: str = "rloo"  # leave-one-out baseline, no std division (unbiased; a flat group gets 0)
     eval_every: int = 5  # curve points every k RL steps (and at the last step)
+    # test env CE at every curve point (the arms' held-out curves the report plots); False: at the last step only (a
+    # look at the test split, whose plan reads no other test point)
+    test_curve: bool = True
     micro_batch: int = 1  # sequences per forward: one means no padding, the fastest on CPU
 
     extra: dict[str, Any] = field(default_factory=dict)

@@ -122,6 +122,16 @@ def curve_steps(cfg: DemoConfig) -> list[int]:
     return [s for s in range(1, cfg.rl_steps + 1) if s % cfg.eval_every == 0 or s == cfg.rl_steps]
 
 
+def held_out_steps(cfg: DemoConfig) -> list[int]:
+    """The RL steps evaluated on test: every curve step, or the last alone (``cfg.test_curve``)."""
+    return curve_steps(cfg) if cfg.test_curve else [cfg.rl_steps]
+
+
+def has_test_curve(run: dict[str, Any], cfg: DemoConfig) -> bool:
+    """Whether a stored run was evaluated on test at every step ``cfg`` asks for."""
+    return "test_curve" in run and {p["step"] for p in run["test_curve"]} >= set(held_out_steps(cfg))
+
+
 def rl_run(
     cfg: DemoConfig,
     model: torch.nn.Module,
@@ -589,7 +599,7 @@ class RunStore:
     def _stored(self, job: Job) -> bool:
         name = run_name(job.arm, job.lam, job.seed)
         run = self.runs.get(name) or load_stored(self.store / f"{name}.pt", resume_key(self.cfg, job.arm))
-        return run is not None and (not job.test or "test_curve" in run)
+        return run is not None and (not job.test or has_test_curve(run, self.cfg))
 
     def ensure(self, job: Job) -> None:
         """Store the job's run (and its test curve if asked); keep nothing in memory (a worker's job)."""
@@ -615,13 +625,14 @@ class RunStore:
         return run
 
     def test_curve(self, run: dict[str, Any], name: str) -> None:
-        """An arm's held-out curve (test env CE at every stored step, test success at the last), stored with it."""
-        if "test_curve" in run:
+        """An arm's held-out curve (test env CE at every step of ``held_out_steps``, test success at the last), stored
+        with it."""
+        if has_test_curve(run, self.cfg):
             return
         model, ev, rl_steps = self.model, self.ev, self.cfg.rl_steps
         run["test_curve"] = [{"step": 0, "test": self.start["test"]}]
-        for step, state in sorted(run["states"].items()):  # success (costly) at the final step
-            model.load_state_dict(state)
+        for step in held_out_steps(self.cfg):  # success (costly) at the final step
+            model.load_state_dict(run["states"][step])
             test = ev.split(model, "test") if step == rl_steps else {"env_ce": ev.ce(model, "test")}
             run["test_curve"].append({"step": step, "test": test})
         run["final"] = {"step": rl_steps, **run["test_curve"][-1]}

@@ -5,7 +5,8 @@ A recording's held-out figures come from its test worlds (256 of the split's 100
 says what every world of the split would make of them if they held. This records it. It trains GRPO, GRPO + ECHO
 at λ (with the recording's world-term settings) and direct CE on the recording's RL seeds from the recording's start,
 for the recording's RL steps or ``--rl-steps`` (a budget where the recording's reference had not flattened), and
-evaluates them and the start on the first ``test_worlds`` worlds of the split (default: all of them). A λ fixed
+evaluates them at their last step and the start on the first ``test_worlds`` worlds of the split (default: all of
+them; no test point between, which a look's targets never read: the held-out curves are the recording's). A λ fixed
 after the recording's figures were seen is a new look at its test worlds, so the look is pre-registered (``--plan``:
 the λ, why, and how its figures will be read, fixed before the run and written into its record), and the worlds past
 the recording's own, which no look has seen, are summarized apart (``summarize.whole_split``). The start is the
@@ -51,8 +52,8 @@ def run_whole_split(
     rl_steps: int | None = None,
 ) -> dict[str, Any]:
     """Train the three arms (GRPO + ECHO at ``lam``) for ``rl_steps`` RL steps (None: the recording's) on the RL
-    seeds of the recording at ``report_file`` from its start (resuming what is stored in ``out``), evaluate them and
-    the start on the first ``test_worlds`` test worlds (None: every one), join the record into ``whole-split.json``
+    seeds of the recording at ``report_file`` from its start (resuming what is stored in ``out``), evaluate them at
+    their last step and the start on the first ``test_worlds`` test worlds (None: every one), join the record into ``whole-split.json``
     beside the report (``record_key``) and return it. ``workers``: RL runs at once (the recording's when None; a
     run's numbers do not depend on it)."""
     rec = json.loads(report_file.read_text())
@@ -72,7 +73,13 @@ def run_whole_split(
     if steps < 1:
         raise ValueError(f"RL steps must be at least 1, not {steps}")
     cfg = replace(
-        recorded_cfg, n_test=worlds, rl_steps=steps, out=out, progress=progress, workers=workers or recorded_cfg.workers
+        recorded_cfg,
+        n_test=worlds,
+        rl_steps=steps,
+        test_curve=False,
+        out=out,
+        progress=progress,
+        workers=workers or recorded_cfg.workers,
     )
     registered = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     carry_start(report_file, recorded_cfg, cfg)

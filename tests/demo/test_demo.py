@@ -292,9 +292,9 @@ def test_a_whole_split_look_retrains_every_arm_and_judges_every_world_and_the_un
     quick_report: tuple[dict[str, Any], Path], tmp_path: Path
 ) -> None:
     """The three arms at a pre-registered λ on the recording's RL seeds from its start, evaluated with the start on
-    more of the test split than the recording used: the start is carried from the recording; on the machine that made
-    the recording, it and every retrained arm give the recording's own results on its worlds, world by world, and a
-    difference is counted, not hidden; the summary judges every world, and the worlds past the recording's apart; a
+    more of the test split than the recording used (at their last step alone): the start is carried from the
+    recording; on the machine that made the recording, it and every retrained arm give the recording's own results on
+    its worlds, world by world, and a difference is counted, not hidden; the summary judges every world, and the worlds past the recording's apart; a
     second call resumes; at a budget of its own (``rl_steps``) it joins beside the first, judges direct CE's
     flattening at that budget and compares only the start with the recording. A λ <= 0, no more worlds than the
     recording's or more than the split's, no RL steps and an empty plan are refused."""
@@ -330,6 +330,9 @@ def test_a_whole_split_look_retrains_every_arm_and_judges_every_world_and_the_un
         assert all(len(r["final"]["test"]["policy"]["per_world_reward"]) == seen + 2 for r in runs)
         assert all("states" not in r and "rollouts" not in r for r in runs)
         assert all(r["lambda"] == {"grpo": 0.0, "grpo_echo": chosen, "direct_ce": None}[arm] for r in runs)
+        # on test at the last step alone (what a look's targets read), at every curve step on validation
+        assert all([p["step"] for p in r["test_curve"]] == [0, report["config"]["rl_steps"]] for r in runs)
+        assert all(len(r["evals"]) == report["config"]["rl_steps"] + 1 for r in runs)
     seeds = len(report["seeds"]["rl"])
     same = {"worlds": seen, "same_reward": seen, "max_nats_difference": 0.0}
     assert record["agreement"] == {"start": same, **{arm: [same] * seeds for arm in ("grpo", "direct_ce", "grpo_echo")}}
