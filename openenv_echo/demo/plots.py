@@ -246,8 +246,9 @@ def plot_start_probes(
 
 
 def plot_held_out(points: list[dict[str, Any]], path: Path, dpi: int = 110) -> Path:
-    """Every GRPO + ECHO setting evaluated on test (``tables.held_out_points``), one panel per env: its share of the
-    held-out gap to direct CE against ECHO − GRPO success, each with its 95 % interval. The target region is shaded:
+    """Every GRPO + ECHO setting evaluated on test (``tables.held_out_points``: a whole-split look as a star, on its
+    unseen worlds), one panel per env: its share of the held-out gap to direct CE against ECHO − GRPO success, each
+    with its 95 % interval. The target region is shaded:
     a setting meets both halves of the answer when its share is at least half and its whole success bar lies above
     −0.05."""
     import matplotlib
@@ -272,18 +273,20 @@ def plot_held_out(points: list[dict[str, Any]], path: Path, dpi: int = 110) -> P
         ax.axhline(0.0, color=COLORS["grpo"], lw=1)
         for p in (p for p in points if p["env"] == env):
             x, y = p["gap_closed"], p["echo_minus_grpo"]
+            look = p["look"]
             ax.errorbar(
                 x[0],
                 y[0],
                 xerr=[[x[0] - x[1]], [x[2] - x[0]]],
                 yerr=[[y[0] - y[1]], [y[2] - y[0]]],
-                marker="o" if p["chosen"] else "D",
-                ms=7,
+                marker="*" if look else "o" if p["chosen"] else "D",
+                ms=12 if look else 7,
                 capsize=3,
                 ls="",
                 color=color[p["world_term"]],
             )
-            ax.annotate(f"λ = {p['lambda']:g}", (x[0], y[0]), fontsize=8, xytext=(6, 4), textcoords="offset points")
+            name = f"λ = {p['lambda']:g}" + (f", {look['rl_steps']} steps" if look else "")
+            ax.annotate(name, (x[0], y[0]), fontsize=8, xytext=(6, 4), textcoords="offset points")
         ax.set_xlim(*xlim)
         ax.set_ylim(*ylim)
         ax.set_title(env, fontsize=10)
@@ -297,14 +300,15 @@ def plot_held_out(points: list[dict[str, Any]], path: Path, dpi: int = 110) -> P
         Line2D([], [], color=COLORS["grpo"], lw=1, label="GRPO's own success"),
         Line2D([], [], color="black", marker="o", ls="", label="λ chosen by the rule on validation"),
         Line2D([], [], color="black", marker="D", ls="", label="a second look, planned before its run"),
+        Line2D([], [], color="black", marker="*", ms=10, ls="", label="a whole-split look, on its unseen test worlds"),
         *(Line2D([], [], color=c, marker="s", ls="", label=t) for t, c in color.items()),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
     sizes = " or ".join(sorted({f"{p['test_worlds']} worlds × {p['rl_seeds']} RL seeds" for p in points}))
     fig.suptitle(
         f"GRPO + ECHO on held-out worlds: every setting run on test ({sizes}), paired by world and seed with its "
-        "recording's own GRPO,\n95 % bootstrap intervals. Both halves of the answer are met where a point lies "
+        "recording's or look's own GRPO,\n95 % bootstrap intervals. Both halves of the answer are met where a point lies "
         "right of half the gap and its whole success bar above −0.05.",
         fontsize=9,
     )
-    return _save(fig, path, dpi, rect=(0, 0.17, 1, 1))
+    return _save(fig, path, dpi, rect=(0, 0.2, 1, 1))

@@ -36,6 +36,7 @@ from .tables import (
     README_END,
     SQL_BEGIN,
     SQL_END,
+    Recording,
     grpo_design_table,
     held_out_design_table,
     held_out_points,
@@ -114,18 +115,19 @@ def render_repo(root: Path) -> None:
         text = replace_block(text, summary_markdown(reports[RESULTS_SQL]), SQL_BEGIN, SQL_END)
     if RESULTS_ANCHORED in reports:
         text = replace_block(text, summary_markdown(reports[RESULTS_ANCHORED]), ANCHORED_BEGIN, ANCHORED_END)
-    held_out = []
+    held_out: list[Recording] = []
     for d, report in reports.items():
         seconds_file = root / d / SECOND_LAMBDA_NAME
         seconds = {}
         if seconds_file.is_file():
             seconds = {k: second_lambda(report, r) for k, r in json.loads(seconds_file.read_text()).items()}
             text = replace_block(text, second_lambda_table(report, seconds), *second_lambda_markers(_name(d, report)))
-        held_out.append((report, seconds))
         whole_file = root / d / WHOLE_SPLIT_NAME
+        wholes = {}
         if whole_file.is_file():
             wholes = {k: whole_split(report, r) for k, r in json.loads(whole_file.read_text()).items()}
             text = replace_block(text, whole_split_table(wholes), *whole_split_markers(_name(d, report)))
+        held_out.append((report, seconds, wholes))
         if d == RESULTS_ANCHORED:  # one setting's recording: its λ points are not the trade-off plot's one-AdamW sweep
             continue
         probes_file = root / d / PROBES_NAME
@@ -147,7 +149,7 @@ def render_repo(root: Path) -> None:
     points = held_out_points(sorted(held_out, key=lambda r: r[0]["config"]["env"] != "terminal"))
     text = replace_block(text, held_out_table(points), HELD_OUT_BEGIN, HELD_OUT_END)
     text = replace_block(text, held_out_design_table(points), DESIGN_BEGIN, DESIGN_END)
-    text = replace_block(text, grpo_design_table([r for r, _ in held_out]), GRPO_DESIGN_BEGIN, GRPO_DESIGN_END)
+    text = replace_block(text, grpo_design_table([r for r, _, _ in held_out]), GRPO_DESIGN_BEGIN, GRPO_DESIGN_END)
     plot_held_out(points, root / RESULTS / HELD_OUT_PLOT)
     readme.write_text(text)
     top = root / TOP_README

@@ -378,6 +378,7 @@ def whole_split(report: dict[str, Any], record: dict[str, Any]) -> dict[str, Any
         "registered": record["registered"],
         "seeds": [r["seed"] for r in record["arms"]["grpo"]],
         "rl_steps": len(record["arms"]["grpo"][0]["train"]),
+        "unigram": record["baselines"]["unigram"],
         "agreement": record["agreement"],
         "every": _look(report, record, slice(0, worlds)),
         "fresh": _look(report, record, slice(seen, worlds)),

@@ -631,31 +631,67 @@ def whole_split_table(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join([*lines, "", *notes])
 
 
-def held_out_points(recordings: list[tuple[dict[str, Any], dict[str, dict[str, Any]]]]) -> list[dict[str, Any]]:
-    """Every GRPO + ECHO setting evaluated on a recording's test worlds, one point each: ``recordings`` pairs each
-    report with its second λs (``summarize.second_lambda`` of each record, by λ). A point is the chosen λ's or a
-    second look's held-out env CE, share of the gap to direct CE and ECHO − GRPO success (``[point, lo, hi]``, paired
-    by world and seed against the recording's own GRPO), with the unigram line and the three targets about GRPO +
-    ECHO (below unigram, half the gap, the policy cost) met or not."""
+Recording = tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]
+"""A report with its second λs and its whole-split looks (``summarize.second_lambda`` and ``summarize.whole_split``
+of each record, by key)."""
+
+
+def held_out_points(recordings: list[Recording]) -> list[dict[str, Any]]:
+    """Every GRPO + ECHO setting evaluated on test, one point each: each recording's chosen λ and second looks on its
+    own test worlds, then its whole-split looks on the worlds past the recording's, which no look had seen when their
+    plans were fixed (``look``: what the point's plan read, its RL steps). A point is the setting's held-out env CE,
+    share of the gap to direct CE and ECHO − GRPO success (``[point, lo, hi]``, paired by world and seed against the
+    same recording's or look's GRPO), with the unigram line and the three targets about GRPO + ECHO (below unigram,
+    half the gap, the policy cost) met or not; ``success_design`` (a recording's worlds only) is None for a look."""
     points = []
-    for report, seconds in recordings:
+    for report, seconds, wholes in recordings:
+        base = {
+            "env": report["config"]["env"],
+            "world_term": echo_settings(report["config"]) or "one AdamW with the policy term",
+            "rl_seeds": len(report["arms"]["grpo_echo"]["summary"]["seeds"]),
+        }
         for r in sorted(_lambda_rows(report, seconds), key=lambda r: r["lambda"]):
             points.append(
                 {
-                    "env": report["config"]["env"],
-                    "world_term": echo_settings(report["config"]) or "one AdamW with the policy term",
+                    **base,
                     "unigram": report["baselines"]["unigram"],
                     "test_worlds": len(report["seeds"]["test"]),
-                    "rl_seeds": len(report["arms"]["grpo_echo"]["summary"]["seeds"]),
                     "lambda": r["lambda"],
                     "chosen": r.get("chosen", False),
+                    "look": None,
                     **{k: r[k] for k in ("env_ce", "gap_closed")},
                     "echo_minus_grpo": r["echo_minus_grpo"]["success"],
                     "success_design": r["success_design"],
                     "met": [t["met"] for t in r["targets"]],
                 }
             )
+        for w in sorted(wholes.values(), key=lambda w: (w["lambda"], w["rl_steps"])):
+            fresh = w["fresh"]
+            points.append(
+                {
+                    **base,
+                    "unigram": w["unigram"],
+                    "test_worlds": fresh["worlds"],
+                    "lambda": w["lambda"],
+                    "chosen": False,
+                    "look": {"rl_steps": w["rl_steps"], "worlds": fresh["worlds"]},
+                    **{k: fresh["arms"]["grpo_echo"][k] for k in ("env_ce", "gap_closed")},
+                    "echo_minus_grpo": fresh["echo_minus_grpo"]["success"],
+                    "success_design": None,
+                    "met": [t["met"] for t in fresh["targets"] if "ECHO" in t["target"]],
+                }
+            )
     return points
+
+
+def _from(p: dict[str, Any]) -> str:
+    """Where a held-out point's λ came from, and for a whole-split look what it read."""
+    if p["look"] is not None:
+        return (
+            f"a whole-split look, planned before its run: {p['look']['rl_steps']} RL steps, its "
+            f"{p['look']['worlds']} unseen test worlds"
+        )
+    return "the rule, on validation" if p["chosen"] else "a second look, planned before its run"
 
 
 def held_out_table(points: list[dict[str, Any]]) -> str:
@@ -668,8 +704,7 @@ def held_out_table(points: list[dict[str, Any]]) -> str:
     for p in points:
         met = " / ".join("**yes**" if m else "no" for m in p["met"])
         lines.append(
-            f"| {p['env']} | {p['world_term']} | {p['lambda']:g} | "
-            f"{'the rule, on validation' if p['chosen'] else 'a second look, planned before its run'} | "
+            f"| {p['env']} | {p['world_term']} | {p['lambda']:g} | {_from(p)} | "
             f"{_iv(p['env_ce'])} ({p['unigram']:.3f}) | {_pct(p['gap_closed'])} | {_iv(p['echo_minus_grpo'], '+.3f')} | "
             f"{met} |"
         )
@@ -722,9 +757,11 @@ def _one_size(sizes: set[tuple[int, int]]) -> tuple[int, int]:
 
 
 def held_out_design_table(points: list[dict[str, Any]]) -> str:
-    """Each held-out point's ECHO − GRPO success interval as recorded, with each source's part of its width (the
-    world draw alone, the seed draw alone) and what larger recordings would make of the same figures
-    (``summarize.success_design``); an interval whose lower end clears the policy-cost margin is bold."""
+    """Each held-out point's ECHO − GRPO success interval on its recording's worlds, with each source's part of its
+    width (the world draw alone, the seed draw alone) and what larger recordings would make of the same figures
+    (``summarize.success_design``); an interval whose lower end clears the policy-cost margin is bold. A whole-split
+    look, which is that larger recording, has no row."""
+    points = [p for p in points if p["success_design"] is not None]
     size = _one_size({(p["test_worlds"], p["rl_seeds"]) for p in points})
     rows = [
         ([p["env"], p["world_term"], f"{p['lambda']:g}"], p["echo_minus_grpo"], p["success_design"]) for p in points

@@ -2360,14 +2360,15 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
 
 def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_own_figures(tmp_path: Path) -> None:
     """``held_out_points``: one point per recording's chosen λ and per second look on its test worlds (terminal,
-    anchored terminal, sql), each with the figures its recording or ``summarize.second_lambda`` gives; its targets
-    are re-derived here from those figures (below unigram, half the gap, the success interval's lower end ≥ −0.05).
-    The example README's answer table lists every point, and the figure draws them. Its design tables are each
-    point's ECHO − GRPO success and each env's GRPO − start success under ``SUCCESS_DESIGNS``' draws."""
+    anchored terminal, sql), each with the figures its recording or ``summarize.second_lambda`` gives, then one per
+    whole-split look with its figures on its unseen worlds (``summarize.whole_split``); its targets are re-derived
+    here from those figures (below unigram, half the gap, the success interval's lower end ≥ −0.05). The example
+    README's answer table lists every point, and the figure draws them. Its design tables are each recording point's
+    ECHO − GRPO success (a look has none) and each env's GRPO − start success under ``SUCCESS_DESIGNS``' draws."""
     from openenv_echo.demo.config import SPLITS
     from openenv_echo.demo.plots import plot_held_out
-    from openenv_echo.demo.render import RESULTS, RESULTS_ANCHORED, RESULTS_SQL, SECOND_LAMBDA_NAME
-    from openenv_echo.demo.summarize import SUCCESS_DESIGNS, second_lambda
+    from openenv_echo.demo.render import RESULTS, RESULTS_ANCHORED, RESULTS_SQL, SECOND_LAMBDA_NAME, WHOLE_SPLIT_NAME
+    from openenv_echo.demo.summarize import SUCCESS_DESIGNS, second_lambda, whole_split
     from openenv_echo.demo.tables import (
         DESIGN_BEGIN,
         DESIGN_END,
@@ -2386,22 +2387,34 @@ def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_o
         report = json.loads((ROOT / rel / "report.json").read_text())
         records = json.loads((ROOT / rel / SECOND_LAMBDA_NAME).read_text())
         seconds = {k: second_lambda(report, r) for k, r in records.items()}
-        recordings.append((report, seconds))
+        whole_file = ROOT / rel / WHOLE_SPLIT_NAME
+        looks = json.loads(whole_file.read_text()) if whole_file.is_file() else {}
+        wholes = {k: whole_split(report, r) for k, r in looks.items()}
+        recordings.append((report, seconds, wholes))
         echo, diff = report["arms"]["grpo_echo"]["summary"], report["comparisons"]["echo_minus_grpo"]
+        unigram = report["baselines"]["unigram"]
         rows = [(report["lambda_selection"]["chosen"], True, echo["env_ce"], echo["gap_closed"], diff["success"])]
         rows += [
             (s["lambda"], False, s["env_ce"], s["gap_closed"], s["echo_minus_grpo"]["success"])
             for s in seconds.values()
         ]
         for lam, chosen, env_ce, gap, cost in sorted(rows):
-            met = [env_ce[0] < report["baselines"]["unigram"], gap[0] >= 0.5, cost[1] >= -0.05]
-            expected.append((report["config"]["env"], lam, chosen, env_ce, gap, cost, met))
+            met = [env_ce[0] < unigram, gap[0] >= 0.5, cost[1] >= -0.05]
+            expected.append((report["config"]["env"], lam, chosen, None, env_ce, gap, cost, met))
+        for key in sorted(looks, key=lambda k: (looks[k]["lambda"], len(looks[k]["arms"]["grpo"][0]["train"]))):
+            w, fresh = wholes[key], wholes[key]["fresh"]
+            env_ce, gap = fresh["arms"]["grpo_echo"]["env_ce"], fresh["arms"]["grpo_echo"]["gap_closed"]
+            cost = fresh["echo_minus_grpo"]["success"]
+            met = [env_ce[0] < looks[key]["baselines"]["unigram"], gap[0] >= 0.5, cost[1] >= -0.05]
+            assert fresh["worlds"] == len(looks[key]["test_seeds"]) - looks[key]["recorded_test_worlds"]
+            look = {"rl_steps": w["rl_steps"], "worlds": fresh["worlds"]}
+            expected.append((report["config"]["env"], w["lambda"], False, look, env_ce, gap, cost, met))
     points = held_out_points(recordings)
     got = [
-        (p["env"], p["lambda"], p["chosen"], p["env_ce"], p["gap_closed"], p["echo_minus_grpo"], p["met"])
+        (p["env"], p["lambda"], p["chosen"], p["look"], p["env_ce"], p["gap_closed"], p["echo_minus_grpo"], p["met"])
         for p in points
     ]
-    assert got == expected and len(points) >= 6
+    assert got == expected and len(points) >= 7 and sum(p["look"] is not None for p in points) >= 1
     assert {p["world_term"] for p in points} == {
         "one AdamW with the policy term",
         "world term on its own AdamW at 0.001, action-KL anchor β = 3 moving with the policy term",
@@ -2411,7 +2424,11 @@ def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_o
     assert table == held_out_table(points) and len(table.splitlines()) == 2 + len(points)
     assert plot_held_out(points, tmp_path / "held-out.png").stat().st_size > 10_000
     assert plot_held_out(points[:2], tmp_path / "one-env.png").stat().st_size > 10_000  # one env: one panel
-    # what a larger recording could decide: each point's own success bootstrap, under each draw of SUCCESS_DESIGNS
+    assert "a whole-split look, planned before its run: 20 RL steps, its 744 unseen test worlds" in table
+    # what a larger recording could decide: each recording point's own success bootstrap, under each draw of
+    # SUCCESS_DESIGNS (a whole-split look is that larger recording: it has none)
+    assert all((p["success_design"] is None) == (p["look"] is not None) for p in points)
+    points = [p for p in points if p["look"] is None]
     for p in points:
         design = p["success_design"]
         every = len(SPLITS["test"]) / p["test_worlds"]  # None: every world of the test split
@@ -2425,7 +2442,7 @@ def test_the_held_out_answer_is_every_setting_run_on_test_each_judged_from_its_o
     with pytest.raises(ValueError, match="one recording size"):
         held_out_design_table([points[0], {**points[1], "rl_seeds": 3}])
     # the same for the RL target, per env from its first recording (the anchored one shares terminal's GRPO runs)
-    reports = [r for r, _ in recordings]
+    reports = [r for r, _, _ in recordings]
     by_env = {r["config"]["env"]: r["comparisons"]["success_design"]["grpo_vs_start"] for r in reversed(reports)}
     assert reports[1]["comparisons"]["success_design"]["grpo_vs_start"] == by_env["terminal"]
     for r in reports:
