@@ -432,7 +432,7 @@ def test_the_whole_split_recording_is_its_plan_and_the_readmes_quote_it() -> Non
 
     report = json.loads((EXAMPLE / "results-anchored" / "report.json").read_text())
     records = json.loads((EXAMPLE / "results-anchored" / WHOLE_SPLIT_NAME).read_text())
-    assert list(records) == ["3"]
+    assert list(records) == ["3", "3, 40 steps"]
     record = records["3"]
     assert record["recording"] == "examples/echo_world_model/results-anchored/report.json"
     for runs in record["arms"].values():
@@ -459,6 +459,46 @@ def test_the_whole_split_recording_is_its_plan_and_the_readmes_quote_it() -> Non
     assert every["echo_minus_grpo"]["success"][1] == pytest.approx(-0.051, abs=5e-4)
     same = {"worlds": 256, "same_reward": 256, "max_nats_difference": 0.0}
     assert record["agreement"] == {"start": same, "grpo": [same] * 5, "direct_ce": [same] * 5}
+
+
+def test_the_seventeenth_plans_record_is_its_plan_and_meets_its_five_targets() -> None:
+    """The seventeenth plan's record: the three arms trained for 40 RL steps on the anchored recording's seeds, with
+    the committed plan's text, evaluated on test at the last step alone on all 1000 worlds by the sampler revision
+    that made it. Read on the 744 unseen worlds, and on all 1000, it meets all five targets; the READMEs quote its
+    figures on the 744; the start's evaluation is the recording's reward on every one of its 256 worlds."""
+    from openenv_echo.demo.render import WHOLE_SPLIT_NAME
+    from openenv_echo.demo.rollout import SAMPLER
+    from openenv_echo.demo.summarize import flattening, whole_split
+
+    report = json.loads((EXAMPLE / "results-anchored" / "report.json").read_text())
+    record = json.loads((EXAMPLE / "results-anchored" / WHOLE_SPLIT_NAME).read_text())["3, 40 steps"]
+    plan = (EXAMPLE / "results-anchored" / "forty-steps-plan.md").read_text()
+    assert record["plan"] == " ".join(plan.split()) and record["versions"]["sampler"] == SAMPLER
+    for runs in record["arms"].values():
+        assert [r["seed"] for r in runs] == [0, 1, 2, 3, 4]
+        assert all([p["step"] for p in r["test_curve"]] == [0, 40] and len(r["train"]) == 40 for r in runs)
+    summary = whole_split(report, record)
+    every, unseen = summary["every"], summary["fresh"]
+    assert (summary["rl_steps"], every["worlds"], unseen["worlds"]) == (40, 1000, 744)
+    assert [t["met"] for t in unseen["targets"]] == [True] * 5 and [t["met"] for t in every["targets"]] == [True] * 5
+    flat = flattening({"seeds": record["arms"]["direct_ce"]}, 40)
+    cost, gap = unseen["echo_minus_grpo"]["success"], unseen["arms"]["grpo_echo"]["gap_closed"]
+    gain, env_ce = unseen["arms"]["grpo"]["success_vs_start"], unseen["arms"]["grpo_echo"]["env_ce"]
+    claims = (
+        f"ECHO − GRPO success is {_readme_interval(cost, '+')}",
+        f"closes {gap[0] * 100:.0f} % [{gap[1] * 100:.0f}, {gap[2] * 100:.0f}] of the gap",
+        f"GRPO − start +{_readme_interval(gain, '+')}",
+        f"{flat['last_quarter_fall'] / flat['total_fall'] * 100:.1f} % of its fall in the last quarter",
+        f"at {env_ce[0]:.3f} nats/token (unigram {record['baselines']['unigram']:.3f})",
+    )
+    top = " ".join((ROOT / "README.md").read_text().split())
+    for claim in claims:
+        assert claim in top, claim
+    readme = " ".join((EXAMPLE / "README.md").read_text().split())
+    assert f"ends at {env_ce[0]:.3f} [{env_ce[1]:.3f}, {env_ce[2]:.3f}] nats/token" in readme
+    assert f"ECHO − GRPO success is {_readme_interval(cost, '+')}" in readme
+    assert record["agreement"]["start"]["same_reward"] == 256
+    assert record["agreement"]["start"]["max_nats_difference"] <= 0.0011 and list(record["agreement"]) == ["start"]
 
 
 def test_a_second_lambda_at_the_recordings_own_runs_reproduces_its_comparisons() -> None:
