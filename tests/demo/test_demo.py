@@ -465,7 +465,7 @@ def test_the_seventeenth_plans_record_is_its_plan_and_meets_its_five_targets() -
     """The seventeenth plan's record: the three arms trained for 40 RL steps on the anchored recording's seeds, with
     the committed plan's text, evaluated on test at the last step alone on all 1000 worlds by the sampler revision
     that made it. Read on the 744 unseen worlds, and on all 1000, it meets all five targets; the READMEs quote its
-    figures on the 744; the start's evaluation is the recording's reward on every one of its 256 worlds."""
+    figures on the 744 (the top one's answer in brief too); the start's evaluation is the recording's reward on every one of its 256 worlds."""
     from openenv_echo.demo.render import WHOLE_SPLIT_NAME
     from openenv_echo.demo.rollout import SAMPLER
     from openenv_echo.demo.summarize import flattening, whole_split
@@ -494,6 +494,9 @@ def test_the_seventeenth_plans_record_is_its_plan_and_meets_its_five_targets() -
     top = " ".join((ROOT / "README.md").read_text().split())
     for claim in claims:
         assert claim in top, claim
+    brief = top.split("**The answer in brief.**")[1].split("The figures are the records'")[0]
+    assert f"closes {gap[0] * 100:.0f} % [{gap[1] * 100:.0f}, {gap[2] * 100:.0f}] of the held-out gap" in brief
+    assert claims[0] in brief and f"GRPO − start success is +{_readme_interval(gain, '+')}" in brief
     readme = " ".join((EXAMPLE / "README.md").read_text().split())
     assert f"ends at {env_ce[0]:.3f} [{env_ce[1]:.3f}, {env_ce[2]:.3f}] nats/token" in readme
     assert f"ECHO − GRPO success is {_readme_interval(cost, '+')}" in readme
