@@ -307,8 +307,8 @@ def plot_held_out(points: list[dict[str, Any]], path: Path, dpi: int = 110) -> P
     sizes = " or ".join(sorted({f"{p['test_worlds']} worlds × {p['rl_seeds']} RL seeds" for p in points}))
     fig.suptitle(
         f"GRPO + ECHO on held-out worlds: every setting run on test ({sizes}), paired by world and seed with its "
-        "recording's or look's own GRPO,\n95 % bootstrap intervals. Both halves of the answer are met where a point lies "
-        "right of half the gap and its whole success bar above −0.05.",
+        "recording's or look's own GRPO,\n95 % bootstrap intervals. Both halves of the answer are met where a point "
+        "lies right of half the gap and its whole success bar above −0.05.",
         fontsize=9,
     )
     return _save(fig, path, dpi, rect=(0, 0.2, 1, 1))

@@ -53,9 +53,9 @@ def run_whole_split(
 ) -> dict[str, Any]:
     """Train the three arms (GRPO + ECHO at ``lam``) for ``rl_steps`` RL steps (None: the recording's) on the RL
     seeds of the recording at ``report_file`` from its start (resuming what is stored in ``out``), evaluate them at
-    their last step and the start on the first ``test_worlds`` test worlds (None: every one), join the record into ``whole-split.json``
-    beside the report (``record_key``) and return it. ``workers``: RL runs at once (the recording's when None; a
-    run's numbers do not depend on it)."""
+    their last step and the start on the first ``test_worlds`` test worlds (None: every one), join the record into
+    ``whole-split.json`` beside the report (``record_key``) and return it. ``workers``: RL runs at once (the
+    recording's when None; a run's numbers do not depend on it)."""
     rec = json.loads(report_file.read_text())
     recorded_worlds = len(rec["seeds"]["test"])
     worlds = len(SPLITS["test"]) if test_worlds is None else test_worlds

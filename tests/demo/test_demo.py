@@ -294,10 +294,11 @@ def test_a_whole_split_look_retrains_every_arm_and_judges_every_world_and_the_un
     """The three arms at a pre-registered λ on the recording's RL seeds from its start, evaluated with the start on
     more of the test split than the recording used (at their last step alone): the start is carried from the
     recording; on the machine that made the recording, it and every retrained arm give the recording's own results on
-    its worlds, world by world, and a difference is counted, not hidden; the summary judges every world, and the worlds past the recording's apart; a
-    second call resumes; at a budget of its own (``rl_steps``) it joins beside the first, judges direct CE's
-    flattening at that budget and compares only the start with the recording. A λ <= 0, no more worlds than the
-    recording's or more than the split's, no RL steps and an empty plan are refused."""
+    its worlds, world by world, and a difference is counted, not hidden; the summary judges every world, and the
+    worlds past the recording's apart; a second call resumes; at a budget of its own (``rl_steps``) it joins beside
+    the first, judges direct CE's flattening at that budget and compares only the start with the recording. A
+    λ <= 0, no more worlds than the recording's or more than the split's, no RL steps and an empty plan are
+    refused."""
     import shutil
 
     from openenv_echo.demo.render import WHOLE_SPLIT_NAME
@@ -465,7 +466,8 @@ def test_the_seventeenth_plans_record_is_its_plan_and_meets_its_five_targets() -
     """The seventeenth plan's record: the three arms trained for 40 RL steps on the anchored recording's seeds, with
     the committed plan's text, evaluated on test at the last step alone on all 1000 worlds by the sampler revision
     that made it. Read on the 744 unseen worlds, and on all 1000, it meets all five targets; the READMEs quote its
-    figures on the 744 (the top one's answer in brief too); the start's evaluation is the recording's reward on every one of its 256 worlds."""
+    figures on the 744 (the top one's answer in brief too); the start's evaluation is the recording's reward on every
+    one of its 256 worlds."""
     from openenv_echo.demo.render import WHOLE_SPLIT_NAME
     from openenv_echo.demo.rollout import SAMPLER
     from openenv_echo.demo.summarize import flattening, whole_split
