@@ -7,7 +7,8 @@ re-renders the committed runs of the repository at ROOT (default: the current di
 where it has ``start-probes.json``, its start probes' plot ``start-probes.png``) and ``results-anchored`` (terminal
 with GRPO + ECHO's own world rate and moving anchor), the example README's tables blocks (with each run's RL probes
 table, from its ``rl-probes.json``, its second-λ table, from ``second-lambda.json``, its start probes table and the
-tables of RL probes from those starts, from ``start-rl-probes.json``), the answer on held-out worlds (every GRPO +
+tables of RL probes from those starts, from ``start-rl-probes.json``, and its whole-split table and
+``whole-split-verdict.json``, from ``whole-split.json``), the answer on held-out worlds (every GRPO +
 ECHO setting run on test, both envs: a table and ``results/echo-held-out.png``, and the tables of what each
 setting's and each env's GRPO success interval is made of and what a larger recording would make of it) and the
 top-level README's demo block. Tests check that the committed files are exactly its output.
@@ -74,6 +75,9 @@ SECOND_LAMBDA_NAME = "second-lambda.json"
 WHOLE_SPLIT_NAME = "whole-split.json"
 """The three arms at pre-registered λs on the test split's first worlds beyond the recording's
 (``openenv_echo.demo.whole_split``: λ → record), beside its report."""
+WHOLE_SPLIT_VERDICT_NAME = "whole-split-verdict.json"
+"""Each whole-split look's plan, targets and verdict (``verdict.json``'s schema) on its unseen worlds (``fresh``) and
+on every world (``every``), rendered from ``whole-split.json``."""
 START_RL_PROBES_NAME = "start-rl-probes.json"
 """RL probes from start probes (``openenv_echo.demo.probe run --from-start``): start probe name → its probes."""
 TRADEOFF_NAME = "echo-tradeoff.png"
@@ -127,6 +131,8 @@ def render_repo(root: Path) -> None:
         if whole_file.is_file():
             wholes = {k: whole_split(report, r) for k, r in json.loads(whole_file.read_text()).items()}
             text = replace_block(text, whole_split_table(wholes), *whole_split_markers(_name(d, report)))
+            verdicts = {k: whole_split_verdict(w) for k, w in wholes.items()}
+            (root / d / WHOLE_SPLIT_VERDICT_NAME).write_text(json.dumps(verdicts, indent=1) + "\n")
         held_out.append((report, seconds, wholes))
         if d == RESULTS_ANCHORED:  # one setting's recording: its λ points are not the trade-off plot's one-AdamW sweep
             continue
@@ -155,6 +161,15 @@ def render_repo(root: Path) -> None:
     top = root / TOP_README
     body = readme_section(main, one_seed, reports.get(RESULTS_SQL), reports.get(RESULTS_ANCHORED))
     top.write_text(replace_block(top.read_text(), body, README_BEGIN, README_END))
+
+
+def whole_split_verdict(look: dict[str, Any]) -> dict[str, Any]:
+    """A summarized whole-split look (``summarize.whole_split``) as ``whole-split-verdict.json`` holds it."""
+    keep = ("lambda", "rl_steps", "plan", "registered")
+    return {
+        **{k: look[k] for k in keep},
+        **{part: {k: look[part][k] for k in ("worlds", "targets", "verdict")} for part in ("fresh", "every")},
+    }
 
 
 def _name(d: Path, report: dict[str, Any]) -> str:

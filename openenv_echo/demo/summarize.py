@@ -370,7 +370,9 @@ def whole_split(report: dict[str, Any], record: dict[str, Any]) -> dict[str, Any
     its own arms: the recording with its test worlds, references, start evaluation and arms swapped for the record's,
     summarized on every world of the record (``every``) and, apart, on the worlds past the recording's own, which no
     look had seen when the plan was fixed (``fresh``). Returns the plan, the RL steps, both looks and how far the
-    start's evaluation and each retrained arm's are from the recording's on the recording's worlds."""
+    start's evaluation and each retrained arm's are from the recording's on the recording's worlds. Each look carries
+    its ``verdict`` in ``verdict.json``'s schema, its λ the plan's (``sweep_seeds`` 0) and its start read on its
+    worlds."""
     worlds, seen = len(record["test_seeds"]), record["recorded_test_worlds"]
     return {
         "lambda": record["lambda"],
@@ -423,4 +425,11 @@ def _look(report: dict[str, Any], record: dict[str, Any], keep: slice) -> dict[s
         },
         "echo_minus_grpo": {k: c["echo_minus_grpo"][k] for k in ("env_ce", "novel_structural_env_ce", "success")},
         "targets": [t for t in look["targets"] if t["target"].startswith(WHOLE_SPLIT_TARGETS)],
+        "verdict": {
+            **verdict(look),
+            "seeds": [r["seed"] for r in record["arms"]["grpo"]],
+            # λ fixed by the look's plan before its run, not chosen by a sweep
+            "lambda_rule": {"sweep_seeds": 0, "grid": [record["lambda"]], "chosen": record["lambda"]},
+            "start": {"env_ce": c["start"]["env_ce"][0], "success": c["start"]["success"]},
+        },
     }

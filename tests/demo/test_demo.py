@@ -466,9 +466,10 @@ def test_the_seventeenth_plans_record_is_its_plan_and_meets_its_five_targets() -
     """The seventeenth plan's record: the three arms trained for 40 RL steps on the anchored recording's seeds, with
     the committed plan's text, evaluated on test at the last step alone on all 1000 worlds by the sampler revision
     that made it. Read on the 744 unseen worlds, and on all 1000, it meets all five targets; the READMEs quote its
-    figures on the 744 (the top one's answer in brief too); the start's evaluation is the recording's reward on every
-    one of its 256 worlds."""
-    from openenv_echo.demo.render import WHOLE_SPLIT_NAME
+    figures on the 744 (the top one's answer in brief too); its committed verdict on the 744 has ``verdict.json``'s
+    schema, the plan's λ and the figures read here; the start's evaluation is the recording's reward on every one of
+    its 256 worlds."""
+    from openenv_echo.demo.render import WHOLE_SPLIT_NAME, WHOLE_SPLIT_VERDICT_NAME
     from openenv_echo.demo.rollout import SAMPLER
     from openenv_echo.demo.summarize import flattening, whole_split
 
@@ -504,6 +505,24 @@ def test_the_seventeenth_plans_record_is_its_plan_and_meets_its_five_targets() -
     assert f"ECHO − GRPO success is {_readme_interval(cost, '+')}" in readme
     assert record["agreement"]["start"]["same_reward"] == 256
     assert record["agreement"]["start"]["max_nats_difference"] <= 0.0011 and list(record["agreement"]) == ["start"]
+    committed = json.loads((EXAMPLE / "results-anchored" / WHOLE_SPLIT_VERDICT_NAME).read_text())["3, 40 steps"]
+    v = committed["fresh"]["verdict"]
+    recording = json.loads((EXAMPLE / "results-anchored" / "verdict.json").read_text())
+    assert _schema(v) == _schema(recording) and committed["fresh"]["targets"] == unseen["targets"]
+    assert v["lambda_rule"] == {"sweep_seeds": 0, "grid": [3.0], "chosen": 3.0} and v["seeds"] == [0, 1, 2, 3, 4]
+    assert v["arms"]["grpo_echo"]["gap_closed"] == gap and v["echo_minus_grpo"]["success"] == cost
+    assert v["arms"]["grpo"]["success_vs_start"] == gain and v["arms"]["grpo_echo"]["env_ce"] == env_ce
+    assert v["start"] == {"env_ce": unseen["start"]["env_ce"][0], "success": unseen["start"]["success"]}
+    assert v["references"]["unigram"] == record["baselines"]["unigram"] and v["complete"]
+
+
+def _schema(x: Any) -> Any:
+    """A JSON value's shape: a dict's keys (each with its value's shape), a list's kinds of items, a number's kind."""
+    if isinstance(x, dict):
+        return {k: _schema(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return sorted({json.dumps(_schema(v)) for v in x})
+    return type(x).__name__
 
 
 def test_a_second_lambda_at_the_recordings_own_runs_reproduces_its_comparisons() -> None:
@@ -2387,7 +2406,9 @@ def test_committed_results_readmes_and_verdicts_are_the_render_commands_output(t
         (tmp_path / rel).write_text((ROOT / rel).read_text())
     main([str(tmp_path)])
     for rel in recorded:
-        for name in ("summary.md", "verdict.json", "report.json"):
+        names = ["summary.md", "verdict.json", "report.json"]
+        names += ["whole-split-verdict.json"] if (ROOT / rel / "whole-split.json").is_file() else []
+        for name in names:
             assert (tmp_path / rel / name).read_text() == (ROOT / rel / name).read_text(), (rel, name)
     for rel in ("README.md", "examples/echo_world_model/README.md"):
         assert (tmp_path / rel).read_text() == (ROOT / rel).read_text(), rel
